@@ -1,0 +1,117 @@
+"""The `escher-extender` command line: serve, cluster (up/down/status), bench.
+
+The console-script entry point (pyproject [project.scripts]) and `python -m extender`.
+Each sub-command's flags map onto one typed object (Settings, ClusterSpec, ...); errors a
+user can fix end in a one-line message and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from extender import __version__
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from extender import logs
+    from extender.app import create_app
+    from extender.settings import Settings
+
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "host": args.host,
+            "port": args.port,
+            "kubeconfig": args.kubeconfig,
+            "in_cluster": args.in_cluster or None,
+            "token": args.token,
+            "resource_domain": args.domain,
+            "tls_cert_file": args.tls_cert,
+            "tls_key_file": args.tls_key,
+            "log_level": args.log_level,
+        }.items()
+        if v is not None
+    }
+    if args.no_kube:
+        overrides.update(kube=False, bind=False)
+    if args.mode == "pure":
+        # Pure mode: kube-scheduler alone decides and binds; the service keeps the ledger,
+        # serves the policy API and writes back.
+        overrides["bind"] = False
+    if args.log_format:
+        overrides["log_json"] = args.log_format == "json"
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "settings"
+        raise SystemExit(f"escher-extender serve: {loc}: {err['msg']}") from None
+    logs.configure(settings.log_level, settings.log_json)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        ssl_certfile=str(settings.tls_cert_file) if settings.tls_cert_file else None,
+        ssl_keyfile=str(settings.tls_key_file) if settings.tls_key_file else None,
+    )
+    return 0
+
+
+def _add_serve(sub: Any) -> None:
+    p = sub.add_parser("serve", help="run the extender service")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port to listen on (default 8888)")
+    p.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG)")
+    p.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+    p.add_argument(
+        "--no-kube",
+        action="store_true",
+        help="standalone: no Kubernetes access; nodes only from requests; no write-back, no bind",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["extender", "pure"],
+        default="extender",
+        help="extender: also bind pods (kube-scheduler's bindVerb); pure: policy API and "
+        "write-back only, kube-scheduler decides alone",
+    )
+    p.add_argument("--token", help="bearer token required on the policy API (/v1)")
+    p.add_argument("--domain", help="resource domain pods request (default escher.io)")
+    p.add_argument("--tls-cert", type=Path, help="serve HTTPS with this certificate")
+    p.add_argument("--tls-key", type=Path, help="... and this key")
+    p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument("--log-format", choices=["json", "text"])
+    p.set_defaults(func=_serve)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from extender.localcluster.commands import add_cluster_parser
+
+    parser = argparse.ArgumentParser(
+        prog="escher-extender",
+        description="A kube-scheduler extender for ESCHER-style ephemeral resources.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
+    add_cluster_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

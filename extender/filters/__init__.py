@@ -1,0 +1,33 @@
+"""Filter and score plugins, and their explicit registry.
+
+The registry maps each plugin's NAME to its class, as kube-scheduler's in-tree registry
+does; extender.verbs runs the enabled ones in order. To add a plugin: write a module with a
+NAME constant and a class implementing FilterPlugin and/or ScorePlugin (extender.filters.base),
+and list it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from extender.filters import ephemeral
+from extender.filters.base import FilterPlugin, PodInfo, Rejection, ScorePlugin
+
+Plugin = FilterPlugin | ScorePlugin
+
+REGISTRY: dict[str, Callable[[], Plugin]] = {
+    ephemeral.NAME: ephemeral.EphemeralResourceFit,
+}
+
+DEFAULT_FILTERS = (ephemeral.NAME,)
+DEFAULT_SCORERS = (ephemeral.NAME,)
+
+__all__ = [
+    "DEFAULT_FILTERS",
+    "DEFAULT_SCORERS",
+    "REGISTRY",
+    "FilterPlugin",
+    "PodInfo",
+    "Rejection",
+    "ScorePlugin",
+]

@@ -1,0 +1,58 @@
+"""The plugin protocol of filters and scorers, and the pod facts they decide on.
+
+Laid out as kube-scheduler's own framework plugins: each plugin has a name constant and
+implements Filter and/or Score over a batch of nodes. Decisions are values: a filter returns
+a Rejection per node it turns away, a scorer an integer 0..10 per node. Called by
+extender.verbs; plugins read the ledger, never the Kubernetes API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from extender.ledger import Ledger
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """What the plugins need of a pod, computed once per call."""
+
+    uid: str
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    # Everything the pod occupies (cpu in millicores), and the ephemeral subset of it.
+    amounts: Mapping[str, int]
+    ephemeral: Mapping[str, int]
+    raw: Mapping[str, Any]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a node cannot take the pod. `unresolvable`: preemption could not help."""
+
+    reason: str
+    unresolvable: bool = False
+
+
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, Rejection]:
+        """The nodes (of `nodes`) that cannot take `pod`, each with its reason."""
+        ...
+
+
+class ScorePlugin(Protocol):
+    name: str
+
+    def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
+        """A score in 0..10 for each of `nodes` (missing nodes score 0)."""
+        ...

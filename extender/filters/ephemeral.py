@@ -1,0 +1,33 @@
+"""EphemeralResourceFit: the ledger's answer to "does this node have room?".
+
+The filter is kube-scheduler's NodeResourcesFit for the ephemeral resources the extender
+owns, counted against the ledger, which also holds pods accepted for binding but not yet
+bound. The scorer prefers nodes where the requested ephemeral resources are least used,
+as NodeResourcesFit's LeastAllocated does for cpu and memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from extender.filters.base import PodInfo, Rejection
+from extender.ledger import Ledger
+from extender.wire import MAX_SCORE
+
+NAME = "EphemeralResourceFit"
+
+
+class EphemeralResourceFit:
+    name = NAME
+
+    def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, Rejection]:
+        return {
+            node: Rejection(str(s), s.unresolvable)
+            for node, s in ledger.shortfalls(nodes, pod.ephemeral).items()
+        }
+
+    def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
+        return {
+            node: round(MAX_SCORE * free)
+            for node, free in ledger.free_fractions(nodes, pod.ephemeral).items()
+        }

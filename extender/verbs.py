@@ -1,0 +1,201 @@
+"""The extender verbs: filter, prioritize and bind, decided over the ledger.
+
+Called by the HTTP routes (extender.app) with validated wire types; runs the enabled filter
+and score plugins (extender.filters) and, for bind, takes the pod's place in the ledger before
+asking the Binder (extender.kube.binder, or none in standalone mode) to bind it.
+
+Why bind holds first: kube-scheduler binds asynchronously, so after filter said "fits" for
+pod A, pod B may be filtered and told the same before A is bound. Holding A's place in the
+ledger at bind time, atomically with the capacity check, means B's bind is refused (and B
+retried) rather than over-committing the node.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from extender import resources
+from extender.filters import FilterPlugin, PodInfo, Rejection, ScorePlugin
+from extender.ledger import HolderKind, Ledger
+from extender.wire import (
+    MAX_SCORE,
+    ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderBindingResult,
+    ExtenderFilterResult,
+    HostPriority,
+    NodeList,
+)
+
+# Pods seen by filter, kept for their bind (bounded: pods that never bind age out).
+_POD_CACHE_SIZE = 50_000
+
+
+class BadRequest(ValueError):
+    """A call whose content (not its JSON shape) is wrong; the message names the field."""
+
+
+class Binder(Protocol):
+    def get_pod(self, namespace: str, name: str) -> Mapping[str, Any]: ...
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+
+class Verbs:
+    def __init__(
+        self,
+        ledger: Ledger,
+        domain: str,
+        filters: Sequence[FilterPlugin],
+        scorers: Sequence[ScorePlugin],
+        binder: Binder | None,
+        learn_nodes: bool = False,
+    ) -> None:
+        self.ledger = ledger
+        self.domain = domain
+        self.filters = filters
+        self.scorers = scorers
+        self.binder = binder
+        # Standalone mode: nodes are known only from the requests themselves.
+        self.learn_nodes = learn_nodes
+        self._pods: OrderedDict[str, PodInfo] = OrderedDict()
+        self._pods_lock = threading.Lock()
+
+    # ---- pods --------------------------------------------------------------------------
+
+    def pod_info(self, pod: Mapping[str, Any]) -> PodInfo:
+        meta = pod.get("metadata")
+        if not isinstance(meta, Mapping):
+            raise BadRequest("Pod.metadata is missing or not an object")
+        try:
+            amounts = resources.pod_amounts(pod)
+        except resources.InvalidResource as e:
+            raise BadRequest(str(e)) from e
+        eph, _ = resources.split(amounts, self.domain)
+        return PodInfo(
+            uid=str(meta.get("uid") or ""),
+            namespace=str(meta.get("namespace") or "default"),
+            name=str(meta.get("name") or ""),
+            labels=meta.get("labels") or {},
+            annotations=meta.get("annotations") or {},
+            amounts=amounts,
+            ephemeral=eph,
+            raw=pod,
+        )
+
+    def _remember(self, pod: PodInfo) -> None:
+        if not pod.uid:
+            return
+        with self._pods_lock:
+            self._pods[pod.uid] = pod
+            self._pods.move_to_end(pod.uid)
+            while len(self._pods) > _POD_CACHE_SIZE:
+                self._pods.popitem(last=False)
+
+    def _recall(self, uid: str) -> PodInfo | None:
+        with self._pods_lock:
+            return self._pods.pop(uid, None)
+
+    # ---- filter --------------------------------------------------------------------------
+
+    @staticmethod
+    def node_names(args: ExtenderArgs) -> list[str]:
+        if args.NodeNames is not None:
+            return args.NodeNames
+        if args.Nodes is not None:
+            names = []
+            for i, node in enumerate(args.Nodes.items):
+                name = (node.get("metadata") or {}).get("name")
+                if not isinstance(name, str) or not name:
+                    raise BadRequest(f"Nodes.items[{i}].metadata.name is missing")
+                names.append(name)
+            return names
+        raise BadRequest("neither Nodes nor NodeNames is set")
+
+    def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
+        names = self.node_names(args)
+        pod = self.pod_info(args.Pod)
+        self._remember(pod)
+        if self.learn_nodes:
+            self.ledger.ensure_nodes(names)
+        if not pod.ephemeral:
+            return _filter_reply(args, names, {})
+        failed: dict[str, Rejection] = {}
+        remaining: Sequence[str] = names
+        for plugin in self.filters:
+            rejected = plugin.filter(pod, remaining, self.ledger)
+            if rejected:
+                failed.update(rejected)
+                remaining = [n for n in remaining if n not in rejected]
+        return _filter_reply(args, remaining, failed)
+
+    # ---- prioritize ----------------------------------------------------------------------
+
+    def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
+        names = self.node_names(args)
+        pod = self.pod_info(args.Pod)
+        if not pod.ephemeral or not self.scorers:
+            return [HostPriority(Host=n, Score=0) for n in names]
+        total = dict.fromkeys(names, 0)
+        for plugin in self.scorers:
+            for node, s in plugin.score(pod, names, self.ledger).items():
+                if node in total:
+                    total[node] += s
+        n = len(self.scorers)
+        return [
+            HostPriority(Host=node, Score=min(MAX_SCORE, max(0, round(s / n))))
+            for node, s in total.items()
+        ]
+
+    # ---- bind ----------------------------------------------------------------------------
+
+    def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
+        if self.binder is None:
+            return ExtenderBindingResult(Error="binding is disabled (standalone mode)")
+        pod = self._recall(args.PodUID)
+        if pod is None:
+            try:
+                pod = self.pod_info(self.binder.get_pod(args.PodNamespace, args.PodName))
+            except Exception as e:  # the Binder's typed errors and malformed pods alike
+                return ExtenderBindingResult(
+                    Error=f"cannot read pod {args.PodNamespace}/{args.PodName}: {e}"
+                )
+        short = self.ledger.hold(args.PodUID, args.Node, pod.amounts, HolderKind.ASSUMED)
+        if short is not None:
+            return ExtenderBindingResult(
+                Error=f"pod {args.PodNamespace}/{args.PodName} no longer fits {args.Node}: {short}"
+            )
+        try:
+            self.binder.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
+        except Exception as e:
+            self.ledger.release(args.PodUID)
+            return ExtenderBindingResult(Error=str(e))
+        return ExtenderBindingResult()
+
+
+def _filter_reply(
+    args: ExtenderArgs, passed: Sequence[str], failed: Mapping[str, Rejection]
+) -> ExtenderFilterResult:
+    soft = {n: r.reason for n, r in failed.items() if not r.unresolvable}
+    hard = {n: r.reason for n, r in failed.items() if r.unresolvable}
+    if args.NodeNames is not None:
+        return ExtenderFilterResult(
+            NodeNames=list(passed), FailedNodes=soft, FailedAndUnresolvableNodes=hard
+        )
+    assert args.Nodes is not None
+    # Not nodeCacheCapable: the reply must carry the passing Node objects themselves.
+    items = (
+        args.Nodes.items
+        if not failed
+        else [n for n in args.Nodes.items if n["metadata"]["name"] not in failed]
+    )
+    nodes = NodeList(
+        apiVersion=args.Nodes.apiVersion,
+        kind=args.Nodes.kind,
+        metadata=args.Nodes.metadata,
+        items=items,
+    )
+    return ExtenderFilterResult(Nodes=nodes, FailedNodes=soft, FailedAndUnresolvableNodes=hard)

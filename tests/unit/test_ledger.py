@@ -1,0 +1,196 @@
+"""The ledger: capacity invariants, atomic policy changes, holdings and snapshots."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from extender.ledger import BelowAllocated, HolderKind, Ledger, LedgerError, UnknownNode
+
+R = "escher.io/r"
+S = "escher.io/s"
+
+
+def ledger(*nodes: str, cap: int = 0) -> Ledger:
+    lg = Ledger("escher.io")
+    for n in nodes:
+        lg.upsert_node(n, {"zone": n[-1]}, {"cpu": 4000, "pods": 110})
+    if cap:
+        lg.set_capacity(R, dict.fromkeys(nodes, cap))
+    return lg
+
+
+@pytest.mark.parametrize(
+    ("cap", "held", "want", "fits", "unresolvable", "reason"),
+    [
+        (4, 0, 1, True, False, ""),
+        (4, 3, 1, True, False, ""),
+        (4, 4, 1, False, False, "Insufficient escher.io/r: requested 1, available 0 of 4"),
+        (4, 2, 3, False, False, "Insufficient escher.io/r: requested 3, available 2 of 4"),
+        (2, 0, 3, False, True, "Insufficient escher.io/r: requested 3, available 2 of 2"),
+        (0, 0, 1, False, True, "node a has no escher.io/r"),
+    ],
+)
+def test_shortfalls(
+    cap: int, held: int, want: int, fits: bool, unresolvable: bool, reason: str
+) -> None:
+    lg = ledger("a")
+    if cap:
+        lg.set_capacity(R, {"a": cap})
+    if held:
+        assert lg.hold("p0", "a", {R: held}) is None
+    out = lg.shortfalls(["a"], {R: want})
+    assert ("a" not in out) is fits
+    if not fits:
+        assert str(out["a"]) == reason
+        assert out["a"].unresolvable is unresolvable
+
+
+def test_unknown_node_has_nothing() -> None:
+    lg = ledger("a", cap=1)
+    assert str(lg.shortfalls(["zz"], {R: 1})["zz"]) == "node zz has no escher.io/r"
+    assert lg.hold("p", "zz", {R: 1}) is not None
+
+
+def test_hold_never_exceeds_capacity_and_release_frees() -> None:
+    lg = ledger("a", cap=2)
+    assert lg.hold("p1", "a", {R: 1}) is None
+    assert lg.hold("p2", "a", {R: 1}) is None
+    short = lg.hold("p3", "a", {R: 1})
+    assert short is not None and short.available == 0
+    assert lg.release("p1")
+    assert not lg.release("p1")
+    assert lg.hold("p3", "a", {R: 1}) is None
+    assert lg.node("a").used[R] == 2  # type: ignore[union-attr]
+
+
+def test_hold_is_idempotent_and_moves() -> None:
+    lg = ledger("a", "b", cap=1)
+    assert lg.hold("p", "a", {R: 1}) is None
+    assert lg.hold("p", "a", {R: 1}) is None  # same place again: still one unit
+    assert lg.node("a").used == {R: 1}  # type: ignore[union-attr]
+    assert lg.hold("p", "b", {R: 1}) is None  # moving releases a
+    assert lg.node("a").used == {}  # type: ignore[union-attr]
+    assert lg.node("b").used == {R: 1}  # type: ignore[union-attr]
+
+
+def test_hold_counts_but_does_not_check_physical() -> None:
+    lg = ledger("a", cap=1)
+    assert lg.hold("p", "a", {R: 1, "cpu": 999_999}) is None
+    assert lg.node("a").used["cpu"] == 999_999  # type: ignore[union-attr]
+
+
+def test_observe_bound_is_a_fact_even_over_capacity_and_blocks_more() -> None:
+    lg = ledger("a", cap=1)
+    lg.observe_bound("p1", "a", {R: 1})
+    lg.observe_bound("p2", "a", {R: 1})  # plain kube-scheduler placed it: recorded
+    assert lg.node("a").used[R] == 2  # type: ignore[union-attr]
+    assert lg.hold("p3", "a", {R: 1}) is not None
+
+
+def test_assumed_becomes_bound_without_double_counting() -> None:
+    lg = ledger("a", cap=2)
+    assert lg.hold("p", "a", {R: 1}) is None
+    lg.observe_bound("p", "a", {R: 1})
+    assert lg.holding("p").kind is HolderKind.POD  # type: ignore[union-attr]
+    assert lg.node("a").used[R] == 1  # type: ignore[union-attr]
+
+
+def test_set_capacity_is_atomic() -> None:
+    lg = ledger("a", "b", cap=2)
+    lg.hold("p", "a", {R: 2})
+    v = lg.version
+    with pytest.raises(BelowAllocated) as e:
+        lg.set_capacity(R, {"a": 1, "b": 5})
+    assert "a: escher.io/r capacity 1 is below the 2 already allocated" in str(e.value)
+    with pytest.raises(UnknownNode):
+        lg.set_capacity(R, {"b": 5, "zz": 1})
+    with pytest.raises(LedgerError):
+        lg.set_capacity("example.com/x", {"a": 1})
+    assert lg.version == v
+    assert lg.node("b").ephemeral == {R: 2}  # type: ignore[union-attr]
+
+
+def test_capacity_zero_removes_even_when_held() -> None:
+    lg = ledger("a", cap=2)
+    lg.hold("p", "a", {R: 1})
+    lg.set_capacity(R, {"a": 0})
+    assert R not in lg.node("a").ephemeral  # type: ignore[union-attr]
+    assert lg.hold("q", "a", {R: 1}) is not None
+
+
+def test_remove_resource_and_release_owner() -> None:
+    lg = ledger("a", "b", cap=3)
+    lg.set_capacity(S, {"a": 1})
+    assert sorted(lg.remove_resource(R)) == ["a", "b"]
+    assert lg.remove_resource(R) == []
+    assert lg.has_resource(S) and not lg.has_resource(R)
+    lg.hold("g1-0", "a", {S: 1}, HolderKind.RESERVATION, owner="gang/g1")
+    assert lg.release_owner("gang/g1") == 1
+    assert lg.node("a").used == {}  # type: ignore[union-attr]
+
+
+def test_listener_sees_capacity_changes_with_versions() -> None:
+    lg = ledger("a", "b")
+    seen: list[tuple[int, frozenset[str]]] = []
+    lg.subscribe(lambda v, nodes: seen.append((v, nodes)))
+    lg.set_capacity(R, {"a": 1, "b": 1})
+    lg.set_capacity(R, {"a": 1, "b": 2})  # a unchanged
+    lg.hold("p", "a", {R: 1})
+    assert [n for _, n in seen] == [frozenset({"a", "b"}), frozenset({"b"}), frozenset()]
+    assert [v for v, _ in seen] == sorted(v for v, _ in seen)
+    assert seen[-1][0] == lg.version
+
+
+def test_rebuild_ephemeral_from_nodes() -> None:
+    lg = Ledger("escher.io")
+    lg.upsert_node("a", {}, {"cpu": 1000}, {R: 3})
+    assert lg.node("a").ephemeral == {R: 3}  # type: ignore[union-attr]
+    lg.upsert_node("a", {"x": "y"}, {"cpu": 2000})  # a watch update keeps the ledger's own
+    assert lg.node("a").ephemeral == {R: 3}  # type: ignore[union-attr]
+    lg.remove_node("a")
+    assert lg.node("a") is None
+
+
+def test_snapshot_is_a_copy() -> None:
+    lg = ledger("a", cap=1)
+    snap = lg.snapshot()
+    lg.set_capacity(R, {"a": 5})
+    assert snap.nodes["a"].ephemeral == {R: 1}
+    assert snap.version < lg.version
+
+
+def test_free_fractions() -> None:
+    lg = ledger("a", "b", cap=4)
+    lg.hold("p", "a", {R: 2})
+    assert lg.free_fractions(["a", "b", "c"], {R: 1}) == {"a": 0.25, "b": 0.75, "c": 0.0}
+
+
+def test_concurrent_holds_never_overcommit() -> None:
+    nodes = [f"n{i}" for i in range(5)]
+    lg = ledger(*nodes, cap=7)
+    rnd = random.Random(1)
+    plan = [(f"p{i}", rnd.choice(nodes), rnd.randint(1, 3)) for i in range(600)]
+    won: list[tuple[str, str, int]] = []
+    lock = threading.Lock()
+
+    def worker(part: list[tuple[str, str, int]]) -> None:
+        for pod, node, k in part:
+            if lg.hold(pod, node, {R: k}) is None:
+                with lock:
+                    won.append((pod, node, k))
+            if rnd.random() < 0.3:
+                lg.release(pod)
+
+    threads = [threading.Thread(target=worker, args=(plan[i::8],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    snap = lg.snapshot()
+    for n in nodes:
+        held = sum(h.amounts[R] for h in snap.holdings.values() if h.node == n)
+        assert held == snap.nodes[n].used.get(R, 0) <= 7
+    assert won
