@@ -29,7 +29,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from extender import __version__, policy
 from extender.ledger import BelowAllocated, LedgerError, UnknownNode
-from extender.policy import PolicyError, ResourceSpec
+from extender.policy import (
+    ClusterState,
+    DeleteResourceResult,
+    PolicyError,
+    ResourceSpec,
+    ResourceState,
+    SetResourceResult,
+)
 from extender.resources import InvalidResource, full_name
 from extender.service import Service
 from extender.settings import Settings
@@ -275,7 +282,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
     policy_deps = [Depends(authorized), Depends(ready)]
 
     @app.put("/v1/resources/{name}", tags=["policy"], dependencies=policy_deps)
-    def set_resource(name: str, spec: ResourceSpec, response: Response) -> dict[str, Any]:
+    def set_resource(name: str, spec: ResourceSpec, response: Response) -> SetResourceResult:
         """ESCHER's set_resource: create, resize or (capacity 0) remove an ephemeral resource.
 
         Answers 200 once the change is on the Node objects, 202 if it is applied to the
@@ -297,7 +304,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
         durable = _wait_durable(version, capacity)
         response.status_code = 200 if durable else 202
         m.request_seconds.labels("set_resource").observe(time.perf_counter() - start)
-        return {"resource": full, "nodes": capacity, "version": version, "durable": durable}
+        return SetResourceResult(resource=full, nodes=capacity, version=version, durable=durable)
 
     def _wait_durable(version: int, nodes: dict[str, int]) -> bool:
         if svc.writeback is None:
@@ -307,16 +314,16 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
         )
 
     @app.get("/v1/resources/{name}", tags=["policy"], dependencies=policy_deps)
-    def get_resource(name: str) -> dict[str, Any]:
+    def get_resource(name: str) -> ResourceState:
         """One ephemeral resource: capacity, allocated and available per node."""
         full = _full(name)
         state = policy.resource_state(svc.ledger.snapshot(), full)
-        if not state:
+        if not state.nodes:
             raise ApiError(404, f"resource {full} not found", "name")
-        return {"resource": full, "nodes": state}
+        return state
 
     @app.delete("/v1/resources/{name}", tags=["policy"], dependencies=policy_deps)
-    def delete_resource(name: str, response: Response) -> dict[str, Any]:
+    def delete_resource(name: str, response: Response) -> DeleteResourceResult:
         """Remove an ephemeral resource from every node."""
         full = _full(name)
         nodes = svc.ledger.remove_resource(full)
@@ -324,7 +331,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
             raise ApiError(404, f"resource {full} not found", "name")
         durable = _wait_durable(svc.ledger.version, dict.fromkeys(nodes, 0))
         response.status_code = 200 if durable else 202
-        return {"resource": full, "removed_from": nodes, "durable": durable}
+        return DeleteResourceResult(resource=full, removed_from=nodes, durable=durable)
 
     def _full(name: str) -> str:
         try:
@@ -333,7 +340,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
             raise ApiError(422, str(e), "name") from e
 
     @app.get("/v1/cluster-state", tags=["policy"], dependencies=policy_deps)
-    def cluster_state() -> dict[str, Any]:
+    def cluster_state() -> ClusterState:
         """ESCHER's get_cluster_state: per node, capacity / allocated / available of the
         physical (cpu in millicores, memory in bytes, pods) and ephemeral resources."""
         return policy.cluster_state(svc.ledger.snapshot())

@@ -8,7 +8,7 @@ by the HTTP routes (extender.app) and, in-process, by ESLs; pure, no I/O.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
@@ -52,6 +52,40 @@ class ResourceSpec(BaseModel):
         if len(given) > 1:
             raise ValueError(f"give at most one of node, node_selector, node_spec (got {given})")
         return self
+
+
+class Usage(BaseModel):
+    capacity: int
+    allocated: int
+    available: int
+
+
+class SetResourceResult(BaseModel):
+    """Reply of PUT /v1/resources/{name}."""
+
+    resource: str = Field(description="The full name pods request: <domain>/<name>.")
+    nodes: dict[str, int] = Field(description="The capacity now set, per node it was set on.")
+    version: int = Field(description="The ledger version after the change.")
+    durable: bool = Field(description="False (HTTP 202) if not yet written to the nodes.")
+
+
+class DeleteResourceResult(BaseModel):
+    resource: str
+    removed_from: list[str]
+    durable: bool
+
+
+class ResourceState(BaseModel):
+    resource: str
+    nodes: dict[str, Usage]
+
+
+class ClusterState(BaseModel):
+    """ESCHER's get_cluster_state. Integers in the ledger's units: cpu in millicores,
+    memory in bytes, the rest in units."""
+
+    version: int
+    nodes: dict[str, dict[str, Usage]]
 
 
 class PolicyError(Exception):
@@ -117,30 +151,26 @@ def set_resource(
     return full, capacity, version
 
 
-def resource_state(snap: Snapshot, full: str) -> dict[str, dict[str, int]]:
-    return {
-        n: _entry(v.ephemeral[full], v.used.get(full, 0))
-        for n, v in snap.nodes.items()
-        if full in v.ephemeral
-    }
+def resource_state(snap: Snapshot, full: str) -> ResourceState:
+    return ResourceState(
+        resource=full,
+        nodes={
+            n: _usage(v.ephemeral[full], v.used.get(full, 0))
+            for n, v in snap.nodes.items()
+            if full in v.ephemeral
+        },
+    )
 
 
-def cluster_state(snap: Snapshot) -> dict[str, Any]:
-    """ESCHER's get_cluster_state: per node, capacity/allocated/available of every resource.
-
-    Integers in the ledger's units: cpu in millicores, memory in bytes, the rest in units.
-    """
-    nodes: dict[str, dict[str, dict[str, int]]] = {}
+def cluster_state(snap: Snapshot) -> ClusterState:
+    """ESCHER's get_cluster_state: per node, capacity/allocated/available of every resource."""
+    nodes: dict[str, dict[str, Usage]] = {}
     for name, v in snap.nodes.items():
-        entry = {r: _entry(cap, v.used.get(r, 0)) for r, cap in v.physical.items()}
-        entry.update({r: _entry(cap, v.used.get(r, 0)) for r, cap in v.ephemeral.items()})
+        entry = {r: _usage(cap, v.used.get(r, 0)) for r, cap in v.physical.items()}
+        entry.update({r: _usage(cap, v.used.get(r, 0)) for r, cap in v.ephemeral.items()})
         nodes[name] = entry
-    return {"version": snap.version, "nodes": nodes}
+    return ClusterState(version=snap.version, nodes=nodes)
 
 
-def _entry(capacity: int, allocated: int) -> dict[str, int]:
-    return {
-        "capacity": capacity,
-        "allocated": allocated,
-        "available": max(0, capacity - allocated),
-    }
+def _usage(capacity: int, allocated: int) -> Usage:
+    return Usage(capacity=capacity, allocated=allocated, available=max(0, capacity - allocated))
