@@ -94,6 +94,19 @@ def _add_serve(sub: Any) -> None:
     p.set_defaults(func=_serve)
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from extender import demo
+
+    return demo.main(args.dir, args.keep)
+
+
+def _add_demo(sub: Any) -> None:
+    p = sub.add_parser("demo", help="run the main job on the embedded local cluster")
+    p.add_argument("--dir", type=Path, help="cluster directory (default: a new temporary one)")
+    p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    p.set_defaults(func=_demo)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from extender.localcluster.commands import add_cluster_parser
 
@@ -105,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
     add_cluster_parser(sub)
+    _add_demo(sub)
     return parser
 
 

@@ -57,10 +57,16 @@ class Shortfall:
         return self.capacity < self.requested
 
     def __str__(self) -> str:
+        # Node-independent, as NodeResourcesFit words it: kube-scheduler counts nodes per
+        # distinct reason ("0/4 nodes are available: 3 Insufficient escher.io/x, ...").
         if self.capacity == 0:
-            return f"node {self.node} has no {self.resource}"
+            return f"node(s) lack {self.resource}"
+        return f"Insufficient {self.resource}"
+
+    @property
+    def detail(self) -> str:
         return (
-            f"Insufficient {self.resource}: requested {self.requested}, "
+            f"{self.node}: {self.resource} requested {self.requested}, "
             f"available {self.available} of {self.capacity}"
         )
 

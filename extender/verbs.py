@@ -166,7 +166,7 @@ class Verbs:
         short = self.ledger.hold(args.PodUID, args.Node, pod.amounts, HolderKind.ASSUMED)
         if short is not None:
             return ExtenderBindingResult(
-                Error=f"pod {args.PodNamespace}/{args.PodName} no longer fits {args.Node}: {short}"
+                Error=f"pod {args.PodNamespace}/{args.PodName} no longer fits: {short.detail}"
             )
         try:
             self.binder.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)

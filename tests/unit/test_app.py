@@ -164,7 +164,7 @@ def test_filter_and_prioritize_round(client: TestClient) -> None:
     assert r.json() == {
         "NodeNames": ["n1", "n2"],
         "FailedNodes": {},
-        "FailedAndUnresolvableNodes": {"n3": "node n3 has no escher.io/gpu"},
+        "FailedAndUnresolvableNodes": {"n3": "node(s) lack escher.io/gpu"},
         "Error": "",
     }
     r = client.post("/prioritize", json={"Pod": pod(), "NodeNames": ["n1", "n2"]})

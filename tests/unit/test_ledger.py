@@ -23,18 +23,18 @@ def ledger(*nodes: str, cap: int = 0) -> Ledger:
 
 
 @pytest.mark.parametrize(
-    ("cap", "held", "want", "fits", "unresolvable", "reason"),
+    ("cap", "held", "want", "fits", "unresolvable", "reason", "detail"),
     [
-        (4, 0, 1, True, False, ""),
-        (4, 3, 1, True, False, ""),
-        (4, 4, 1, False, False, "Insufficient escher.io/r: requested 1, available 0 of 4"),
-        (4, 2, 3, False, False, "Insufficient escher.io/r: requested 3, available 2 of 4"),
-        (2, 0, 3, False, True, "Insufficient escher.io/r: requested 3, available 2 of 2"),
-        (0, 0, 1, False, True, "node a has no escher.io/r"),
+        (4, 0, 1, True, False, "", ""),
+        (4, 3, 1, True, False, "", ""),
+        (4, 4, 1, False, False, "Insufficient escher.io/r", "requested 1, available 0 of 4"),
+        (4, 2, 3, False, False, "Insufficient escher.io/r", "requested 3, available 2 of 4"),
+        (2, 0, 3, False, True, "Insufficient escher.io/r", "requested 3, available 2 of 2"),
+        (0, 0, 1, False, True, "node(s) lack escher.io/r", "requested 1, available 0 of 0"),
     ],
 )
 def test_shortfalls(
-    cap: int, held: int, want: int, fits: bool, unresolvable: bool, reason: str
+    cap: int, held: int, want: int, fits: bool, unresolvable: bool, reason: str, detail: str
 ) -> None:
     lg = ledger("a")
     if cap:
@@ -45,12 +45,13 @@ def test_shortfalls(
     assert ("a" not in out) is fits
     if not fits:
         assert str(out["a"]) == reason
+        assert out["a"].detail == f"a: escher.io/r {detail}"
         assert out["a"].unresolvable is unresolvable
 
 
 def test_unknown_node_has_nothing() -> None:
     lg = ledger("a", cap=1)
-    assert str(lg.shortfalls(["zz"], {R: 1})["zz"]) == "node zz has no escher.io/r"
+    assert str(lg.shortfalls(["zz"], {R: 1})["zz"]) == "node(s) lack escher.io/r"
     assert lg.hold("p", "zz", {R: 1}) is not None
 
 

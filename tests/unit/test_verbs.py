@@ -87,7 +87,7 @@ def test_filter_node_list_echoes_passing_node_objects() -> None:
     r = v.filter(ExtenderArgs(Pod=pod(r="1"), Nodes=NodeList(kind="NodeList", items=items)))
     assert r.NodeNames is None
     assert r.Nodes is not None and r.Nodes.items == [items[1]] and r.Nodes.kind == "NodeList"
-    assert r.FailedAndUnresolvableNodes == {"a": "node a has no escher.io/r"}
+    assert r.FailedAndUnresolvableNodes == {"a": "node(s) lack escher.io/r"}
 
 
 @pytest.mark.parametrize(
@@ -141,7 +141,7 @@ def test_bind_race_refuses_the_second_pod() -> None:
         assert r.NodeNames == ["a"]
     assert v.bind(bind_args("u1")).Error == ""
     err = v.bind(bind_args("u2")).Error
-    assert "no longer fits a" in err and "Insufficient escher.io/r" in err
+    assert err == "pod ns/p-u2 no longer fits: a: escher.io/r requested 1, available 0 of 1"
     assert len(b.bound) == 1
     assert v.ledger.node("a").used[R] == 1  # type: ignore[union-attr]
 

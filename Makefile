@@ -1,0 +1,42 @@
+# The two commands of the README, and their parts.
+#   make demo   bring up the embedded local cluster and run the main job
+#   make test   lint, type-check and run the whole test suite (unit + end-to-end)
+# Both create .venv and build the control-plane binaries when they are missing.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint unit e2e binaries venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+binaries:
+	hack/build-binaries.sh
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+e2e: $(STAMP) binaries
+	$(BIN)/pytest tests/e2e
+
+test: $(STAMP) binaries lint
+	$(BIN)/pytest
+
+demo: $(STAMP) binaries
+	$(BIN)/escher-extender demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,125 @@
+"""Pods as a workload: create pods that request resources, watch them get scheduled.
+
+Used by the demo, the benchmarks and the end-to-end tests to drive the real kube-scheduler.
+Pods are never run (the local control plane has no kubelet): a pod is "placed" once
+kube-scheduler (or the extender's bind) sets spec.nodeName.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def pod_manifest(
+    name: str,
+    limits: Mapping[str, str] | None = None,
+    requests: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    scheduler_name: str = "default-scheduler",
+) -> dict[str, Any]:
+    """A pod that only asks to be placed. Extended resources go in limits, as Kubernetes
+    requires (requests, if given, must equal limits)."""
+    resources: dict[str, Any] = {}
+    if limits:
+        resources["limits"] = dict(limits)
+    if requests:
+        resources["requests"] = dict(requests)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "schedulerName": scheduler_name,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": resources}],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Placement:
+    name: str
+    node: str | None  # None: still pending
+    reason: str  # why it is pending (the PodScheduled condition), or ""
+
+
+class Workload:
+    def __init__(self, api: client.ApiClient, namespace: str = "default") -> None:
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+
+    def create(self, manifest: Mapping[str, Any]) -> None:
+        # The typed client wants a V1Pod; a plain manifest serialises the same.
+        self.core.create_namespaced_pod(self.namespace, cast(Any, manifest))
+
+    def delete(self, names: Iterable[str]) -> None:
+        for name in names:
+            try:
+                self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+
+    def placements(self, names: Iterable[str]) -> dict[str, Placement]:
+        wanted = set(names)
+        out: dict[str, Placement] = {}
+        raw: Any = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
+        for p in json.loads(raw.data)["items"]:
+            name = p["metadata"]["name"]
+            if name not in wanted:
+                continue
+            reason = ""
+            for c in p.get("status", {}).get("conditions") or []:
+                if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                    reason = c.get("message") or c.get("reason") or ""
+            out[name] = Placement(name, p["spec"].get("nodeName"), reason)
+        return out
+
+    def wait(
+        self,
+        names: Iterable[str],
+        timeout: float,
+        bound: int | None = None,
+        settle: float = 0.0,
+    ) -> dict[str, Placement]:
+        """Poll until `bound` of `names` (default: all) are placed, or `timeout`.
+
+        With `settle`, keep watching that long after reaching the target, so pods that must
+        NOT be placed get the chance to be placed wrongly (and caught).
+        """
+        names = list(names)
+        target = len(names) if bound is None else bound
+        deadline = time.monotonic() + timeout
+        reached: float | None = None
+        while True:
+            now = self.placements(names)
+            done = sum(1 for p in now.values() if p.node)
+            if done >= target and reached is None:
+                reached = time.monotonic()
+            if reached is not None and time.monotonic() - reached >= settle:
+                return now
+            if time.monotonic() > deadline:
+                return now
+            time.sleep(0.1)
+
+    def node_resources(self, node: str, prefix: str) -> dict[str, dict[str, str]]:
+        """The node's capacity and allocatable entries whose names start with `prefix`."""
+        status = self.core.read_node_status(node).status
+        return {
+            field: {k: v for k, v in (getattr(status, field) or {}).items() if k.startswith(prefix)}
+            for field in ("capacity", "allocatable")
+        }
