@@ -107,6 +107,47 @@ def _add_demo(sub: Any) -> None:
     p.set_defaults(func=_demo)
 
 
+def _bench_extender(args: argparse.Namespace) -> int:
+    from extender.bench import extender_bench
+
+    if args.quick:
+        return extender_bench.run(
+            args.out, sizes=(100, 1000), seconds=3, tput_nodes=20, tput_pods=100
+        )
+    return extender_bench.run(
+        args.out,
+        sizes=args.sizes,
+        seconds=args.seconds,
+        tput_nodes=args.tput_nodes,
+        tput_pods=args.tput_pods,
+    )
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("sizes must be positive")
+    return sizes
+
+
+def _add_bench(sub: Any) -> None:
+    p = sub.add_parser("bench", help="benchmarks")
+    kinds = p.add_subparsers(dest="benchmark", required=True)
+    e = kinds.add_parser(
+        "extender", help="filter/prioritize latency and scheduling throughput with vs without"
+    )
+    e.add_argument("--out", type=Path, required=True, help="directory for results and plots")
+    e.add_argument("--quick", action="store_true", help="a small preset (about two minutes)")
+    e.add_argument("--sizes", type=_sizes, default=[100, 1000, 5000], help="node counts")
+    e.add_argument("--seconds", type=float, default=10.0, help="load per latency run")
+    e.add_argument("--tput-nodes", type=int, default=100, help="nodes for throughput")
+    e.add_argument("--tput-pods", type=int, default=500, help="pods for throughput")
+    e.set_defaults(func=_bench_extender)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from extender.localcluster.commands import add_cluster_parser
 
@@ -119,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     add_cluster_parser(sub)
     _add_demo(sub)
+    _add_bench(sub)
     return parser
 
 

@@ -208,18 +208,23 @@ class Ledger:
         out: dict[str, float] = {}
         if not request:
             return out
+        wants = list(request.items())
+        empty: dict[str, int] = {}
         with self._lock:
+            get = self._nodes.get
             for name in nodes:
-                s = self._nodes.get(name)
+                s = get(name)
+                eph, used = (s.ephemeral, s.used) if s is not None else (empty, empty)
                 total = 0.0
-                for res, want in request.items():
-                    cap = s.ephemeral.get(res, 0) if s is not None else 0
+                for res, want in wants:
+                    cap = eph.get(res, 0)
                     if cap <= 0:
                         total = 0.0
                         break
-                    left = cap - (s.used.get(res, 0) if s is not None else 0) - want
-                    total += max(0, left) / cap
-                out[name] = total / len(request)
+                    left = cap - used.get(res, 0) - want
+                    if left > 0:
+                        total += left / cap
+                out[name] = total / len(wants)
         return out
 
     def hold(

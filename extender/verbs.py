@@ -26,7 +26,6 @@ from extender.wire import (
     ExtenderBindingArgs,
     ExtenderBindingResult,
     ExtenderFilterResult,
-    HostPriority,
     NodeList,
 )
 
@@ -134,21 +133,26 @@ class Verbs:
 
     # ---- prioritize ----------------------------------------------------------------------
 
-    def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
+    def prioritize(self, args: ExtenderArgs) -> dict[str, int]:
+        """Score per node, 0..MAX_SCORE: the mean of the enabled scorers.
+
+        Plain ints, not HostPriority models: at 1,000 nodes building models cost more than
+        deciding. The route serialises them as kube-scheduler's HostPriorityList.
+        """
         names = self.node_names(args)
         pod = self.pod_info(args.Pod)
-        if not pod.ephemeral or not self.scorers:
-            return [HostPriority(Host=n, Score=0) for n in names]
         total = dict.fromkeys(names, 0)
+        if not pod.ephemeral or not self.scorers:
+            return total
+        if len(self.scorers) == 1:  # the common case, without the averaging pass
+            scores = self.scorers[0].score(pod, names, self.ledger)
+            return {n: min(MAX_SCORE, max(0, scores.get(n, 0))) for n in names}
         for plugin in self.scorers:
             for node, s in plugin.score(pod, names, self.ledger).items():
                 if node in total:
                     total[node] += s
-        n = len(self.scorers)
-        return [
-            HostPriority(Host=node, Score=min(MAX_SCORE, max(0, round(s / n))))
-            for node, s in total.items()
-        ]
+        k = len(self.scorers)
+        return {node: min(MAX_SCORE, max(0, round(s / k))) for node, s in total.items()}
 
     # ---- bind ----------------------------------------------------------------------------
 

@@ -28,6 +28,6 @@ class EphemeralResourceFit:
 
     def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
         return {
-            node: round(MAX_SCORE * free)
+            node: int(MAX_SCORE * free + 0.5)
             for node, free in ledger.free_fractions(nodes, pod.ephemeral).items()
         }

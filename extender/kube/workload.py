@@ -8,12 +8,13 @@ kube-scheduler (or the extender's bind) sets spec.nodeName.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -115,6 +116,21 @@ class Workload:
             if time.monotonic() > deadline:
                 return now
             time.sleep(0.1)
+
+    def watch_bound(self, want: int, stop: threading.Event) -> dict[str, float]:
+        """Watch pods; record when each is first seen bound (time.monotonic()), until `want`
+        are bound or `stop` is set. For throughput measurements: no polling interval."""
+        seen: dict[str, float] = {}
+        w: Any = watch.Watch()  # type: ignore[no-untyped-call]
+        while not stop.is_set() and len(seen) < want:
+            for ev in w.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=2):
+                p = ev["object"]
+                if p.spec.node_name and p.metadata.name not in seen:
+                    seen[p.metadata.name] = time.monotonic()
+                if stop.is_set() or len(seen) >= want:
+                    w.stop()
+                    break
+        return seen
 
     def node_resources(self, node: str, prefix: str) -> dict[str, dict[str, str]]:
         """The node's capacity and allocatable entries whose names start with `prefix`."""

@@ -110,13 +110,26 @@ def test_filter_bad_requests(args: ExtenderArgs, message: str) -> None:
 def test_prioritize_scores_in_range_and_prefers_free_nodes() -> None:
     v = verbs(caps={"a": 10, "b": 10})
     v.ledger.hold("x", "a", {R: 8})
-    scores = {
-        h.Host: h.Score
-        for h in v.prioritize(ExtenderArgs(Pod=pod(r="1"), NodeNames=["a", "b", "c"]))
-    }
+    scores = v.prioritize(ExtenderArgs(Pod=pod(r="1"), NodeNames=["a", "b", "c"]))
     assert scores == {"a": 1, "b": 9, "c": 0}
-    plain = v.prioritize(ExtenderArgs(Pod=pod(), NodeNames=["a", "b"]))
-    assert [h.Score for h in plain] == [0, 0]
+    assert v.prioritize(ExtenderArgs(Pod=pod(), NodeNames=["a", "b"])) == {"a": 0, "b": 0}
+
+
+class Loud:
+    """A misbehaving scorer: scores outside 0..10 must be clamped, never passed on."""
+
+    name = "Loud"
+
+    def score(self, pod: object, nodes: list[str], ledger: Ledger) -> dict[str, int]:
+        return {nodes[0]: 99, nodes[1]: -5}
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_prioritize_clamps_scores(extra: int) -> None:
+    v = verbs(caps={"a": 10, "b": 10})
+    v.scorers = [Loud()] + [EphemeralResourceFit()] * extra  # type: ignore[list-item]
+    scores = v.prioritize(ExtenderArgs(Pod=pod(r="1"), NodeNames=["a", "b"]))
+    assert all(0 <= s <= 10 for s in scores.values()), scores
 
 
 def bind_args(uid: str = "u1", node: str = "a") -> ExtenderBindingArgs:

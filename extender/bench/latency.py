@@ -1,0 +1,222 @@
+"""Server-side latency of filter and prioritize, by cluster size and nodeCacheCapable mode.
+
+Starts the extender standalone (`serve --no-kube`: no API server in the path, nodes learnt
+from the requests) on loopback, gives every node an ephemeral resource, then drives each
+verb with locust (loadtests/extender_locustfile.py) with bodies shaped like the ones the real
+kube-scheduler sends (tests/fixtures/kube-scheduler-v1.36/): a full Pod and either NodeNames
+(nodeCacheCapable: true) or a NodeList of complete Node objects (false). The server-side time
+comes from each reply's Server-Timing header. Called by extender.bench.extender_bench.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from extender.bench.stats import summary
+from extender.localcluster.ports import allocate_ports
+
+LOCUSTFILE = Path(__file__).resolve().parents[2] / "loadtests" / "extender_locustfile.py"
+RESOURCE = "escher.io/bench"
+WARMUP = 50  # at most this many first calls of each run are dropped (cold paths)
+
+
+def pod() -> dict[str, Any]:
+    """A pod as kube-scheduler sends it (defaults filled in by the API server)."""
+    return {
+        "metadata": {
+            "name": "bench-0",
+            "namespace": "default",
+            "uid": "5c0f5d2e-7a51-4d0e-9e61-0e3a54c7a001",
+            "resourceVersion": "1001",
+            "creationTimestamp": "2026-11-21T00:00:00Z",
+            "labels": {"app": "bench"},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "imagePullPolicy": "IfNotPresent",
+                    "resources": {
+                        "limits": {RESOURCE: "1"},
+                        "requests": {RESOURCE: "1", "cpu": "100m", "memory": "64Mi"},
+                    },
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                }
+            ],
+            "dnsPolicy": "ClusterFirst",
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "priority": 0,
+            "restartPolicy": "Always",
+            "schedulerName": "default-scheduler",
+            "securityContext": {},
+            "terminationGracePeriodSeconds": 30,
+            "tolerations": [
+                {
+                    "effect": "NoExecute",
+                    "key": f"node.kubernetes.io/{k}",
+                    "operator": "Exists",
+                    "tolerationSeconds": 300,
+                }
+                for k in ("not-ready", "unreachable")
+            ],
+        },
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }
+
+
+def node(i: int) -> dict[str, Any]:
+    """A Node object of the size the local control plane's fake nodes have (~1 KB)."""
+    name = f"node-{i}"
+    quantities = {"cpu": "32", "memory": "128Gi", "pods": "110", RESOURCE: "1000000"}
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"00000000-0000-4000-8000-{i:012d}",
+            "resourceVersion": str(100 + i),
+            "creationTimestamp": "2026-11-21T00:00:00Z",
+            "labels": {"kubernetes.io/hostname": name, "pool": "general"},
+            "managedFields": [
+                {
+                    "apiVersion": "v1",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:labels": {".": {}}}},
+                    "manager": "escher-extender",
+                    "operation": "Update",
+                    "time": "2026-11-21T00:00:00Z",
+                }
+            ],
+        },
+        "spec": {},
+        "status": {
+            "allocatable": quantities,
+            "capacity": quantities,
+            "conditions": [
+                {
+                    "lastHeartbeatTime": "2026-11-21T00:00:00Z",
+                    "lastTransitionTime": "2026-11-21T00:00:00Z",
+                    "message": "fake node, no kubelet",
+                    "reason": "KubeletReady",
+                    "status": "True",
+                    "type": "Ready",
+                }
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux"},
+        },
+    }
+
+
+def args(nodes: int, node_cache_capable: bool) -> dict[str, Any]:
+    if node_cache_capable:
+        return {"Pod": pod(), "Nodes": None, "NodeNames": [f"node-{i}" for i in range(nodes)]}
+    items = [node(i) for i in range(nodes)]
+    return {
+        "Pod": pod(),
+        "Nodes": {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items},
+        "NodeNames": None,
+    }
+
+
+class Server:
+    """The extender, standalone, as a child process on a free loopback port."""
+
+    def __init__(self, log: Path) -> None:
+        self.port = allocate_ports({"extender": None})["extender"]
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "extender", "serve", "--no-kube", "--port", str(self.port)]
+        cmd += ["--log-level", "WARNING"]
+        self._log = log.open("wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the extender did not start; see {log}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+def _run_locust(url: str, verb: str, body: Path, seconds: float, work: Path) -> list[float]:
+    if not LOCUSTFILE.exists():
+        raise RuntimeError(f"{LOCUSTFILE} not found: run the benchmark from a source checkout")
+    timings = work / f"timings-{verb}.json"
+    env = dict(os.environ)
+    env.update(
+        ESCHER_BENCH_VERB=verb, ESCHER_BENCH_PAYLOAD=str(body), ESCHER_BENCH_TIMINGS=str(timings)
+    )
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "1"]
+    cmd += ["-r", "1", "-t", f"{seconds}s", "--host", url, "--only-summary"]
+    cmd += ["--loglevel", "WARNING", "--stop-timeout", "5"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not timings.exists():
+        raise RuntimeError(f"locust failed ({done.returncode}): {done.stderr[-2000:]}")
+    sample: list[float] = json.loads(timings.read_text())
+    if len(sample) < 20:
+        raise RuntimeError(f"locust made only {len(sample)} {verb} calls in {seconds}s")
+    return sample[min(WARMUP, len(sample) // 10) :]
+
+
+def run(
+    sizes: list[int], seconds: float, out: Path, progress: Callable[[str], None]
+) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """Rows of {nodes, node_cache_capable, verb, server_ms{...}, calls_per_s, body_bytes}
+    and the raw server-side samples (ms) by "verb/nodes/mode" for plots."""
+    rows: list[dict[str, Any]] = []
+    samples: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="escher-bench-") as tmp:
+        work = Path(tmp)
+        for n in sizes:
+            server = Server(out / f"extender-{n}.log")
+            try:
+                # Learn the nodes (standalone mode), then give each the resource.
+                httpx.post(f"{server.url}/filter", json=args(n, True), timeout=30)
+                r = httpx.put(f"{server.url}/v1/resources/bench", json={"capacity": 10**6})
+                r.raise_for_status()
+                for cache_capable in (True, False):
+                    body = work / "args.json"
+                    body.write_text(json.dumps(args(n, cache_capable)))
+                    mode = "NodeNames" if cache_capable else "NodeList"
+                    for verb in ("filter", "prioritize"):
+                        progress(f"latency: {verb} at {n} nodes with {mode} for {seconds}s")
+                        sample = _run_locust(server.url, verb, body, seconds, work)
+                        samples[f"{verb}/{n}/{mode}"] = sample
+                        rows.append(
+                            {
+                                "nodes": n,
+                                "node_cache_capable": cache_capable,
+                                "verb": verb,
+                                "body_bytes": body.stat().st_size,
+                                "calls": len(sample),
+                                "calls_per_s": round(len(sample) / seconds, 1),
+                                "server_ms": summary(sample),
+                            }
+                        )
+            finally:
+                server.stop()
+    return rows, samples
