@@ -1,0 +1,43 @@
+"""Locates the etcd, kube-apiserver and kube-scheduler binaries.
+
+Called by cluster.up before anything is written or started, so a missing binary fails fast.
+$ESCHER_BIN_DIR wins (for users who already have binaries); otherwise the directory
+hack/build-binaries.sh fills: ${ESCHER_CACHE_DIR:-<repo>/.cache}/bin.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from extender.localcluster.errors import MissingBinaryError
+from extender.localcluster.paths import cache_dir
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Absolute paths of the three control-plane binaries."""
+
+    etcd: Path
+    kube_apiserver: Path
+    kube_scheduler: Path
+
+
+def bin_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """The directory the binaries are looked up in."""
+    explicit = env.get("ESCHER_BIN_DIR")
+    return Path(explicit) if explicit else cache_dir(env) / "bin"
+
+
+def find_binaries(env: Mapping[str, str] = os.environ) -> Binaries:
+    """All three binaries, or MissingBinaryError naming the first one missing."""
+    directory = bin_dir(env).absolute()
+    found: list[Path] = []
+    for name in ("etcd", "kube-apiserver", "kube-scheduler"):
+        path = directory / name
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise MissingBinaryError(name, directory)
+        found.append(path)
+    return Binaries(*found)

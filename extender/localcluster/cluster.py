@@ -1,0 +1,485 @@
+"""The Python API of the local control plane: `up`, `down`, `status`, `load`.
+
+Called by the CLI (commands), the pytest fixtures (pytest_plugin), e2e tests and benchmarks.
+`up` starts etcd, kube-apiserver, the fake nodes, the extender service (modes extender and
+pure) and kube-scheduler, in that order, each once the previous one is ready; it records every
+process in the cluster directory as soon as it is started, so `down` can stop a cluster whose
+`up` failed or was interrupted. On any failure `up` stops everything it started itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from extender.kube.client import api_client
+from extender.kube.fakenodes import NodeShape, create_nodes
+from extender.localcluster import config
+from extender.localcluster.binaries import Binaries, find_binaries
+from extender.localcluster.clusterdir import ClusterDir, State, write_json
+from extender.localcluster.config import DEFAULT_RESOURCE_DOMAIN, MODES, Mode
+from extender.localcluster.errors import ClusterError
+from extender.localcluster.health import http_client, probe, wait_ready
+from extender.localcluster.ports import allocate_ports
+from extender.localcluster.processes import (
+    ProcessRecord,
+    is_running,
+    rss_bytes,
+    spawn,
+    stop,
+)
+
+_EXTENDED_RESOURCE = re.compile(
+    r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What to start. Ports left None are chosen free; fixed ones are checked first."""
+
+    dir: Path
+    nodes: int = 3
+    mode: Mode = "none"
+    node_cpu: str = "32"
+    node_memory: str = "128Gi"
+    node_pods: str = "110"
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    # Extended resources every node advertises, e.g. {"example.com/gpu": "4"}.
+    node_resources: Mapping[str, str] = field(default_factory=dict)
+    # A KubeSchedulerConfiguration to run instead of the mode's; clientConnection.kubeconfig
+    # and leaderElection are overridden, an urlPrefix of "${EXTENDER_URL}" is filled in.
+    scheduler_config: Path | None = None
+    resource_domain: str = DEFAULT_RESOURCE_DOMAIN
+    # Given to kube-apiserver and kube-scheduler (feature gates) / kube-apiserver (runtime
+    # config), e.g. {"GenericWorkload": True} and {"scheduling.k8s.io/v1alpha1": "true"}.
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    runtime_config: Mapping[str, str] = field(default_factory=dict)
+    etcd_port: int | None = None
+    apiserver_port: int | None = None
+    scheduler_port: int | None = None
+    extender_port: int | None = None
+    # Budget in seconds for all components to become ready (node creation not included).
+    timeout: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ClusterError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.nodes < 0:
+            raise ClusterError(f"nodes must be >= 0, not {self.nodes}")
+        if self.timeout <= 0:
+            raise ClusterError(f"timeout must be > 0, not {self.timeout}")
+        for name, quantity in self.node_resources.items():
+            if not _EXTENDED_RESOURCE.match(name) or "kubernetes.io/" in name:
+                raise ClusterError(
+                    f"node resource {name!r} is not an extended resource name "
+                    "(<domain>/<name>, outside kubernetes.io)"
+                )
+            if not str(quantity).isdigit():
+                raise ClusterError(
+                    f"node resource {name}={quantity!r}: extended resources are whole numbers"
+                )
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """A running cluster, as `up` returns it and cluster.json stores it."""
+
+    dir: Path
+    mode: Mode
+    kubeconfig: Path
+    apiserver: str  # https://127.0.0.1:<port>
+    scheduler_name: str  # the schedulerName pods use ("default-scheduler")
+    nodes: tuple[str, ...]
+    resource_domain: str
+    ports: Mapping[str, int]  # etcd, etcd_peer, apiserver, scheduler[, extender]
+    processes: tuple[ProcessRecord, ...]
+    paths: Mapping[str, Path]  # etcd_data, cert_dir, logs, scheduler_config, tokens, sa_key
+    extender_url: str | None  # modes extender and pure
+    token: str | None  # bearer token of the extender's policy API (modes extender and pure)
+    ready_seconds: float  # from the call of `up` to the whole cluster being ready
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return {p.name: p.pid for p in self.processes}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dir": str(self.dir),
+            "mode": self.mode,
+            "kubeconfig": str(self.kubeconfig),
+            "apiserver": self.apiserver,
+            "scheduler_name": self.scheduler_name,
+            "nodes": list(self.nodes),
+            "resource_domain": self.resource_domain,
+            "ports": dict(self.ports),
+            "pids": self.pids,
+            "processes": [p.to_json() for p in self.processes],
+            "paths": {k: str(v) for k, v in self.paths.items()},
+            "extender_url": self.extender_url,
+            "token": self.token,
+            "ready_seconds": self.ready_seconds,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClusterInfo:
+        return cls(
+            dir=Path(data["dir"]),
+            mode=data["mode"],
+            kubeconfig=Path(data["kubeconfig"]),
+            apiserver=data["apiserver"],
+            scheduler_name=data["scheduler_name"],
+            nodes=tuple(data["nodes"]),
+            resource_domain=data["resource_domain"],
+            ports=dict(data["ports"]),
+            processes=tuple(ProcessRecord.from_json(p) for p in data["processes"]),
+            paths={k: Path(v) for k, v in data["paths"].items()},
+            extender_url=data["extender_url"],
+            token=data["token"],
+            ready_seconds=float(data["ready_seconds"]),
+        )
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    pid: int
+    alive: bool
+    healthy: bool
+    detail: str | None  # why it is not healthy
+    rss_bytes: int
+    port: int
+    health_url: str
+    log: Path
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    dir: Path
+    ready: bool  # `up` finished (cluster.json exists)
+    components: tuple[ComponentStatus, ...]
+
+    @property
+    def healthy(self) -> bool:
+        return self.ready and all(c.healthy for c in self.components)
+
+    @property
+    def total_rss_bytes(self) -> int:
+        return sum(c.rss_bytes for c in self.components)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dir": str(self.dir),
+            "ready": self.ready,
+            "healthy": self.healthy,
+            "total_rss_bytes": self.total_rss_bytes,
+            "components": [
+                {
+                    "name": c.name,
+                    "pid": c.pid,
+                    "alive": c.alive,
+                    "healthy": c.healthy,
+                    "detail": c.detail,
+                    "rss_bytes": c.rss_bytes,
+                    "port": c.port,
+                    "health_url": c.health_url,
+                    "log": str(c.log),
+                }
+                for c in self.components
+            ],
+        }
+
+
+def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> ClusterInfo:
+    """Start a cluster in spec.dir and return once every component is ready.
+
+    Raises ClusterError (MissingBinaryError for a missing binary) with nothing left running;
+    the logs of a failed start are kept in <dir>/logs. `progress` receives one-line messages.
+    """
+    started = time.monotonic()
+    binaries = find_binaries()
+    user_config = (
+        config.load_scheduler_config(spec.scheduler_config) if spec.scheduler_config else None
+    )
+    with_extender = spec.mode != "none"
+    ports = allocate_ports(
+        {
+            "etcd": spec.etcd_port,
+            "etcd_peer": None,
+            "apiserver": spec.apiserver_port,
+            "scheduler": spec.scheduler_port,
+            **({"extender": spec.extender_port} if with_extender else {}),
+        }
+    )
+    cdir = ClusterDir(spec.dir.absolute())
+    created_dir = _prepare_dir(cdir)
+    try:
+        return _start(spec, cdir, created_dir, binaries, user_config, ports, started, progress)
+    except BaseException:
+        down(cdir.root, keep_logs=True)
+        raise
+
+
+def down(dir: Path, *, keep_logs: bool = False) -> None:
+    """Stop every process `up` started in `dir` and remove what it wrote there.
+
+    Idempotent; works on a half-started directory; a directory `up` never used is left as is.
+    """
+    cdir = ClusterDir(dir.absolute())
+    state = cdir.read_state()
+    if state is None:
+        return
+    # One at a time, clients first: etcd and the apiserver wait for their clients to go.
+    for record in reversed(state.processes):
+        stop(record)
+    cdir.remove(keep_logs=keep_logs, created_dir=state.created_dir)
+
+
+def status(dir: Path) -> ClusterStatus:
+    """Liveness, health and memory of each component `up` started in `dir`."""
+    cdir = ClusterDir(dir.absolute())
+    state = cdir.read_state()
+    if state is None:
+        raise ClusterError(f"no cluster in {cdir.root} ({cdir.state_file.name} does not exist)")
+    components = []
+    with http_client(timeout=2.0) as client:
+        for record in state.processes:
+            alive = is_running(record)
+            detail = probe(client, record) if alive else "not running"
+            components.append(
+                ComponentStatus(
+                    name=record.name,
+                    pid=record.pid,
+                    alive=alive,
+                    healthy=detail is None,
+                    detail=detail,
+                    rss_bytes=rss_bytes(record),
+                    port=record.port,
+                    health_url=record.health_url,
+                    log=record.log,
+                )
+            )
+    return ClusterStatus(
+        dir=cdir.root, ready=cdir.cluster_file.exists(), components=tuple(components)
+    )
+
+
+def load(dir: Path) -> ClusterInfo:
+    """The ClusterInfo of the running cluster in `dir` (from its cluster.json)."""
+    path = ClusterDir(dir.absolute()).cluster_file
+    try:
+        return ClusterInfo.from_json(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise ClusterError(f"no ready cluster in {dir} ({path.name} does not exist)") from None
+    except (OSError, ValueError, KeyError) as e:
+        raise ClusterError(f"cannot read {path}: {e!r}") from None
+
+
+def _prepare_dir(cdir: ClusterDir) -> bool:
+    """Create or reuse the directory; True when it was created. Refuses a running cluster."""
+    existed = cdir.root.exists()
+    try:
+        cdir.root.mkdir(parents=True, exist_ok=True)
+        probe_file = cdir.root / ".escher-write-test"
+        probe_file.write_text("")
+        probe_file.unlink()
+    except OSError as e:
+        raise ClusterError(
+            f"cannot use {cdir.root} as the cluster directory: {e.strerror or e}"
+        ) from None
+    state = cdir.read_state()
+    if state is not None:
+        running = [p.name for p in state.processes if is_running(p)]
+        if running:
+            raise ClusterError(
+                f"a cluster is already running in {cdir.root} ({', '.join(running)}); "
+                f"stop it first: escher-extender cluster down --dir {cdir.root}"
+            )
+        cdir.remove(keep_logs=False, created_dir=False)  # leftovers of a crashed run
+    created = not existed or (state is not None and state.created_dir)
+    cdir.write_state(State(created_dir=created))
+    return created
+
+
+def _start(
+    spec: ClusterSpec,
+    cdir: ClusterDir,
+    created_dir: bool,
+    binaries: Binaries,
+    user_config: Mapping[str, Any] | None,
+    ports: Mapping[str, int],
+    started: float,
+    progress: Callable[[str], None] | None,
+) -> ClusterInfo:
+    say = progress or (lambda _message: None)
+    deadline = started + spec.timeout
+    admin_token = secrets.token_hex(16)
+    apiserver_url = f"https://127.0.0.1:{ports['apiserver']}"
+    extender_url = f"http://127.0.0.1:{ports['extender']}" if "extender" in ports else None
+    policy_token = secrets.token_hex(16) if extender_url else None
+
+    scheduler_config = config.scheduler_config(
+        spec.mode,
+        user_config=user_config,
+        kubeconfig=cdir.kubeconfig,
+        extender_url=extender_url,
+        resource_domain=spec.resource_domain,
+    )
+    _write_private(cdir.tokens, config.render_tokens_csv(admin_token))
+    _write_private(cdir.kubeconfig, config.render_kubeconfig(apiserver_url, admin_token))
+    cdir.scheduler_config.write_text(config.dump_yaml(scheduler_config))
+    _generate_rsa_key(cdir.sa_key)
+    cdir.cert_dir.mkdir(exist_ok=True)
+    cdir.logs.mkdir(exist_ok=True)
+
+    records: list[ProcessRecord] = []
+
+    def launch(name: str, argv: list[str], port: int, health_url: str, **kw: Any) -> None:
+        record = spawn(name, argv, log=cdir.log(name), port=port, health_url=health_url, **kw)
+        records.append(record)
+        cdir.write_state(State(created_dir=created_dir, processes=tuple(records)))
+        wait_ready(record, deadline=deadline, timeout=spec.timeout)
+        say(f"{name} ready ({time.monotonic() - started:.1f}s)")
+
+    launch(
+        "etcd",
+        config.etcd_command(
+            binaries.etcd,
+            data_dir=cdir.etcd_data,
+            client_port=ports["etcd"],
+            peer_port=ports["etcd_peer"],
+        ),
+        ports["etcd"],
+        f"http://127.0.0.1:{ports['etcd']}/health",
+    )
+    launch(
+        "kube-apiserver",
+        config.apiserver_command(
+            binaries.kube_apiserver,
+            etcd_port=ports["etcd"],
+            port=ports["apiserver"],
+            cert_dir=cdir.cert_dir,
+            tokens=cdir.tokens,
+            sa_key=cdir.sa_key,
+            feature_gates=spec.feature_gates,
+            runtime_config=spec.runtime_config,
+        ),
+        ports["apiserver"],
+        f"{apiserver_url}/readyz",
+        health_token=admin_token,
+    )
+    # Nodes exist before the extender and kube-scheduler start, so both see them at once.
+    nodes = tuple(f"node-{i}" for i in range(spec.nodes))
+    _create_nodes(spec, cdir.kubeconfig, nodes, say)
+    if extender_url and policy_token:
+        launch(
+            "extender",
+            config.extender_command(
+                port=ports["extender"],
+                kubeconfig=cdir.kubeconfig,
+                mode=spec.mode,
+                token=policy_token,
+            ),
+            ports["extender"],
+            f"{extender_url}/readyz",
+            env={
+                **os.environ,
+                "ESCHER_RESOURCE_DOMAIN": spec.resource_domain,
+                "PYTHONUNBUFFERED": "1",
+            },
+        )
+    launch(
+        "kube-scheduler",
+        config.scheduler_command(
+            binaries.kube_scheduler,
+            config=cdir.scheduler_config,
+            port=ports["scheduler"],
+            feature_gates=spec.feature_gates,
+        ),
+        ports["scheduler"],
+        # /readyz (unlike /healthz) waits for the scheduler's informers and event handlers.
+        f"https://127.0.0.1:{ports['scheduler']}/readyz",
+    )
+    info = ClusterInfo(
+        dir=cdir.root,
+        mode=spec.mode,
+        kubeconfig=cdir.kubeconfig,
+        apiserver=apiserver_url,
+        scheduler_name=config.scheduler_name(scheduler_config),
+        nodes=nodes,
+        resource_domain=spec.resource_domain,
+        ports=dict(ports),
+        processes=tuple(records),
+        paths={
+            "etcd_data": cdir.etcd_data,
+            "cert_dir": cdir.cert_dir,
+            "logs": cdir.logs,
+            "scheduler_config": cdir.scheduler_config,
+            "tokens": cdir.tokens,
+            "sa_key": cdir.sa_key,
+        },
+        extender_url=extender_url,
+        token=policy_token,
+        ready_seconds=round(time.monotonic() - started, 3),
+    )
+    write_json(cdir.cluster_file, info.to_json())
+    return info
+
+
+def _create_nodes(
+    spec: ClusterSpec, kubeconfig: Path, names: tuple[str, ...], say: Callable[[str], None]
+) -> None:
+    shape = NodeShape(
+        cpu=spec.node_cpu,
+        memory=spec.node_memory,
+        pods=spec.node_pods,
+        labels=spec.node_labels,
+        extended_resources=spec.node_resources,
+    )
+    step = max(1, len(names) // 10)
+
+    def report(done: int, total: int) -> None:
+        if total >= 100 and (done % step == 0 or done == total):
+            say(f"nodes {done}/{total}")
+
+    workers = 16
+    with api_client(kubeconfig, pool_size=workers) as api:
+        try:
+            create_nodes(api, names, shape, workers=workers, progress=report)
+        except ApiException as e:
+            raise ClusterError(
+                f"creating the fake nodes failed: {e.status} {e.reason}: {e.body}"
+            ) from None
+        except urllib3.exceptions.HTTPError as e:
+            raise ClusterError(f"creating the fake nodes failed: {e}") from None
+
+
+def _generate_rsa_key(path: Path) -> None:
+    """The service-account key: one RSA key serves to verify and to sign tokens."""
+    try:
+        subprocess.run(
+            ["openssl", "genrsa", "-out", str(path), "2048"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:
+        raise ClusterError("openssl is needed to generate the service-account key") from None
+    except subprocess.CalledProcessError as e:
+        raise ClusterError(f"openssl genrsa failed: {e.stderr.strip()}") from None
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.touch(mode=0o600)
+    path.write_text(text)

@@ -1,0 +1,241 @@
+"""Pure rendering of everything the control plane is started with: the kubeconfig, the token
+file, the KubeSchedulerConfiguration, and the command lines of etcd, kube-apiserver,
+kube-scheduler and the extender service.
+
+Called by cluster.up, which writes the results into the cluster directory; nothing here starts
+a process, and only the scheduler-config helpers read files.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import yaml
+
+from extender.localcluster.errors import ClusterError
+from extender.localcluster.paths import scheduler_config_dir
+
+Mode = Literal["none", "extender", "pure"]
+MODES: Final[tuple[Mode, ...]] = ("none", "extender", "pure")
+
+DEFAULT_RESOURCE_DOMAIN: Final = "escher.io"
+DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
+SCHEDULER_API_VERSION: Final = "kubescheduler.config.k8s.io/v1"
+SCHEDULER_KIND: Final = "KubeSchedulerConfiguration"
+# What an extender's urlPrefix says in a template (or a user's copy of one) until the launcher
+# knows the extender's port.
+EXTENDER_URL_PLACEHOLDER: Final = "${EXTENDER_URL}"
+
+
+def render_kubeconfig(server: str, token: str) -> str:
+    """A kubeconfig with bearer-token auth; TLS is not verified (self-signed, loopback only)."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "local", "cluster": {"server": server, "insecure-skip-tls-verify": True}}
+            ],
+            "users": [{"name": "admin", "user": {"token": token}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+            "current-context": "local",
+        },
+        sort_keys=False,
+    )
+
+
+def render_tokens_csv(token: str) -> str:
+    """kube-apiserver's --token-auth-file: one admin in system:masters (RBAC lets it do all)."""
+    return f'{token},admin,admin,"system:masters"\n'
+
+
+def parse_scheduler_config(text: str, source: str) -> dict[str, Any]:
+    """Parse a KubeSchedulerConfiguration and check what can be checked before kube-scheduler
+    runs: YAML syntax, apiVersion, kind, and the shape of the sections the launcher edits."""
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ClusterError(f"scheduler config {source} is not valid YAML: {_one_line(e)}") from None
+    if not isinstance(config, dict):
+        raise ClusterError(f"scheduler config {source} is not a YAML mapping")
+    for key, want in (("apiVersion", SCHEDULER_API_VERSION), ("kind", SCHEDULER_KIND)):
+        if config.get(key) != want:
+            raise ClusterError(
+                f"scheduler config {source}: {key} is {config.get(key)!r}, expected {want!r}"
+            )
+    for key, kind in (
+        ("clientConnection", dict),
+        ("leaderElection", dict),
+        ("profiles", list),
+        ("extenders", list),
+    ):
+        if config.get(key) is not None and not isinstance(config[key], kind):
+            shape = "mapping" if kind is dict else "list"
+            raise ClusterError(f"scheduler config {source}: {key} must be a {shape}")
+    return config
+
+
+def load_scheduler_config(path: Path) -> dict[str, Any]:
+    """Read and parse a user-supplied KubeSchedulerConfiguration file."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ClusterError(f"cannot read scheduler config {path}: {e.strerror}") from None
+    return parse_scheduler_config(text, str(path))
+
+
+def scheduler_config(
+    mode: Mode,
+    *,
+    user_config: Mapping[str, Any] | None,
+    kubeconfig: Path,
+    extender_url: str | None,
+    resource_domain: str = DEFAULT_RESOURCE_DOMAIN,
+) -> dict[str, Any]:
+    """The configuration kube-scheduler runs with.
+
+    The base is the user's file if given, else the mode's template (scheduler-config/<mode>.yaml,
+    with escher.io replaced by resource_domain), else (mode none) the defaults. The launcher
+    always sets clientConnection.kubeconfig, turns leader election off, and points extenders
+    whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url.
+    """
+    if user_config is not None:
+        config = copy.deepcopy(dict(user_config))
+    elif mode == "none":
+        config = {"apiVersion": SCHEDULER_API_VERSION, "kind": SCHEDULER_KIND}
+    else:
+        config = _with_resource_domain(_template(mode), resource_domain)
+    config["clientConnection"] = {
+        **(config.get("clientConnection") or {}),
+        "kubeconfig": str(kubeconfig),
+    }
+    config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
+    for extender in config.get("extenders") or []:
+        if extender_url is not None and extender.get("urlPrefix") == EXTENDER_URL_PLACEHOLDER:
+            extender["urlPrefix"] = extender_url
+    return config
+
+
+def scheduler_name(config: Mapping[str, Any]) -> str:
+    """The schedulerName pods should use: default-scheduler unless the profiles lack it."""
+    names = [p.get("schedulerName", DEFAULT_SCHEDULER_NAME) for p in config.get("profiles") or []]
+    return DEFAULT_SCHEDULER_NAME if not names or DEFAULT_SCHEDULER_NAME in names else names[0]
+
+
+def dump_yaml(config: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(config), sort_keys=False)
+
+
+def etcd_command(binary: Path, *, data_dir: Path, client_port: int, peer_port: int) -> list[str]:
+    client = f"http://127.0.0.1:{client_port}"
+    peer = f"http://127.0.0.1:{peer_port}"
+    return [
+        str(binary),
+        "--name=escher",
+        f"--data-dir={data_dir}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=escher={peer}",
+        # A throw-away cluster: durability buys nothing, fsync costs node-creation time.
+        "--unsafe-no-fsync",
+    ]
+
+
+def apiserver_command(
+    binary: Path,
+    *,
+    etcd_port: int,
+    port: int,
+    cert_dir: Path,
+    tokens: Path,
+    sa_key: Path,
+    feature_gates: Mapping[str, bool],
+    runtime_config: Mapping[str, str],
+) -> list[str]:
+    command = [
+        str(binary),
+        f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={cert_dir}",
+        f"--token-auth-file={tokens}",
+        "--authorization-mode=RBAC",
+        # No controller-manager: TaintNodesByCondition would leave every node not-ready-tainted,
+        # ServiceAccount would refuse pods for want of a default service account.
+        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={sa_key}",
+        f"--service-account-signing-key-file={sa_key}",
+    ]
+    if feature_gates:
+        command.append(f"--feature-gates={format_feature_gates(feature_gates)}")
+    if runtime_config:
+        command.append(
+            "--runtime-config=" + ",".join(f"{k}={v}" for k, v in sorted(runtime_config.items()))
+        )
+    return command
+
+
+def scheduler_command(
+    binary: Path, *, config: Path, port: int, feature_gates: Mapping[str, bool]
+) -> list[str]:
+    command = [
+        str(binary),
+        f"--config={config}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+    ]
+    if feature_gates:
+        command.append(f"--feature-gates={format_feature_gates(feature_gates)}")
+    return command
+
+
+def extender_command(*, port: int, kubeconfig: Path, mode: Mode, token: str) -> list[str]:
+    """The extender service, run with this interpreter so it uses the same installation."""
+    return [
+        sys.executable, "-m", "extender", "serve",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--kubeconfig", str(kubeconfig),
+        "--mode", mode,
+        "--token", token,
+    ]  # fmt: skip
+
+
+def format_feature_gates(gates: Mapping[str, bool]) -> str:
+    return ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))
+
+
+def _template(mode: Mode) -> dict[str, Any]:
+    path = scheduler_config_dir() / f"{mode}.yaml"
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ClusterError(
+            f"cannot read the {mode} scheduler config template {path}: {e}"
+        ) from None
+    return parse_scheduler_config(text, str(path))
+
+
+def _with_resource_domain(config: dict[str, Any], domain: str) -> dict[str, Any]:
+    """Make NodeResourcesFit ignore `domain` where the template says escher.io."""
+    for profile in config.get("profiles") or []:
+        for plugin in profile.get("pluginConfig") or []:
+            args = plugin.get("args") or {}
+            if plugin.get("name") == "NodeResourcesFit" and "ignoredResourceGroups" in args:
+                args["ignoredResourceGroups"] = [
+                    domain if g == DEFAULT_RESOURCE_DOMAIN else g
+                    for g in args["ignoredResourceGroups"]
+                ]
+    return config
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split())

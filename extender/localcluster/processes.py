@@ -1,0 +1,196 @@
+"""Start, watch and stop the control plane's processes, robust to pid reuse.
+
+Called by cluster.up (spawn, is_running, exit_code), cluster.down (stop) and cluster.status
+(is_running, rss_bytes). Each process runs in its own session, so its whole process group can
+be signalled; a ProcessRecord carries the pid and its start time (from /proc/<pid>/stat), so a
+pid reused by an unrelated process is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from extender.localcluster.errors import ClusterError
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """One started component, as stored in the cluster directory's state file."""
+
+    name: str
+    pid: int
+    start_time: int  # clock ticks after boot, field 22 of /proc/<pid>/stat
+    argv: tuple[str, ...]
+    log: Path
+    port: int
+    health_url: str
+    health_token: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "pid": self.pid,
+            "start_time": self.start_time,
+            "argv": list(self.argv),
+            "log": str(self.log),
+            "port": self.port,
+            "health_url": self.health_url,
+            "health_token": self.health_token,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProcessRecord:
+        return cls(
+            name=data["name"],
+            pid=int(data["pid"]),
+            start_time=int(data["start_time"]),
+            argv=tuple(data["argv"]),
+            log=Path(data["log"]),
+            port=int(data["port"]),
+            health_url=data["health_url"],
+            health_token=data.get("health_token"),
+        )
+
+
+class _Stat(NamedTuple):
+    state: str
+    pgid: int
+    start_time: int
+    rss_pages: int
+
+
+def spawn(
+    name: str,
+    argv: Sequence[str],
+    *,
+    log: Path,
+    port: int,
+    health_url: str,
+    health_token: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ProcessRecord:
+    """Start argv in a new session, stdin from /dev/null, stdout and stderr to `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    # posix_spawn rather than subprocess.Popen: no Popen object whose finaliser would warn
+    # about a child that is meant to outlive it (the CLI's `up` returns with the cluster running).
+    try:
+        pid = os.posix_spawn(
+            argv[0],
+            list(argv),
+            dict(os.environ if env is None else env),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+                (os.POSIX_SPAWN_DUP2, 1, 2),
+            ],
+            setsid=True,
+        )
+    except OSError as e:
+        raise ClusterError(f"cannot start {name} ({argv[0]}): {e.strerror}") from None
+    stat = _read_stat(pid)
+    return ProcessRecord(
+        name=name,
+        pid=pid,
+        # The child exists until it is reaped, so its stat is readable; 0 only if it vanished.
+        start_time=stat.start_time if stat else 0,
+        argv=tuple(argv),
+        log=log,
+        port=port,
+        health_url=health_url,
+        health_token=health_token,
+    )
+
+
+def is_running(record: ProcessRecord) -> bool:
+    """True while the recorded process (not a zombie, not a reused pid) runs."""
+    stat = _read_stat(record.pid)
+    return stat is not None and stat.start_time == record.start_time and stat.state != "Z"
+
+
+def exit_code(record: ProcessRecord) -> int | None:
+    """Reap an exited child of this process and return its exit code (-N for signal N);
+    None when it still runs or is not our child (e.g. `down` run by another process)."""
+    try:
+        pid, status = os.waitpid(record.pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status) if pid else None
+
+
+def stop(record: ProcessRecord, *, grace: float = 10.0) -> None:
+    """SIGTERM the record's process group, wait up to `grace` s, then SIGKILL what is left.
+
+    A group whose leader pid now belongs to another process is left alone. When the leader is
+    gone, processes still in its group are ours: Linux does not reuse a pid that is still some
+    group's id.
+    """
+    if not _owns_group(record):
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(record.pid, sig)
+        deadline = time.monotonic() + wait
+        while True:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(record.pid, os.WNOHANG)  # reap our own child so it leaves /proc
+            if not _group_members(record.pid):
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+    raise ClusterError(f"{record.name} (process group {record.pid}) survived SIGKILL")
+
+
+def rss_bytes(record: ProcessRecord) -> int:
+    """Resident memory of the record's process group (0 when it is not running)."""
+    if not is_running(record):
+        return 0
+    return sum(member.rss_pages for member in _group_members(record.pid)) * _PAGE_SIZE
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _owns_group(record: ProcessRecord) -> bool:
+    stat = _read_stat(record.pid)
+    return stat is None or stat.start_time == record.start_time
+
+
+def _group_members(pgid: int) -> list[_Stat]:
+    """Live (non-zombie) processes in process group pgid."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            stat = _read_stat(int(entry.name))
+            if stat is not None and stat.pgid == pgid and stat.state != "Z":
+                members.append(stat)
+    return members
+
+
+def _read_stat(pid: int) -> _Stat | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return _Stat(
+        state=fields[0], pgid=int(fields[2]), start_time=int(fields[19]), rss_pages=int(fields[21])
+    )

@@ -1,0 +1,239 @@
+"""Rendering of the local control plane's files and command lines (extender.localcluster.config)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from extender.localcluster import config
+from extender.localcluster.errors import ClusterError
+
+KUBECONFIG = Path("/c/kubeconfig")
+URL = "http://127.0.0.1:9999"
+
+
+def test_kubeconfig_uses_the_token_and_skips_tls_verification() -> None:
+    rendered = yaml.safe_load(config.render_kubeconfig("https://127.0.0.1:6443", "s3cret"))
+    current = rendered["current-context"]
+    context = next(c["context"] for c in rendered["contexts"] if c["name"] == current)
+    cluster = next(c["cluster"] for c in rendered["clusters"] if c["name"] == context["cluster"])
+    user = next(u["user"] for u in rendered["users"] if u["name"] == context["user"])
+    assert cluster == {"server": "https://127.0.0.1:6443", "insecure-skip-tls-verify": True}
+    assert user == {"token": "s3cret"}
+
+
+def test_tokens_csv() -> None:
+    assert config.render_tokens_csv("abc") == 'abc,admin,admin,"system:masters"\n'
+
+
+def test_default_scheduler_config() -> None:
+    rendered = config.scheduler_config(
+        "none", user_config=None, kubeconfig=KUBECONFIG, extender_url=None
+    )
+    assert rendered == {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(KUBECONFIG)},
+        "leaderElection": {"leaderElect": False},
+    }
+
+
+@pytest.mark.parametrize("domain", ["escher.io", "example.org"])
+def test_extender_mode_template(domain: str) -> None:
+    rendered = config.scheduler_config(
+        "extender",
+        user_config=None,
+        kubeconfig=KUBECONFIG,
+        extender_url=URL,
+        resource_domain=domain,
+    )
+    assert rendered["clientConnection"]["kubeconfig"] == str(KUBECONFIG)
+    assert rendered["leaderElection"] == {"leaderElect": False}
+    (profile,) = rendered["profiles"]
+    assert profile["schedulerName"] == "default-scheduler"
+    (fit,) = profile["pluginConfig"]
+    assert fit == {"name": "NodeResourcesFit", "args": {"ignoredResourceGroups": [domain]}}
+    (extender,) = rendered["extenders"]
+    assert extender == {
+        "urlPrefix": URL,
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "bindVerb": "bind",
+        "weight": 1,
+        "nodeCacheCapable": True,
+        "httpTimeout": "5s",
+        "ignorable": False,
+    }
+    assert "managedResources" not in extender  # every pod must reach the extender
+
+
+def test_pure_mode_template_has_no_extender() -> None:
+    rendered = config.scheduler_config(
+        "pure", user_config=None, kubeconfig=KUBECONFIG, extender_url=URL
+    )
+    assert "extenders" not in rendered
+    assert [p["schedulerName"] for p in rendered["profiles"]] == ["default-scheduler"]
+    assert rendered["leaderElection"] == {"leaderElect": False}
+
+
+def test_user_config_is_kept_but_kubeconfig_and_leader_election_are_overridden() -> None:
+    user: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": "/elsewhere", "qps": 10},
+        "leaderElection": {"leaderElect": True, "resourceName": "x"},
+        "percentageOfNodesToScore": 50,
+        "extenders": [
+            {"urlPrefix": config.EXTENDER_URL_PLACEHOLDER, "filterVerb": "filter"},
+            {"urlPrefix": "http://other:1", "filterVerb": "filter"},
+        ],
+    }
+    rendered = config.scheduler_config(
+        "extender", user_config=user, kubeconfig=KUBECONFIG, extender_url=URL
+    )
+    assert rendered["clientConnection"] == {"kubeconfig": str(KUBECONFIG), "qps": 10}
+    assert rendered["leaderElection"] == {"leaderElect": False, "resourceName": "x"}
+    assert rendered["percentageOfNodesToScore"] == 50
+    assert [e["urlPrefix"] for e in rendered["extenders"]] == [URL, "http://other:1"]
+    assert user["extenders"][0]["urlPrefix"] == config.EXTENDER_URL_PLACEHOLDER  # not mutated
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: [b", "is not valid YAML"),
+        ("- a\n- b\n", "is not a YAML mapping"),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n",
+            "apiVersion is 'kubescheduler.config.k8s.io/v1beta3', expected",
+        ),
+        ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: Policy\n", "kind is 'Policy'"),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            "profiles: {schedulerName: x}\n",
+            "profiles must be a list",
+        ),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            "clientConnection: [1]\n",
+            "clientConnection must be a mapping",
+        ),
+    ],
+    ids=["yaml", "list", "api-version", "kind", "profiles", "client-connection"],
+)
+def test_invalid_scheduler_config_is_refused_early(text: str, message: str) -> None:
+    with pytest.raises(ClusterError, match=r"scheduler config bad\.yaml") as e:
+        config.parse_scheduler_config(text, "bad.yaml")
+    assert message in str(e.value)
+
+
+def test_unreadable_scheduler_config(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError, match=r"cannot read scheduler config .*missing\.yaml"):
+        config.load_scheduler_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("profiles", "name"),
+    [
+        (None, "default-scheduler"),
+        ([{}], "default-scheduler"),
+        ([{"schedulerName": "a"}, {"schedulerName": "default-scheduler"}], "default-scheduler"),
+        ([{"schedulerName": "mine"}], "mine"),
+    ],
+)
+def test_scheduler_name(profiles: list[dict[str, str]] | None, name: str) -> None:
+    assert config.scheduler_name({"profiles": profiles}) == name
+
+
+def test_etcd_command() -> None:
+    command = config.etcd_command(
+        Path("/b/etcd"), data_dir=Path("/d/etcd"), client_port=1, peer_port=2
+    )
+    assert command[0] == "/b/etcd"
+    assert {
+        "--data-dir=/d/etcd",
+        "--listen-client-urls=http://127.0.0.1:1",
+        "--advertise-client-urls=http://127.0.0.1:1",
+        "--listen-peer-urls=http://127.0.0.1:2",
+        "--initial-cluster=escher=http://127.0.0.1:2",
+    } <= set(command)
+
+
+@pytest.mark.parametrize(
+    ("gates", "runtime", "extra"),
+    [
+        ({}, {}, set()),
+        (
+            {"B": False, "A": True},
+            {"scheduling.k8s.io/v1alpha1": "true"},
+            {"--feature-gates=A=true,B=false", "--runtime-config=scheduling.k8s.io/v1alpha1=true"},
+        ),
+    ],
+    ids=["plain", "gates"],
+)
+def test_apiserver_command(
+    gates: dict[str, bool], runtime: dict[str, str], extra: set[str]
+) -> None:
+    command = config.apiserver_command(
+        Path("/b/kube-apiserver"),
+        etcd_port=1,
+        port=2,
+        cert_dir=Path("/d/certs"),
+        tokens=Path("/d/tokens.csv"),
+        sa_key=Path("/d/sa.key"),
+        feature_gates=gates,
+        runtime_config=runtime,
+    )
+    assert command[0] == "/b/kube-apiserver"
+    base = {
+        "--etcd-servers=http://127.0.0.1:1",
+        "--bind-address=127.0.0.1",
+        "--secure-port=2",
+        "--cert-dir=/d/certs",
+        "--token-auth-file=/d/tokens.csv",
+        "--authorization-mode=RBAC",
+        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        "--service-account-key-file=/d/sa.key",
+        "--service-account-signing-key-file=/d/sa.key",
+    }
+    assert base | extra <= set(command)
+    assert not any(
+        a.startswith(("--feature-gates", "--runtime-config")) for a in set(command) - extra
+    )
+
+
+def test_scheduler_command() -> None:
+    command = config.scheduler_command(
+        Path("/b/kube-scheduler"), config=Path("/d/s.yaml"), port=3, feature_gates={"X": True}
+    )
+    assert command == [
+        "/b/kube-scheduler",
+        "--config=/d/s.yaml",
+        "--bind-address=127.0.0.1",
+        "--secure-port=3",
+        "--feature-gates=X=true",
+    ]
+
+
+def test_extender_command() -> None:
+    command = config.extender_command(port=4, kubeconfig=KUBECONFIG, mode="pure", token="t")
+    assert command == [
+        sys.executable,
+        "-m",
+        "extender",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "4",
+        "--kubeconfig",
+        str(KUBECONFIG),
+        "--mode",
+        "pure",
+        "--token",
+        "t",
+    ]

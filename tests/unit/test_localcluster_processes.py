@@ -1,0 +1,212 @@
+"""Process handling and clean-up of the local control plane: spawn/stop robust to dead and
+reused pids (extender.localcluster.processes), and down/status on half-started, stale or
+foreign directories (extender.localcluster.cluster)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from extender.localcluster import ClusterError, down, status
+from extender.localcluster.clusterdir import ClusterDir, State
+from extender.localcluster.processes import (
+    ProcessRecord,
+    exit_code,
+    is_running,
+    log_tail,
+    rss_bytes,
+    spawn,
+    stop,
+)
+
+
+def live_group_members(pgid: int) -> list[str]:
+    """Non-zombie processes in a process group, from ps (independent of the code under test)."""
+    out = subprocess.run(["ps", "-e", "-o", "pgid=,stat=,pid="], capture_output=True, text=True)
+    return [
+        line
+        for line in out.stdout.splitlines()
+        if int(line.split()[0]) == pgid and not line.split()[1].startswith("Z")
+    ]
+
+
+def start(tmp_path: Path, script: str, name: str = "fake") -> ProcessRecord:
+    return spawn(
+        name,
+        ["/bin/sh", "-c", script, f"marker={tmp_path}"],
+        log=tmp_path / "logs" / f"{name}.log",
+        port=1,
+        health_url="http://127.0.0.1:1/health",
+    )
+
+
+def wait_exit(record: ProcessRecord) -> None:
+    deadline = time.monotonic() + 10
+    while is_running(record):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[list[ProcessRecord]]:
+    """Records of processes a test started; whatever is still running is stopped after it."""
+    records: list[ProcessRecord] = []
+    yield records
+    for record in records:
+        stop(record, grace=0.5)
+
+
+def test_stop_kills_the_whole_group(tmp_path: Path, started: list[ProcessRecord]) -> None:
+    record = start(tmp_path, "sleep 60 & sleep 60")
+    started.append(record)
+    assert is_running(record)
+    deadline = time.monotonic() + 5
+    while len(live_group_members(record.pid)) < 3:  # sh and both sleeps
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    stop(record)
+    assert not is_running(record)
+    assert live_group_members(record.pid) == []
+
+
+def test_stop_escalates_to_sigkill(tmp_path: Path, started: list[ProcessRecord]) -> None:
+    record = start(tmp_path, "trap '' TERM; echo ready; sleep 60")
+    started.append(record)
+    while "ready" not in log_tail(record.log):
+        time.sleep(0.01)
+    began = time.monotonic()
+    stop(record, grace=0.3)
+    assert time.monotonic() - began >= 0.3
+    assert live_group_members(record.pid) == []
+
+
+def test_stop_leaves_a_reused_pid_alone(tmp_path: Path, started: list[ProcessRecord]) -> None:
+    record = start(tmp_path, "sleep 60")
+    started.append(record)
+    reused = replace(record, start_time=record.start_time + 1)  # as if the pid was reused
+    assert not is_running(reused)
+    stop(reused)
+    assert is_running(record)
+
+
+def test_dead_process(tmp_path: Path) -> None:
+    record = start(tmp_path, "echo bye; exit 3")
+    wait_exit(record)
+    assert exit_code(record) == 3
+    assert rss_bytes(record) == 0
+    stop(record)  # nothing to do, no error
+    assert log_tail(record.log) == "bye"
+
+
+def test_killed_process_reports_the_signal(tmp_path: Path) -> None:
+    record = start(tmp_path, "kill -9 $$")
+    wait_exit(record)
+    assert exit_code(record) == -9
+
+
+def test_rss_of_a_running_process(tmp_path: Path, started: list[ProcessRecord]) -> None:
+    record = start(tmp_path, "sleep 60")
+    started.append(record)
+    assert rss_bytes(record) > 0
+
+
+def test_spawn_failure_is_a_cluster_error(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError, match="cannot start fake"):
+        spawn("fake", [str(tmp_path / "nope")], log=tmp_path / "l.log", port=1, health_url="")
+
+
+def test_log_tail(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert log_tail(log, lines=3) == "line 97\nline 98\nline 99"
+    assert log_tail(tmp_path / "missing.log") == f"(no log at {tmp_path / 'missing.log'})"
+
+
+def test_record_json_round_trip(tmp_path: Path, started: list[ProcessRecord]) -> None:
+    record = replace(start(tmp_path, "sleep 60"), health_token="t")
+    started.append(record)
+    assert ProcessRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+
+
+def write_files(cdir: ClusterDir) -> None:
+    cdir.logs.mkdir(parents=True, exist_ok=True)
+    cdir.etcd_data.mkdir(exist_ok=True)
+    for path in (cdir.kubeconfig, cdir.tokens, cdir.log("etcd")):
+        path.write_text("x")
+
+
+def test_down_stops_a_half_started_cluster(tmp_path: Path, started: list[ProcessRecord]) -> None:
+    cdir = ClusterDir(tmp_path / "c")
+    write_files(cdir)
+    alive = start(cdir.root, "sleep 60", name="etcd")
+    started.append(alive)
+    cdir.write_state(State(created_dir=True, processes=(alive,)))
+    down(cdir.root)
+    assert not is_running(alive)
+    assert not cdir.root.exists()
+    down(cdir.root)  # idempotent
+
+
+def test_down_with_dead_and_reused_pids(tmp_path: Path, started: list[ProcessRecord]) -> None:
+    cdir = ClusterDir(tmp_path / "c")
+    write_files(cdir)
+    dead = start(tmp_path, "exit 0", name="etcd")
+    wait_exit(dead)
+    unrelated = start(tmp_path, "sleep 60", name="other")
+    started.append(unrelated)
+    reused = replace(unrelated, name="kube-apiserver", start_time=unrelated.start_time - 1)
+    cdir.write_state(State(created_dir=False, processes=(dead, reused)))
+    down(cdir.root)
+    assert is_running(unrelated)  # its pid was recorded with another start time
+    assert cdir.root.is_dir() and list(cdir.root.iterdir()) == []  # pre-existing: kept, emptied
+
+
+def test_down_keep_logs(tmp_path: Path) -> None:
+    cdir = ClusterDir(tmp_path / "c")
+    write_files(cdir)
+    cdir.write_state(State(created_dir=True))
+    down(cdir.root, keep_logs=True)
+    assert [p.name for p in cdir.root.iterdir()] == ["logs"]
+
+
+def test_down_never_touches_a_directory_up_did_not_use(tmp_path: Path) -> None:
+    (tmp_path / "kubeconfig").write_text("the user's own")
+    (tmp_path / "logs").mkdir()
+    down(tmp_path)
+    down(tmp_path / "does-not-exist")
+    assert (tmp_path / "kubeconfig").read_text() == "the user's own"
+    assert (tmp_path / "logs").is_dir()
+
+
+def test_down_on_a_corrupt_state_file(tmp_path: Path) -> None:
+    ClusterDir(tmp_path).state_file.write_text("{not json")
+    with pytest.raises(ClusterError, match=r"cannot read .*processes\.json"):
+        down(tmp_path)
+
+
+def test_status(tmp_path: Path, started: list[ProcessRecord]) -> None:
+    cdir = ClusterDir(tmp_path)
+    alive = start(tmp_path, "sleep 60", name="etcd")
+    started.append(alive)
+    dead = start(tmp_path, "exit 0", name="kube-apiserver")
+    wait_exit(dead)
+    cdir.write_state(State(created_dir=False, processes=(alive, dead)))
+    st = status(tmp_path)
+    assert not st.ready and not st.healthy
+    etcd, apiserver = st.components
+    assert etcd.alive and not etcd.healthy and etcd.rss_bytes > 0
+    assert etcd.detail is not None and "Connect" in etcd.detail  # nothing listens on port 1
+    assert not apiserver.alive and apiserver.detail == "not running" and apiserver.rss_bytes == 0
+    assert st.total_rss_bytes == etcd.rss_bytes
+    assert st.to_json()["components"][0]["name"] == "etcd"
+
+
+def test_status_without_a_cluster(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError, match="no cluster in"):
+        status(tmp_path)
