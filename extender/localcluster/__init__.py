@@ -12,6 +12,7 @@ from extender.localcluster.cluster import (
     ComponentStatus,
     down,
     load,
+    restart_component,
     status,
     up,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "MissingBinaryError",
     "down",
     "load",
+    "restart_component",
     "status",
     "up",
 ]

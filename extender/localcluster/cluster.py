@@ -9,10 +9,12 @@ process in the cluster directory as soon as it is started, so `down` can stop a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -246,6 +248,42 @@ def down(dir: Path, *, keep_logs: bool = False) -> None:
     cdir.remove(keep_logs=keep_logs, created_dir=state.created_dir)
 
 
+def restart_component(
+    dir: Path,
+    name: str,
+    *,
+    kill_signal: signal.Signals = signal.SIGTERM,
+    timeout: float = 60.0,
+) -> ClusterInfo:
+    """Stop one component with `kill_signal` (SIGKILL: a crash), start it again with the same
+    command line and port, and return once it is ready. Its earlier log is kept as
+    `<name>.log.1`. For restart and failure tests."""
+    cdir = ClusterDir(dir.absolute())
+    state = cdir.read_state()
+    info = load(cdir.root)
+    old = next((p for p in state.processes if p.name == name), None) if state else None
+    if state is None or old is None:
+        raise ClusterError(f"no component {name!r} in the cluster in {cdir.root}")
+    stop(old, first=kill_signal)
+    if old.log.exists():
+        old.log.replace(old.log.with_name(old.log.name + ".1"))
+    new = spawn(
+        name,
+        list(old.argv),
+        log=old.log,
+        port=old.port,
+        health_url=old.health_url,
+        health_token=old.health_token,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    records = tuple(new if p.name == name else p for p in state.processes)
+    cdir.write_state(State(created_dir=state.created_dir, processes=records))
+    info = dataclasses.replace(info, processes=records)
+    write_json(cdir.cluster_file, info.to_json())
+    wait_ready(new, deadline=time.monotonic() + timeout, timeout=timeout)
+    return info
+
+
 def status(dir: Path) -> ClusterStatus:
     """Liveness, health and memory of each component `up` started in `dir`."""
     cdir = ClusterDir(dir.absolute())
@@ -390,14 +428,11 @@ def _start(
                 kubeconfig=cdir.kubeconfig,
                 mode=spec.mode,
                 token=policy_token,
+                domain=spec.resource_domain,
             ),
             ports["extender"],
             f"{extender_url}/readyz",
-            env={
-                **os.environ,
-                "ESCHER_RESOURCE_DOMAIN": spec.resource_domain,
-                "PYTHONUNBUFFERED": "1",
-            },
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     launch(
         "kube-scheduler",

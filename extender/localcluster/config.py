@@ -197,7 +197,9 @@ def scheduler_command(
     return command
 
 
-def extender_command(*, port: int, kubeconfig: Path, mode: Mode, token: str) -> list[str]:
+def extender_command(
+    *, port: int, kubeconfig: Path, mode: Mode, token: str, domain: str = DEFAULT_RESOURCE_DOMAIN
+) -> list[str]:
     """The extender service, run with this interpreter so it uses the same installation."""
     return [
         sys.executable, "-m", "extender", "serve",
@@ -206,6 +208,7 @@ def extender_command(*, port: int, kubeconfig: Path, mode: Mode, token: str) -> 
         "--kubeconfig", str(kubeconfig),
         "--mode", mode,
         "--token", token,
+        "--domain", domain,
     ]  # fmt: skip
 
 

@@ -126,8 +126,11 @@ def exit_code(record: ProcessRecord) -> int | None:
     return os.waitstatus_to_exitcode(status) if pid else None
 
 
-def stop(record: ProcessRecord, *, grace: float = 10.0) -> None:
-    """SIGTERM the record's process group, wait up to `grace` s, then SIGKILL what is left.
+def stop(
+    record: ProcessRecord, *, grace: float = 10.0, first: signal.Signals = signal.SIGTERM
+) -> None:
+    """Signal the record's process group with `first` (SIGTERM), wait up to `grace` s, then
+    SIGKILL what is left.
 
     A group whose leader pid now belongs to another process is left alone. When the leader is
     gone, processes still in its group are ours: Linux does not reuse a pid that is still some
@@ -135,7 +138,7 @@ def stop(record: ProcessRecord, *, grace: float = 10.0) -> None:
     """
     if not _owns_group(record):
         return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((first, grace), (signal.SIGKILL, 5.0)):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(record.pid, sig)
         deadline = time.monotonic() + wait

@@ -220,7 +220,9 @@ def test_scheduler_command() -> None:
 
 
 def test_extender_command() -> None:
-    command = config.extender_command(port=4, kubeconfig=KUBECONFIG, mode="pure", token="t")
+    command = config.extender_command(
+        port=4, kubeconfig=KUBECONFIG, mode="pure", token="t", domain="example.com"
+    )
     assert command == [
         sys.executable,
         "-m",
@@ -236,4 +238,6 @@ def test_extender_command() -> None:
         "pure",
         "--token",
         "t",
+        "--domain",
+        "example.com",
     ]
