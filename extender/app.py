@@ -24,7 +24,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -258,8 +257,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
     async def bind(request: Request) -> Response:
         """kube-scheduler's bind call: hold the pod's place in the ledger, then bind it."""
         args = await _parse(request, ExtenderBindingArgs)
-        # Binding calls the API server: off the event loop.
-        result = await run_in_threadpool(svc.verbs.bind, args)
+        result = await svc.verbs.bind(args)
         m.decisions.labels("bind", "bound" if not result.Error else "refused").inc()
         if result.Error:
             log.info(
@@ -344,6 +342,26 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
             return full_name(settings.resource_domain, name)
         except InvalidResource as e:
             raise ApiError(422, str(e), "name") from e
+
+    @app.get("/v1/gangs", tags=["policy"], dependencies=policy_deps)
+    def gangs() -> list[dict[str, Any]]:
+        """Gangs the extender has seen: phase, members, reservations, why one waits."""
+        return [
+            {
+                "gang": g.spec.key,
+                "phase": g.phase.value,
+                "min_members": g.spec.min_members,
+                "timeout_seconds": g.spec.timeout,
+                "members_seen": len(g.members),
+                "reserved": {g.members[u].name: n for u, n in g.reserved.items() if u in g.members},
+                "bound": len(g.bound),
+                "expires": g.expires or None,
+                "reservations": g.reservations,
+                "timeouts": g.timeouts,
+                "reason": g.reason,
+            }
+            for g in svc.gangs.gangs()
+        ]
 
     @app.get("/v1/cluster-state", tags=["policy"], dependencies=policy_deps)
     def cluster_state() -> ClusterState:

@@ -18,7 +18,7 @@ from the API server) and the write-back (snapshots to persist).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -136,6 +136,7 @@ class Ledger:
         self._version = 0
         self._nodes: dict[str, _Node] = {}
         self._holdings: dict[str, Holding] = {}
+        self._reserved = 0
         self._listeners: list[Callable[[int, frozenset[str]], None]] = []
 
     # ---- observation -------------------------------------------------------------------
@@ -247,8 +248,9 @@ class Ledger:
                 res = next(iter(amounts), "node")
                 return Shortfall(node, res, amounts.get(res, 0), 0, 0)
             old = self._holdings.get(holder)
-            if old is not None and old.node == node and old.amounts == amounts:
-                return None
+            same = old is not None and old.node == node and old.amounts == amounts
+            if same and old is not None and old.kind in (kind, HolderKind.POD):
+                return None  # already held (a bound pod stays the fact it is)
             credit = old.amounts if old is not None and old.node == node else {}
             for res, want in amounts.items():
                 if not res.startswith(self.prefix):
@@ -259,6 +261,68 @@ class Ledger:
                     return Shortfall(node, res, want, max(free, 0), cap)
             self._put(Holding(holder, node, dict(amounts), kind, owner))
             return None
+
+    def reserve(
+        self, owner: str, places: Sequence[tuple[str, str, Mapping[str, int]]]
+    ) -> Shortfall | None:
+        """Hold every place (holder, node, amounts) as a reservation of `owner`, or none.
+
+        Unlike `hold`, physical resources are checked too: a reservation is taken for pods
+        kube-scheduler has not placed yet, so nothing else has checked them.
+        """
+        with self._lock:
+            need: dict[str, dict[str, int]] = {}
+            for holder, node, amounts in places:
+                per = need.setdefault(node, {})
+                for res, v in amounts.items():
+                    per[res] = per.get(res, 0) + v
+                old = self._holdings.get(holder)
+                if old is not None and old.node == node:  # re-reserving: its own place counts
+                    for res, v in old.amounts.items():
+                        per[res] = per.get(res, 0) - v
+            for node, per in need.items():
+                s = self._nodes.get(node)
+                if s is None:
+                    return Shortfall(node, "node", 1, 0, 0)
+                for res, want in per.items():
+                    cap = (
+                        s.ephemeral.get(res, 0)
+                        if res.startswith(self.prefix)
+                        else (s.physical.get(res, 0))
+                    )
+                    free = cap - s.used.get(res, 0)
+                    if want > 0 and free < want:
+                        return Shortfall(node, res, want, max(free, 0), cap)
+            for holder, node, amounts in places:
+                self._put(Holding(holder, node, dict(amounts), HolderKind.RESERVATION, owner))
+            return None
+
+    def physical_shortfalls(
+        self, nodes: Iterable[str], amounts: Mapping[str, int]
+    ) -> dict[str, Shortfall]:
+        """Nodes whose physical allocatable, less everything held (reservations included),
+        cannot take `amounts`. Resources a node does not report are not checked."""
+        out: dict[str, Shortfall] = {}
+        wants = [(r, v) for r, v in amounts.items() if not r.startswith(self.prefix)]
+        with self._lock:
+            for name in nodes:
+                s = self._nodes.get(name)
+                if s is None:
+                    continue
+                for res, want in wants:
+                    cap = s.physical.get(res)
+                    if cap is None:
+                        continue
+                    free = cap - s.used.get(res, 0)
+                    if free < want:
+                        out[name] = Shortfall(name, res, want, max(free, 0), cap)
+                        break
+        return out
+
+    @property
+    def reservations(self) -> int:
+        """How many reservation holdings exist (0 keeps the filter's fast path)."""
+        return self._reserved
 
     def observe_bound(self, holder: str, node: str, amounts: Mapping[str, int]) -> None:
         """Record a pod the API server reports bound to `node`: a fact, never refused.
@@ -298,6 +362,8 @@ class Ledger:
         if h.holder in self._holdings:
             self._drop(h.holder)
         self._holdings[h.holder] = h
+        if h.kind is HolderKind.RESERVATION:
+            self._reserved += 1
         s = self._nodes.setdefault(h.node, _Node())
         for res, v in h.amounts.items():
             s.used[res] = s.used.get(res, 0) + v
@@ -305,6 +371,8 @@ class Ledger:
 
     def _drop(self, holder: str) -> None:
         h = self._holdings.pop(holder)
+        if h.kind is HolderKind.RESERVATION:
+            self._reserved -= 1
         s = self._nodes.get(h.node)
         if s is None:
             return
@@ -346,7 +414,7 @@ class Ledger:
             if self._nodes.pop(name, None) is None:
                 return
             for h in [h for h in self._holdings.values() if h.node == name]:
-                del self._holdings[h.holder]
+                self._drop(h.holder)
             self._changed(frozenset())
 
     def ensure_nodes(self, names: Iterable[str]) -> None:

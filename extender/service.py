@@ -17,11 +17,12 @@ import threading
 from typing import Any, cast
 
 from extender import filters
-from extender.filters.base import FilterPlugin, ScorePlugin
+from extender.filters.base import FilterPlugin, PluginContext, ScorePlugin
+from extender.gang import GangBook, InvalidGang, Keys, Wake, gang_of
 from extender.ledger import HolderKind, Ledger
 from extender.metrics import Metrics
 from extender.settings import Settings
-from extender.verbs import Verbs
+from extender.verbs import BadRequest, Verbs
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +32,14 @@ class Service:
         self.settings = settings
         self.metrics = Metrics()
         self.ledger = Ledger(settings.resource_domain)
+        self.gangs = GangBook(self.ledger, Keys.for_domain(settings.resource_domain))
         self.view: Any = None
         self.writeback: Any = None
+        self.annotator: Any = None
         binder = None
         if settings.kube:
             # Imported here: the standalone mode needs no Kubernetes client at all.
+            from extender.kube.annotator import PodAnnotator
             from extender.kube.binder import Binder
             from extender.kube.client import api_client as make_api_client
             from extender.kube.view import ClusterView
@@ -50,21 +54,51 @@ class Service:
             )
             if settings.bind:
                 binder = Binder(api)
+                self.annotator = PodAnnotator(api, self.gangs.keys, on_gone=self.gangs.forget)
+        ctx = PluginContext(self.gangs, self._notify)
         self.verbs = Verbs(
             self.ledger,
             settings.resource_domain,
-            [cast(FilterPlugin, filters.REGISTRY[n]()) for n in filters.DEFAULT_FILTERS],
-            [cast(ScorePlugin, filters.REGISTRY[n]()) for n in filters.DEFAULT_SCORERS],
+            [cast(FilterPlugin, filters.REGISTRY[n](ctx)) for n in filters.DEFAULT_FILTERS],
+            [cast(ScorePlugin, filters.REGISTRY[n](ctx)) for n in filters.DEFAULT_SCORERS],
             binder,
             learn_nodes=not settings.kube,
+            gangs=self.gangs,
+            gang_wait_seconds=settings.gang_wait_seconds,
         )
         self._started = threading.Event()
         self._stopping = threading.Event()
         self._failed: str | None = None
         self._thread: threading.Thread | None = None
 
+    def _notify(self, wakes: list[Wake]) -> None:
+        if self.annotator is not None:
+            self.annotator.send(wakes)
+
+    def _expire_gangs(self) -> None:
+        while not self._stopping.wait(self.settings.gang_expiry_interval_seconds):
+            wakes = self.gangs.expire()
+            if wakes:
+                log.info("gang reservations expired", extra={"members": len(wakes)})
+                self._notify(wakes)
+
+    def _restore_gangs(self) -> None:
+        """Reservations live on the members' pods (annotations); take them back."""
+        keys = self.gangs.keys
+        for raw in self.annotator.reserved_members():
+            try:
+                pod = self.verbs.pod_info(raw)
+                spec = gang_of(pod, keys)
+                until = float(pod.annotations[keys.until])
+            except (BadRequest, InvalidGang, KeyError, ValueError) as e:
+                log.warning("ignoring a malformed gang reservation", extra={"error": str(e)})
+                continue
+            if spec is not None:
+                self.gangs.restore(pod, spec, pod.annotations[keys.node], until)
+
     def start(self) -> None:
         """Start in the background; /readyz turns true once the ledger is rebuilt."""
+        threading.Thread(target=self._expire_gangs, name="gang-expiry", daemon=True).start()
         if self.view is None:
             self._started.set()
             return
@@ -82,6 +116,9 @@ class Service:
                 if self._stopping.wait(1.0):
                     return
         self._failed = None
+        if self.annotator is not None:
+            self._restore_gangs()
+            self.annotator.start()
         self.writeback.start()
         self.view.start()
         self._started.set()
@@ -93,6 +130,8 @@ class Service:
             self.view.stop()
         if self.writeback is not None:
             self.writeback.stop()
+        if self.annotator is not None:
+            self.annotator.stop()
 
     def ready(self) -> tuple[bool, str]:
         if not self._started.is_set():

@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     writeback_backoff_max_seconds: float = Field(10.0, gt=0)
     writeback_wait_seconds: float = Field(10.0, ge=0)
 
+    # How long a gang member's bind waits for the rest of its gang (must stay below the
+    # extender's httpTimeout in the KubeSchedulerConfiguration), and how often expired gang
+    # reservations are looked for.
+    gang_wait_seconds: float = Field(10.0, gt=0)
+    gang_expiry_interval_seconds: float = Field(1.0, gt=0)
+
     # Bind pods through the API (the extender's bindVerb). Off in pure mode and with kube=False.
     bind: bool = True
 

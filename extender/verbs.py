@@ -12,13 +12,17 @@ retried) rather than over-committing the node.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from starlette.concurrency import run_in_threadpool
+
 from extender import resources
 from extender.filters import FilterPlugin, PodInfo, Rejection, ScorePlugin
+from extender.gang import GangBook, GangSpec, InvalidGang, gang_of
 from extender.ledger import HolderKind, Ledger
 from extender.wire import (
     MAX_SCORE,
@@ -52,6 +56,8 @@ class Verbs:
         scorers: Sequence[ScorePlugin],
         binder: Binder | None,
         learn_nodes: bool = False,
+        gangs: GangBook | None = None,
+        gang_wait_seconds: float = 10.0,
     ) -> None:
         self.ledger = ledger
         self.domain = domain
@@ -60,6 +66,11 @@ class Verbs:
         self.binder = binder
         # Standalone mode: nodes are known only from the requests themselves.
         self.learn_nodes = learn_nodes
+        self.gangs = gangs
+        # How long a gang member's bind waits for the others: below kube-scheduler's
+        # httpTimeout for the extender (scheduler-config/extender.yaml), or the wait is cut.
+        self.gang_wait_seconds = gang_wait_seconds
+        self._barriers: dict[str, asyncio.Event] = {}
         self._pods: OrderedDict[str, PodInfo] = OrderedDict()
         self._pods_lock = threading.Lock()
 
@@ -120,8 +131,6 @@ class Verbs:
         self._remember(pod)
         if self.learn_nodes:
             self.ledger.ensure_nodes(names)
-        if not pod.ephemeral:
-            return _filter_reply(args, names, {})
         failed: dict[str, Rejection] = {}
         remaining: Sequence[str] = names
         for plugin in self.filters:
@@ -156,28 +165,68 @@ class Verbs:
 
     # ---- bind ----------------------------------------------------------------------------
 
-    def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
+    async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
+        """Hold the pod's place, wait for its gang if it has one, then bind it.
+
+        The gang barrier waits on the event loop (no thread is held while members gather);
+        the API calls run in worker threads.
+        """
         if self.binder is None:
             return ExtenderBindingResult(Error="binding is disabled (standalone mode)")
-        pod = self._recall(args.PodUID)
+        binder = self.binder
+        ns, name, uid, node = args.PodNamespace, args.PodName, args.PodUID, args.Node
+        pod = self._recall(uid)
         if pod is None:
             try:
-                pod = self.pod_info(self.binder.get_pod(args.PodNamespace, args.PodName))
+                pod = self.pod_info(await run_in_threadpool(binder.get_pod, ns, name))
             except Exception as e:  # the Binder's typed errors and malformed pods alike
+                return ExtenderBindingResult(Error=f"cannot read pod {ns}/{name}: {e}")
+        spec = self._gang_spec(pod)
+        if spec is not None:
+            error = await self._gang_barrier(spec.key, uid, node)
+            if error:
+                return ExtenderBindingResult(Error=error)
+        else:
+            short = self.ledger.hold(uid, node, pod.amounts, HolderKind.ASSUMED)
+            if short is not None:
                 return ExtenderBindingResult(
-                    Error=f"cannot read pod {args.PodNamespace}/{args.PodName}: {e}"
+                    Error=f"pod {ns}/{name} no longer fits: {short.detail}"
                 )
-        short = self.ledger.hold(args.PodUID, args.Node, pod.amounts, HolderKind.ASSUMED)
-        if short is not None:
-            return ExtenderBindingResult(
-                Error=f"pod {args.PodNamespace}/{args.PodName} no longer fits: {short.detail}"
-            )
         try:
-            self.binder.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
+            await run_in_threadpool(binder.bind, ns, name, uid, node)
         except Exception as e:
-            self.ledger.release(args.PodUID)
+            self.ledger.release(uid)
             return ExtenderBindingResult(Error=str(e))
+        if spec is not None and self.gangs is not None and self.gangs.bound(spec.key, uid):
+            self._barriers.pop(spec.key, None)
         return ExtenderBindingResult()
+
+    def _gang_spec(self, pod: PodInfo) -> GangSpec | None:
+        if self.gangs is None:
+            return None
+        try:
+            return gang_of(pod, self.gangs.keys)
+        except InvalidGang:
+            return None  # filter refused it; a bind for it is kube-scheduler's odd retry
+
+    async def _gang_barrier(self, key: str, uid: str, node: str) -> str:
+        """Wait until every member of the gang reached bind; an error if it may not bind."""
+        assert self.gangs is not None
+        everyone, error = self.gangs.arrive(key, uid, node)
+        if error:
+            return error
+        event = self._barriers.get(key)
+        if event is None or (event.is_set() and not everyone):
+            event = self._barriers[key] = asyncio.Event()  # a new round after an expiry
+        if everyone:
+            event.set()
+            return ""
+        try:
+            await asyncio.wait_for(event.wait(), self.gang_wait_seconds)
+        except TimeoutError:
+            self.gangs.leave(key, uid)
+            return f"gang {key}: not every member reached bind within {self.gang_wait_seconds:g}s"
+        return ""
 
 
 def _filter_reply(

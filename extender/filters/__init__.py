@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from extender.filters import ephemeral
-from extender.filters.base import FilterPlugin, PodInfo, Rejection, ScorePlugin
+from extender.filters import ephemeral, gang, reservation
+from extender.filters.base import FilterPlugin, PluginContext, PodInfo, Rejection, ScorePlugin
 
 Plugin = FilterPlugin | ScorePlugin
 
-REGISTRY: dict[str, Callable[[], Plugin]] = {
+REGISTRY: dict[str, Callable[[PluginContext], Plugin]] = {
+    gang.NAME: gang.Gang,
     ephemeral.NAME: ephemeral.EphemeralResourceFit,
+    reservation.NAME: reservation.ReservationFit,
 }
 
-DEFAULT_FILTERS = (ephemeral.NAME,)
+# In order: a gang member is narrowed to its reserved node before anything else is checked.
+DEFAULT_FILTERS = (gang.NAME, ephemeral.NAME, reservation.NAME)
 DEFAULT_SCORERS = (ephemeral.NAME,)
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "DEFAULT_SCORERS",
     "REGISTRY",
     "FilterPlugin",
+    "PluginContext",
     "PodInfo",
     "Rejection",
     "ScorePlugin",

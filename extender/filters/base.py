@@ -8,11 +8,14 @@ extender.verbs; plugins read the ledger, never the Kubernetes API.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from extender.ledger import Ledger
+
+if TYPE_CHECKING:  # extender.gang imports this module's PodInfo
+    from extender.gang import GangBook, Wake
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,15 @@ class Rejection:
 
     reason: str
     unresolvable: bool = False
+
+
+@dataclass(frozen=True)
+class PluginContext:
+    """What a plugin may use besides the ledger, given to its factory in the registry."""
+
+    gangs: GangBook
+    # Sends wake-ups to gang members' pods (annotations); a no-op in standalone mode.
+    notify: Callable[[list[Wake]], None]
 
 
 class FilterPlugin(Protocol):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from extender.filters.base import PodInfo, Rejection
+from extender.filters.base import PluginContext, PodInfo, Rejection
+from extender.filters.reservation import holds_reservation
 from extender.ledger import Ledger
 from extender.wire import MAX_SCORE
 
@@ -20,7 +21,13 @@ NAME = "EphemeralResourceFit"
 class EphemeralResourceFit:
     name = NAME
 
+    def __init__(self, ctx: PluginContext | None = None) -> None:
+        pass  # needs nothing but the ledger
+
     def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, Rejection]:
+        # A gang member's reservation already holds its ephemeral amounts.
+        if not pod.ephemeral or holds_reservation(pod, ledger):
+            return {}
         return {
             node: Rejection(str(s), s.unresolvable)
             for node, s in ledger.shortfalls(nodes, pod.ephemeral).items()

@@ -65,7 +65,7 @@ def test_extender_mode_template(domain: str) -> None:
         "bindVerb": "bind",
         "weight": 1,
         "nodeCacheCapable": True,
-        "httpTimeout": "5s",
+        "httpTimeout": "15s",
         "ignorable": False,
     }
     assert "managedResources" not in extender  # every pod must reach the extender

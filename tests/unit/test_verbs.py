@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from extender.filters.ephemeral import EphemeralResourceFit
 from extender.ledger import HolderKind, Ledger
 from extender.verbs import BadRequest, Verbs
-from extender.wire import ExtenderArgs, ExtenderBindingArgs, NodeList
+from extender.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, NodeList
 
 R = "escher.io/r"
 
@@ -132,6 +133,10 @@ def test_prioritize_clamps_scores(extra: int) -> None:
     assert all(0 <= s <= 10 for s in scores.values()), scores
 
 
+def bind(v: Verbs, args: ExtenderBindingArgs) -> ExtenderBindingResult:
+    return asyncio.run(v.bind(args))
+
+
 def bind_args(uid: str = "u1", node: str = "a") -> ExtenderBindingArgs:
     return ExtenderBindingArgs(PodName=f"p-{uid}", PodNamespace="ns", PodUID=uid, Node=node)
 
@@ -140,7 +145,7 @@ def test_bind_holds_then_binds() -> None:
     b = FakeBinder()
     v = verbs(b, caps={"a": 1})
     v.filter(ExtenderArgs(Pod=pod("u1", r="1"), NodeNames=["a"]))
-    assert v.bind(bind_args("u1")).Error == ""
+    assert bind(v, bind_args("u1")).Error == ""
     assert b.bound == [("ns", "p-u1", "u1", "a")]
     assert v.ledger.holding("u1").kind is HolderKind.ASSUMED  # type: ignore[union-attr]
 
@@ -152,8 +157,8 @@ def test_bind_race_refuses_the_second_pod() -> None:
     for uid in ("u1", "u2"):
         r = v.filter(ExtenderArgs(Pod=pod(uid, r="1"), NodeNames=["a"]))
         assert r.NodeNames == ["a"]
-    assert v.bind(bind_args("u1")).Error == ""
-    err = v.bind(bind_args("u2")).Error
+    assert bind(v, bind_args("u1")).Error == ""
+    err = bind(v, bind_args("u2")).Error
     assert err == "pod ns/p-u2 no longer fits: a: escher.io/r requested 1, available 0 of 1"
     assert len(b.bound) == 1
     assert v.ledger.node("a").used[R] == 1  # type: ignore[union-attr]
@@ -163,7 +168,7 @@ def test_bind_failure_releases_the_place() -> None:
     b = FakeBinder(fail=RuntimeError("pod ns/p-u1 is gone"))
     v = verbs(b, caps={"a": 1})
     v.filter(ExtenderArgs(Pod=pod("u1", r="1"), NodeNames=["a"]))
-    assert v.bind(bind_args("u1")).Error == "pod ns/p-u1 is gone"
+    assert bind(v, bind_args("u1")).Error == "pod ns/p-u1 is gone"
     assert v.ledger.holding("u1") is None
     assert v.ledger.node("a").used == {}  # type: ignore[union-attr]
 
@@ -172,10 +177,10 @@ def test_bind_reads_pods_it_did_not_filter() -> None:
     b = FakeBinder()
     b.pods[("ns", "p-u9")] = pod("u9", r="1")
     v = verbs(b, caps={"a": 1})
-    assert v.bind(bind_args("u9")).Error == ""
+    assert bind(v, bind_args("u9")).Error == ""
     assert v.ledger.node("a").used[R] == 1  # type: ignore[union-attr]
-    assert "cannot read pod ns/p-zz" in v.bind(bind_args("zz")).Error
+    assert "cannot read pod ns/p-zz" in bind(v, bind_args("zz")).Error
 
 
 def test_bind_disabled_without_binder() -> None:
-    assert "disabled" in verbs(None).bind(bind_args()).Error
+    assert "disabled" in bind(verbs(None), bind_args()).Error
