@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -56,6 +56,15 @@ class Placement:
     name: str
     node: str | None  # None: still pending
     reason: str  # why it is pending (the PodScheduled condition), or ""
+
+
+@dataclass(frozen=True)
+class PodChange:
+    t: float  # wall clock
+    name: str
+    labels: Mapping[str, str]
+    node: str | None
+    deleted: bool  # a bound pod was deleted (else: it was first seen bound)
 
 
 class Workload:
@@ -117,19 +126,49 @@ class Workload:
                 return now
             time.sleep(0.1)
 
-    def watch_bound(self, want: int, stop: threading.Event) -> dict[str, float]:
-        """Watch pods; record when each is first seen bound (time.monotonic()), until `want`
-        are bound or `stop` is set. For throughput measurements: no polling interval."""
-        seen: dict[str, float] = {}
+    def bound(self, names: Sequence[str], timeout: float) -> int:
+        """How many of `names` are bound once all are, or after `timeout`."""
+        return sum(1 for p in self.wait(names, timeout).values() if p.node)
+
+    def watch(self, stop: threading.Event, on_change: Callable[[PodChange], None]) -> None:
+        """Report pod changes as they happen until `stop` is set: every pod that is, or
+        becomes, bound (once), and every bound pod deleted. Resumes from the last
+        resourceVersion, so nothing is missed between watch requests."""
+        seen: set[str] = set()
+        rv = ""
         w: Any = watch.Watch()  # type: ignore[no-untyped-call]
-        while not stop.is_set() and len(seen) < want:
-            for ev in w.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=2):
+        while not stop.is_set():
+            for ev in w.stream(
+                self.core.list_namespaced_pod,
+                self.namespace,
+                resource_version=rv,
+                timeout_seconds=1,
+            ):
                 p = ev["object"]
-                if p.spec.node_name and p.metadata.name not in seen:
-                    seen[p.metadata.name] = time.monotonic()
-                if stop.is_set() or len(seen) >= want:
+                rv = p.metadata.resource_version or rv
+                name, node = p.metadata.name, p.spec.node_name
+                if ev["type"] == "DELETED" and name in seen:
+                    seen.discard(name)
+                    on_change(PodChange(time.time(), name, p.metadata.labels or {}, node, True))
+                elif node and name not in seen and ev["type"] != "DELETED":
+                    seen.add(name)
+                    on_change(PodChange(time.time(), name, p.metadata.labels or {}, node, False))
+                if stop.is_set():
                     w.stop()
                     break
+
+    def watch_bound(self, want: int, stop: threading.Event) -> dict[str, float]:
+        """When each pod was first seen bound (time.monotonic()), until `want` are or `stop`
+        is set. For throughput measurements: no polling interval."""
+        seen: dict[str, float] = {}
+
+        def on_change(c: PodChange) -> None:
+            if not c.deleted:
+                seen.setdefault(c.name, time.monotonic())
+                if len(seen) >= want:
+                    stop.set()
+
+        self.watch(stop, on_change)
         return seen
 
     def node_resources(self, node: str, prefix: str) -> dict[str, dict[str, str]]:
