@@ -79,6 +79,13 @@ class Metrics:
             "Nodes whose status is behind the ledger.",
             registry=r,
         )
+        self.rebuild_failures = Counter(
+            "escher_ledger_rebuild_failures_total",
+            "Failed attempts to rebuild the ledger from the cluster (at start-up, retried every"
+            " second; not ready meanwhile), by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "escher_watch_restarts_total",
             "Watches of the cluster view restarted, by resource and reason.",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local control plane's binaries (etcd, kube-apiserver, kube-scheduler)
-# from the Go modules pinned in hack/etcd and hack/kubernetes.
+# and kubectl (for the deploy/ manifests' tests) from the Go modules pinned in
+# hack/etcd and hack/kubernetes.
 #
 # Everything goes under $ESCHER_CACHE_DIR (default: .cache/ in the repository,
 # which git ignores): the Go module cache, the Go build cache and bin/. A stamp
@@ -25,7 +26,7 @@ stamp_of() {
 }
 want=$(stamp_of | sha256sum | cut -d' ' -f1)
 if [[ -f $bin/.stamp && $(cat "$bin/.stamp") == "$want" ]] &&
-   [[ -x $bin/etcd && -x $bin/kube-apiserver && -x $bin/kube-scheduler ]]; then
+   [[ -x $bin/etcd && -x $bin/kube-apiserver && -x $bin/kube-scheduler && -x $bin/kubectl ]]; then
   echo "build-binaries: up to date in $bin"
   exit 0
 fi
@@ -52,5 +53,6 @@ total=$SECONDS
 build etcd . etcd "-s -w"
 build kubernetes k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler "$ldk"
 build kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$ldk"
+build kubernetes k8s.io/kubernetes/cmd/kubectl kubectl "$ldk"
 echo "$want" > "$bin/.stamp"
 echo "build-binaries: all built in $((SECONDS - total))s into $bin (kubernetes $k8s)"

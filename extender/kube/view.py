@@ -55,6 +55,10 @@ _MALFORMED = (KeyError, TypeError, AttributeError, ValueError)
 _Handler = Callable[[str, Mapping[str, Any]], None]
 
 
+class RebuildError(Exception):
+    """Listing the cluster failed; the message is one line: the reason and the error."""
+
+
 @dataclass(frozen=True)
 class _Resource:
     name: str  # "nodes" or "pods": metrics label and log field
@@ -101,9 +105,15 @@ class ClusterView:
 
     def rebuild(self) -> None:
         """Fill the ledger from the cluster: nodes (with the written-back ephemeral resources,
-        the durable truth after a restart), then bound pods. Raises if the API fails."""
-        self._rv["nodes"] = self._list_nodes(initial=True)
-        self._rv["pods"] = self._list_pods()
+        the durable truth after a restart), then bound pods. If the API fails, counts the
+        failure by reason and raises RebuildError, whose message says why in one line."""
+        try:
+            self._rv["nodes"] = self._list_nodes(initial=True)
+            self._rv["pods"] = self._list_pods()
+        except Exception as e:
+            reason = failure_reason(e)
+            self._metrics.rebuild_failures.labels(reason).inc()
+            raise RebuildError(f"{reason}: {_one_line(e)}") from e
         self.synced.set()
         log.info(
             "ledger rebuilt from the cluster",
@@ -382,6 +392,18 @@ def _lines(resp: Any) -> Iterator[bytes]:
                 yield line
     if buf.strip():
         yield buf
+
+
+def _one_line(e: Exception) -> str:
+    """An API error as `HTTP 401 Unauthorized: <the Status message>`, not the client's
+    multi-line dump of headers and body; other errors as their type and text."""
+    if isinstance(e, ApiException) and e.status:
+        try:
+            message = json.loads(e.body or "")["message"]
+        except (ValueError, TypeError, KeyError):
+            message = ""
+        return f"HTTP {e.status} {e.reason}" + (f": {message}" if message else "")
+    return " ".join(f"{type(e).__name__}: {e}".split())
 
 
 def _name_of(obj: Any) -> str:

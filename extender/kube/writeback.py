@@ -48,6 +48,10 @@ def failure_reason(exc: BaseException) -> str:
         status = exc.status or 0
         if status == 0:  # the client's wrapping of TLS errors
             return "unreachable"
+        if status == 401:  # the credentials are wrong or expired
+            return "unauthorized"
+        if status == 403:  # RBAC does not allow the call
+            return "forbidden"
         if status == 404:
             return "not_found"
         if status == 409:

@@ -1,6 +1,7 @@
-"""Locates the etcd, kube-apiserver and kube-scheduler binaries.
+"""Locates the etcd, kube-apiserver and kube-scheduler binaries, and kubectl.
 
 Called by cluster.up before anything is written or started, so a missing binary fails fast.
+kubectl is optional: only the tests of the deploy/ manifests need it (find_kubectl).
 $ESCHER_BIN_DIR wins (for users who already have binaries); otherwise the directory
 hack/build-binaries.sh fills: ${ESCHER_CACHE_DIR:-<repo>/.cache}/bin.
 """
@@ -34,10 +35,18 @@ def bin_dir(env: Mapping[str, str] = os.environ) -> Path:
 def find_binaries(env: Mapping[str, str] = os.environ) -> Binaries:
     """All three binaries, or MissingBinaryError naming the first one missing."""
     directory = bin_dir(env).absolute()
-    found: list[Path] = []
-    for name in ("etcd", "kube-apiserver", "kube-scheduler"):
-        path = directory / name
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise MissingBinaryError(name, directory)
-        found.append(path)
-    return Binaries(*found)
+    return Binaries(
+        *(_find(name, directory) for name in ("etcd", "kube-apiserver", "kube-scheduler"))
+    )
+
+
+def find_kubectl(env: Mapping[str, str] = os.environ) -> Path:
+    """kubectl (built with the others), or MissingBinaryError."""
+    return _find("kubectl", bin_dir(env).absolute())
+
+
+def _find(name: str, directory: Path) -> Path:
+    path = directory / name
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise MissingBinaryError(name, directory)
+    return path

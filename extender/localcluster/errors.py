@@ -14,7 +14,7 @@ class ClusterError(Exception):
 
 
 class MissingBinaryError(ClusterError):
-    """etcd, kube-apiserver or kube-scheduler is not where the launcher looks for it."""
+    """etcd, kube-apiserver, kube-scheduler or kubectl is not where it is looked for."""
 
     def __init__(self, binary: str, directory: Path) -> None:
         self.binary = binary
@@ -22,5 +22,5 @@ class MissingBinaryError(ClusterError):
         super().__init__(
             f"{binary} not found (or not executable) in {directory}: "
             "run `make binaries` or set ESCHER_BIN_DIR to a directory holding "
-            "etcd, kube-apiserver and kube-scheduler"
+            "etcd, kube-apiserver and kube-scheduler (and kubectl, for the deploy tests)"
         )

@@ -1,4 +1,4 @@
-"""Lookup of etcd, kube-apiserver and kube-scheduler (extender.localcluster.binaries)."""
+"""Lookup of etcd, kube-apiserver, kube-scheduler and kubectl (extender.localcluster.binaries)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.localcluster.binaries import bin_dir, find_binaries
+from extender.localcluster.binaries import bin_dir, find_binaries, find_kubectl
 from extender.localcluster.errors import MissingBinaryError
 from extender.localcluster.paths import REPO_ROOT
 
@@ -66,3 +66,13 @@ def test_non_executable_counts_as_missing(tmp_path: Path) -> None:
 def test_cache_dir_is_used(tmp_path: Path) -> None:
     fake_bin(tmp_path / "bin")
     assert find_binaries({"ESCHER_CACHE_DIR": str(tmp_path)}).etcd == tmp_path / "bin" / "etcd"
+
+
+def test_kubectl_is_optional_and_named_when_missing(tmp_path: Path) -> None:
+    d = fake_bin(tmp_path / "bin")  # the control plane without kubectl: enough for clusters
+    find_binaries({"ESCHER_BIN_DIR": str(d)})
+    with pytest.raises(MissingBinaryError, match=r"^kubectl not found") as e:
+        find_kubectl({"ESCHER_BIN_DIR": str(d)})
+    assert "make binaries" in str(e.value)
+    fake_bin(d, ("kubectl",))
+    assert find_kubectl({"ESCHER_BIN_DIR": str(d)}) == d / "kubectl"

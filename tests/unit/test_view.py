@@ -17,7 +17,7 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.rest import RESTResponse
 
 from extender.kube import view as view_mod
-from extender.kube.view import ClusterView
+from extender.kube.view import ClusterView, RebuildError
 from extender.ledger import HolderKind, Ledger
 from extender.metrics import Metrics
 from extender.settings import Settings
@@ -293,6 +293,20 @@ def test_rebuild_skips_malformed_objects(h: Harness) -> None:
     h.view.rebuild()
     assert sorted(h.ledger.node_names()) == ["good", "no-status"]
     assert sorted(h.ledger.snapshot().holdings) == ["ok"]
+
+
+def test_a_failed_rebuild_is_counted_and_explained_in_one_line(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status = {"kind": "Status", "code": 401, "message": "Unauthorized"}
+    monkeypatch.setattr(h.server, "request", lambda *a, **k: RESTResponse(FakeList(401, status)))
+    with pytest.raises(RebuildError, match=r"^unauthorized: HTTP 401 Error: Unauthorized$"):
+        h.view.rebuild()
+    assert not h.view.synced.is_set()
+    failures = h.metrics.registry.get_sample_value(
+        "escher_ledger_rebuild_failures_total", {"reason": "unauthorized"}
+    )
+    assert failures == 1
 
 
 def test_start_needs_a_rebuild(h: Harness) -> None:

@@ -1,0 +1,551 @@
+"""The deploy/ manifests on the real local control plane, one cluster per overlay.
+
+Per mode (extender, pure), the overlay is rendered with kubectl's kustomize and applied with
+server-side apply to a real kube-apiserver. kube-scheduler runs the overlay's own
+KubeSchedulerConfiguration (from the rendered ConfigMap; only the extender's address and CA
+file are made local, and the launcher turns leader election off). The extender runs as its
+ServiceAccount: a token from the TokenRequest API in a kubeconfig, so it has exactly the
+permissions the manifests grant, and it serves HTTPS with a certificate from a test CA.
+
+What is proven: the API server accepts every object, the Pod Security level holds, the
+ServiceAccount may do exactly the least-privilege set (as the API server itself reports) and
+that is enough for a whole scheduling round, what it must not do is refused with 403,
+kube-scheduler talks to the extender over verified TLS and refuses a certificate from
+another CA, and misconfigurations (a wrong API token, an unreachable extender) are named in
+the logs and metrics.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from extender import localcluster
+from extender.esl.client import PolicyClient
+from extender.kube.client import api_client
+from extender.kube.fakenodes import NodeShape, create_nodes
+from extender.kube.workload import Workload, pod_manifest
+from extender.localcluster.binaries import find_kubectl
+from extender.localcluster.config import render_kubeconfig
+from extender.localcluster.errors import MissingBinaryError
+from extender.localcluster.health import wait_ready
+from extender.localcluster.ports import allocate_ports
+from extender.localcluster.processes import ProcessRecord, spawn, stop
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+MODES = ["extender", "pure"]
+NAMESPACE = "escher-system"
+SERVICE_ACCOUNT = "escher-extender"
+# What the API server must report the extender's ServiceAccount may do, (group, resource, verb).
+LEAST_PRIVILEGE = {
+    *(("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")),
+    ("", "nodes/status", "get"),
+    ("", "nodes/status", "patch"),
+    ("", "events", "create"),
+    ("events.k8s.io", "events", "create"),
+}
+# Extender mode binds pods and annotates gang members' pods.
+PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
+EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
+RBAC_REFUSAL = f'"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}" cannot'
+POLICY_REFUSAL = "escher-extender may only change the escher.io/gang-node"
+# Granted to every authenticated user (system:basic-user): not the manifests' doing.
+SELF_REVIEWS = {"selfsubjectreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews"}
+_names = itertools.count()
+
+
+@dataclass(frozen=True)
+class Tls:
+    ca: Path
+    cert: Path
+    key: Path
+    # A certificate for the same address from a CA kube-scheduler does not trust.
+    rogue_cert: Path
+    rogue_key: Path
+
+
+@dataclass
+class Env:
+    mode: str
+    info: localcluster.ClusterInfo
+    kubectl: Path
+    rendered: list[dict[str, Any]]
+    apply_warnings: str
+    tls: Tls
+    port: int
+    policy_token: str
+    sa_kubeconfig: Path
+    processes: list[ProcessRecord] = field(default_factory=list)
+    extender: ProcessRecord | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def scheduler_log(self) -> Path:
+        return self.info.paths["logs"] / "kube-scheduler.log"
+
+    def run_extender(
+        self, name: str, *, kubeconfig: Path, port: int, tls: tuple[Path, Path] | None, ready: str
+    ) -> ProcessRecord:
+        """`escher-extender serve` as a process group of its own, waited for at `ready`."""
+        argv = [
+            sys.executable, "-m", "extender", "serve",
+            "--kubeconfig", str(kubeconfig),
+            "--mode", self.mode,
+            "--token", self.policy_token,
+            "--port", str(port),
+        ]  # fmt: skip
+        if tls is not None:
+            argv += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
+        scheme = "https" if tls else "http"
+        record = spawn(
+            name,
+            argv,
+            log=self.info.paths["logs"] / f"{name}.log",
+            port=port,
+            health_url=f"{scheme}://127.0.0.1:{port}{ready}",
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.processes.append(record)
+        wait_ready(record, deadline=time.monotonic() + 60, timeout=60)
+        return record
+
+    def start_extender(self, cert: Path, key: Path) -> None:
+        """The extender under test: the ServiceAccount's kubeconfig, HTTPS on self.port."""
+        self.stop_extender()
+        self.extender = self.run_extender(
+            f"extender-{next(_names)}",
+            kubeconfig=self.sa_kubeconfig,
+            port=self.port,
+            tls=(cert, key),
+            ready="/readyz",
+        )
+
+    def stop_extender(self) -> None:
+        if self.extender is not None:
+            self.stop(self.extender)
+            self.extender = None
+
+    def stop(self, record: ProcessRecord) -> None:
+        stop(record)
+        self.processes.remove(record)
+
+    def policy(self) -> PolicyClient:
+        return PolicyClient(self.url, self.policy_token, verify=str(self.tls.ca))
+
+    def metrics(self) -> str:
+        verify = ssl.create_default_context(cafile=str(self.tls.ca))
+        return httpx.get(f"{self.url}/metrics", verify=verify).text
+
+
+def kubectl_run(
+    kubectl: Path, kubeconfig: Path | None, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    config = ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
+    return subprocess.run(
+        [str(kubectl), *config, *args], input=stdin, capture_output=True, text=True, timeout=120
+    )
+
+
+def render(kubectl: Path, mode: str) -> list[dict[str, Any]]:
+    r = kubectl_run(kubectl, None, "kustomize", str(REPO / "deploy" / "overlays" / mode))
+    assert r.returncode == 0, r.stderr
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def apply(kubectl: Path, kubeconfig: Path, docs: list[dict[str, Any]], *flags: str) -> str:
+    """Server-side apply; returns kubectl's stderr (the API server's warnings)."""
+    r = kubectl_run(
+        kubectl,
+        kubeconfig,
+        "apply",
+        "--server-side",
+        *flags,
+        "-f",
+        "-",
+        stdin=yaml.safe_dump_all(docs),
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def openssl(*args: str) -> None:
+    r = subprocess.run(["openssl", *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def make_tls(d: Path) -> Tls:
+    """Two CAs, and a serving certificate for 127.0.0.1 from each (P-256 keys: fast)."""
+    d.mkdir()
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    ext = d / "serving.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    paths = []
+    for name in ("ca", "rogue-ca"):
+        ca, ca_key, cert, key, csr = (
+            d / f"{name}.crt",
+            d / f"{name}.key",
+            d / f"{name}-serving.crt",
+            d / f"{name}-serving.key",
+            d / f"{name}-serving.csr",
+        )
+        openssl("req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca), "-days", "1",
+                "-subj", f"/CN=escher test {name}")  # fmt: skip
+        openssl("req", *ec, "-keyout", str(key), "-out", str(csr), "-subj", "/CN=escher-extender")
+        openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
+                "-CAcreateserial", "-days", "1", "-extfile", str(ext),
+                "-out", str(cert))  # fmt: skip
+        paths.append((ca, cert, key))
+    (ca, cert, key), (_, rogue_cert, rogue_key) = paths
+    return Tls(ca, cert, key, rogue_cert, rogue_key)
+
+
+def local_scheduler_config(rendered: list[dict[str, Any]], url: str, ca: Path, out: Path) -> Path:
+    """The overlay's KubeSchedulerConfiguration, pointed at the local extender and CA file."""
+    (configmap,) = [d for d in rendered if d["kind"] == "ConfigMap"]
+    config = yaml.safe_load(configmap["data"]["config.yaml"])
+    for extender in config.get("extenders") or []:
+        extender["urlPrefix"] = url
+        extender["tlsConfig"]["caFile"] = str(ca)
+    out.write_text(yaml.safe_dump(config))
+    return out
+
+
+def service_account_token(kubeconfig: Path) -> str:
+    """A token for the ServiceAccount from the TokenRequest API (as a pod's projected one)."""
+    core = client.CoreV1Api(api_client(kubeconfig))
+    # No audiences: the API server's own, as for a pod's token.
+    spec = client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+    request = client.AuthenticationV1TokenRequest(spec=spec)
+    reply = core.create_namespaced_service_account_token(SERVICE_ACCOUNT, NAMESPACE, request)
+    assert reply.status is not None and reply.status.token
+    return reply.status.token
+
+
+@pytest.fixture(scope="module")
+def kubectl() -> Path:
+    try:
+        return find_kubectl()
+    except MissingBinaryError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture(scope="module", params=MODES)
+def env(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, kubectl: Path
+) -> Iterator[Env]:
+    mode: str = request.param
+    d = tmp_path_factory.mktemp(f"deploy-{mode}")
+    tls = make_tls(d / "tls")
+    port = allocate_ports({"extender": None})["extender"]
+    rendered = render(kubectl, mode)
+    config = local_scheduler_config(
+        rendered, f"https://127.0.0.1:{port}", tls.ca, d / "scheduler-config.yaml"
+    )
+    info = localcluster.up(
+        localcluster.ClusterSpec(dir=d / "cluster", nodes=2, mode="none", scheduler_config=config)
+    )
+    e: Env | None = None
+    try:
+        # The namespace first, so its Pod Security labels are in force for what follows.
+        apply(kubectl, info.kubeconfig, [x for x in rendered if x["kind"] == "Namespace"])
+        warnings = apply(kubectl, info.kubeconfig, rendered)
+        sa_kubeconfig = d / "escher-extender.kubeconfig"
+        sa_kubeconfig.write_text(
+            render_kubeconfig(info.apiserver, service_account_token(info.kubeconfig))
+        )
+        e = Env(mode, info, kubectl, rendered, warnings, tls, port, "policy-token", sa_kubeconfig)
+        e.start_extender(tls.cert, tls.key)
+        yield e
+    finally:
+        for record in reversed(e.processes if e else []):
+            stop(record)
+        localcluster.down(info.dir, keep_logs=True)
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def log_lines_about(path: Path, pod: str) -> list[str]:
+    return [line for line in path.read_text().splitlines() if f"default/{pod}" in line]
+
+
+def pod_annotations(env: Env, pod: str) -> dict[str, str]:
+    meta = client.CoreV1Api(api_client(env.info.kubeconfig)).read_namespaced_pod(pod, "default")
+    assert meta.metadata is not None
+    return dict(meta.metadata.annotations or {})
+
+
+def metric(text: str, name: str, labels: dict[str, str]) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{want}}} "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_every_object_is_accepted_by_the_api_server(env: Env) -> None:
+    expected = {f"{d['kind']}/{d['metadata']['name']}".lower() for d in env.rendered}
+    r = kubectl_run(
+        env.kubectl, env.info.kubeconfig, "get", "-f", "-", "-o", "name",
+        stdin=yaml.safe_dump_all(env.rendered),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    on_server = {re.sub(r"^([a-z]+)\.[a-z0-9.]+/", r"\1/", n) for n in r.stdout.split()}
+    assert on_server == expected
+    # No warning: the pod templates meet the namespace's restricted Pod Security level, and
+    # no API in use is deprecated.
+    assert env.apply_warnings == ""
+
+
+def test_the_pod_security_check_is_live(env: Env) -> None:
+    """The empty warnings above mean something: a pod template that breaks the restricted
+    level is flagged by the same API server."""
+    deployment = next(d for d in env.rendered if d["metadata"]["name"] == "escher-extender"
+                      and d["kind"] == "Deployment")  # fmt: skip
+    broken = json.loads(json.dumps(deployment))
+    del broken["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"]
+    broken["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {}
+    warnings = apply(env.kubectl, env.info.kubeconfig, [broken], "--dry-run=server")
+    assert 'would violate PodSecurity "restricted' in warnings
+
+
+def test_the_api_server_grants_the_service_account_exactly_the_least_privilege_set(
+    env: Env,
+) -> None:
+    # Asked with the ServiceAccount's own token: what the API server's authorizer will allow.
+    authorization = client.AuthorizationV1Api(api_client(env.sa_kubeconfig))
+    spec = client.V1SelfSubjectRulesReviewSpec(namespace="default")
+    review = authorization.create_self_subject_rules_review(
+        client.V1SelfSubjectRulesReview(spec=spec)
+    )
+    assert review.status is not None
+    rules = review.status.resource_rules
+    granted = {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule.api_groups or []
+        for resource in rule.resources or []
+        for verb in rule.verbs
+        if resource not in SELF_REVIEWS
+    }
+    assert granted == EXPECTED[env.mode]
+    assert not any(rule.resource_names for rule in rules)
+
+
+def test_a_scheduling_round_needs_nothing_beyond_the_role(env: Env) -> None:
+    admin = api_client(env.info.kubeconfig)
+    # A node that appears after the extender started: its write-back first reads the node's
+    # status (get nodes/status), then patches it.
+    late = f"late-{next(_names)}"
+    create_nodes(admin, [late], NodeShape())
+    with env.policy() as policy:
+        wait_for("the extender to see the new node", lambda: late in policy.cluster_state().nodes)
+        result = policy.set_resource("deployed", 1, node=late)
+        assert result.durable  # on the Node object, written with the ServiceAccount's token
+    work = Workload(admin)
+    pod = f"p{next(_names)}"
+    work.create(
+        pod_manifest(pod, limits={result.resource: "1"}, scheduler_name=env.info.scheduler_name)
+    )
+    placed = work.wait([pod], timeout=60)
+    assert placed[pod].node == late, placed[pod].reason
+    assert work.node_resources(late, result.resource) == {
+        "capacity": {result.resource: "1"},
+        "allocatable": {result.resource: "1"},
+    }
+    metrics = env.metrics()
+    binds = metric(metrics, "escher_extender_decisions_total", {"verb": "bind", "outcome": "bound"})
+    # Extender mode: bound by the extender's bind, with pods/binding. Pure: by kube-scheduler.
+    assert binds >= 1 if env.mode == "extender" else binds == 0
+    # Nothing the extender did in the background was refused either.
+    for reason in ("forbidden", "unauthorized"):
+        labels = {"reason": reason}
+        assert metric(metrics, "escher_writeback_failures_total", labels) == 0
+        for resource in ("nodes", "pods"):
+            restarts = {"resource": resource, "reason": reason}
+            assert metric(metrics, "escher_watch_restarts_total", restarts) == 0
+    work.delete([pod])
+
+
+def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
+    core = client.CoreV1Api(api_client(env.sa_kubeconfig))
+    node = env.info.nodes[0]
+    # A pod nobody schedules, to try to change.
+    pod = f"p{next(_names)}"
+    admin = Workload(api_client(env.info.kubeconfig))
+    admin.create(pod_manifest(pod, scheduler_name="nobody"))
+    relabel = {"metadata": {"labels": {"app": "hijacked"}}}
+    refused: dict[str, tuple[Callable[[], object], str]] = {
+        "delete a node": (lambda: core.delete_node(node), RBAC_REFUSAL),
+        "patch a node's spec": (
+            lambda: core.patch_node(node, {"spec": {"unschedulable": True}}),
+            RBAC_REFUSAL,
+        ),
+        "list secrets": (lambda: core.list_secret_for_all_namespaces(), RBAC_REFUSAL),
+        # The typed client wants a V1Pod; a plain manifest serialises the same.
+        "create a pod": (
+            lambda: core.create_namespaced_pod("default", cast(Any, pod_manifest(pod + "x"))),
+            RBAC_REFUSAL,
+        ),
+        # Extender mode may patch pods, but the admission policy allows only its annotations.
+        "change a pod's labels": (
+            lambda: core.patch_namespaced_pod(pod, "default", relabel),
+            POLICY_REFUSAL if env.mode == "extender" else RBAC_REFUSAL,
+        ),
+    }
+    if env.mode == "pure":
+        binding = client.V1Binding(
+            metadata=client.V1ObjectMeta(name=pod),
+            target=client.V1ObjectReference(kind="Node", name=node),
+        )
+        refused["bind a pod"] = (
+            lambda: core.create_namespaced_pod_binding(pod, "default", binding),
+            RBAC_REFUSAL,
+        )
+    try:
+        for what, (call, why) in refused.items():
+            with pytest.raises(ApiException) as e:
+                call()
+            assert e.value.status == 403, what
+            assert why in json.loads(e.value.body or "{}").get("message", ""), (what, e.value.body)
+        if env.mode == "extender":
+            # ... and lets exactly the extender's own annotation through.
+            mark = {"metadata": {"annotations": {"escher.io/gang-node": node}}}
+            core.patch_namespaced_pod(pod, "default", mark)
+    finally:
+        admin.delete([pod])
+
+
+@pytest.mark.parametrize("env", ["extender"], indirect=True)
+def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env) -> None:
+    """Gang members are woken by annotating their pods (patch pods, through the policy)."""
+    work = Workload(api_client(env.info.kubeconfig))
+    gang = f"g{next(_names)}"
+    members = [f"{gang}-{i}" for i in range(3)]
+    for name in members:
+        work.create(
+            pod_manifest(
+                name,
+                requests={"cpu": "1", "memory": "128Mi"},
+                labels={"escher.io/gang": gang},
+                annotations={"escher.io/gang-min": str(len(members))},
+                scheduler_name=env.info.scheduler_name,
+            )
+        )
+    try:
+        placed = work.wait(members, timeout=60)
+        assert all(p.node for p in placed.values()), placed
+        woken = [m for m in members if "escher.io/gang-node" in pod_annotations(env, m)]
+        assert woken  # the extender's annotations were written, with its own token
+    finally:
+        work.delete(members)
+
+
+@pytest.mark.parametrize("env", ["extender"], indirect=True)
+def test_kube_scheduler_refuses_a_certificate_from_another_ca(env: Env) -> None:
+    admin = api_client(env.info.kubeconfig)
+    with env.policy() as policy:
+        resource = policy.set_resource("tls", 5).resource
+    env.start_extender(env.tls.rogue_cert, env.tls.rogue_key)
+    work = Workload(admin)
+    pod = f"p{next(_names)}"
+    try:
+        work.create(
+            pod_manifest(pod, limits={resource: "1"}, scheduler_name=env.info.scheduler_name)
+        )
+        wait_for(
+            "kube-scheduler to log the refused certificate",
+            lambda: any("x509" in line for line in log_lines_about(env.scheduler_log, pod)),
+        )
+        line = next(x for x in log_lines_about(env.scheduler_log, pod) if "x509" in x)
+        assert "certificate signed by unknown authority" in line
+        assert work.placements([pod])[pod].node is None
+    finally:
+        work.delete([pod])
+        env.start_extender(env.tls.cert, env.tls.key)
+
+
+@pytest.mark.parametrize("env", ["extender"], indirect=True)
+def test_an_unreachable_extender_leaves_the_pod_pending_and_is_logged(env: Env) -> None:
+    admin = api_client(env.info.kubeconfig)
+    with env.policy() as policy:
+        resource = policy.set_resource("down", 5).resource
+    env.stop_extender()
+    work = Workload(admin)
+    pod = f"p{next(_names)}"
+    try:
+        work.create(
+            pod_manifest(pod, limits={resource: "1"}, scheduler_name=env.info.scheduler_name)
+        )
+        wait_for(
+            "kube-scheduler to log the connection error",
+            lambda: any("connection refused" in x for x in log_lines_about(env.scheduler_log, pod)),
+        )
+        line = next(x for x in log_lines_about(env.scheduler_log, pod) if "connection refused" in x)
+        assert f"127.0.0.1:{env.port}/filter" in line
+        placement = work.placements([pod])[pod]
+        assert placement.node is None
+    finally:
+        work.delete([pod])
+        env.start_extender(env.tls.cert, env.tls.key)
+
+
+@pytest.mark.parametrize("env", ["extender"], indirect=True)
+def test_a_wrong_api_server_token_is_named_in_the_log_readiness_and_metrics(env: Env) -> None:
+    bad = env.info.dir.parent / "wrong-token.kubeconfig"
+    bad.write_text(render_kubeconfig(env.info.apiserver, "not-a-valid-token"))
+    port = allocate_ports({"extender": None})["extender"]
+    # Liveness is all it will ever reach: it cannot rebuild its ledger.
+    record = env.run_extender("extender-wrong-token", kubeconfig=bad, port=port, tls=None,
+                              ready="/healthz")  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(
+            "the failure to be counted",
+            lambda: (
+                metric(
+                    httpx.get(f"{url}/metrics").text,
+                    "escher_ledger_rebuild_failures_total",
+                    {"reason": "unauthorized"},
+                )
+                >= 1
+            ),
+        )
+        ready = httpx.get(f"{url}/readyz")
+        assert ready.status_code == 503
+        assert "unauthorized: HTTP 401 Unauthorized" in ready.json()["status"]
+        lines = [json.loads(x) for x in record.log.read_text().splitlines() if x.startswith("{")]
+        warnings = [x["message"] for x in lines if x["level"] == "WARNING"]
+        assert warnings, record.log.read_text()
+        # One line that says what is wrong, not the client's dump of headers.
+        assert warnings[0] == (
+            "rebuilding the ledger from the cluster failed: "
+            "unauthorized: HTTP 401 Unauthorized: Unauthorized"
+        )
+    finally:
+        env.stop(record)

@@ -1,0 +1,331 @@
+"""The deploy/ manifests, read from the files: least-privilege RBAC, and pieces that must agree.
+
+No kubectl here (tests/e2e/test_deploy.py renders every overlay with kubectl's kustomize and
+applies it to a real kube-apiserver). These tests follow each overlay's `resources` to find
+what it deploys, and check what a reviewer would otherwise check by eye: the extender's
+ServiceAccount is granted exactly the least-privilege set of its mode and nothing else, and
+its pod patches are held to the gang annotations; the scheduler configurations agree with
+scheduler-config/ (the one the local control plane runs), with the Service, the mounts and
+the lease; and the Deployments' flags, probes, Secrets and images are the ones the code and
+the build expect.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from extender.cli import build_parser
+from extender.service import Service
+from extender.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+MODES = ("extender", "pure")
+NAMESPACE = "escher-system"
+EXTENDER_SA = ("escher-system", "escher-extender")
+SCHEDULER_SA = ("escher-system", "escher-scheduler")
+
+# (API group, resource, verb): what the extender does against the API server, in both modes.
+LEAST_PRIVILEGE = {
+    *(("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")),
+    ("", "nodes/status", "get"),  # the write-back reads a node it has no record of
+    ("", "nodes/status", "patch"),  # ... and merge-patches the resources in
+    ("", "events", "create"),
+    ("events.k8s.io", "events", "create"),
+}
+# Extender mode binds pods itself (bindVerb) and annotates gang members' pods.
+PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
+EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
+
+Doc = dict[str, Any]
+
+
+def collect(directory: Path) -> Iterator[Doc]:
+    """Every object a kustomization lists in `resources`, following directories."""
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    for entry in kustomization.get("resources", []):
+        path = (directory / entry).resolve()
+        if path.is_dir():
+            yield from collect(path)
+        else:
+            yield from (d for d in yaml.safe_load_all(path.read_text()) if d)
+
+
+def overlay(mode: str) -> list[Doc]:
+    return list(collect(DEPLOY / "overlays" / mode))
+
+
+def kustomization(mode: str) -> Doc:
+    return dict(yaml.safe_load((DEPLOY / "overlays" / mode / "kustomization.yaml").read_text()))
+
+
+def scheduler_config(mode: str) -> Doc:
+    return dict(yaml.safe_load((DEPLOY / "overlays" / mode / "scheduler-config.yaml").read_text()))
+
+
+def find(docs: list[Doc], kind: str, name: str) -> Doc:
+    (doc,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
+def granted(docs: list[Doc], subject: tuple[str, str]) -> list[Doc]:
+    """The rules of every role in `docs` bound to the ServiceAccount `subject` (namespace,
+    name); built-in roles (system:..., not in `docs`) are left out."""
+    roles = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"].endswith("Role")}
+    rules: list[Doc] = []
+    for binding in (d for d in docs if d["kind"] in {"ClusterRoleBinding", "RoleBinding"}):
+        subjects = {
+            (s.get("namespace"), s["name"])
+            for s in binding["subjects"]
+            if s["kind"] == "ServiceAccount"
+        }
+        role = roles.get((binding["roleRef"]["kind"], binding["roleRef"]["name"]))
+        if subject in subjects and role is not None:
+            rules += role["rules"]
+    return rules
+
+
+def triples(rules: list[Doc]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def pod_spec(docs: list[Doc], name: str) -> Doc:
+    return dict(find(docs, "Deployment", name)["spec"]["template"]["spec"])
+
+
+def mode_flag(mode: str) -> list[str]:
+    """The flags the overlay's JSON patches append to the extender's args."""
+    flags = []
+    for patch in kustomization(mode).get("patches", []):
+        if patch.get("target", {}).get("name") == "escher-extender":
+            for op in yaml.safe_load(patch["patch"]):
+                assert op["op"] == "add" and op["path"].endswith("/args/-")
+                flags.append(op["value"])
+    return flags
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_extender_is_granted_exactly_the_least_privilege_set(mode: str) -> None:
+    docs = overlay(mode)
+    rules = granted(docs, EXTENDER_SA)
+    assert triples(rules) == EXPECTED[mode]
+    # Nothing beyond the triples: no wildcard, no URL, no per-name or namespaced grant.
+    for rule in rules:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
+        assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"]
+    bindings = [
+        d
+        for d in docs
+        if d["kind"] in {"ClusterRoleBinding", "RoleBinding"}
+        and d["roleRef"]["name"].startswith("escher-extender")
+    ]
+    assert {b["kind"] for b in bindings} == {"ClusterRoleBinding"}
+
+
+def test_pure_mode_cannot_place_pods_and_extender_mode_does_through_its_own_role() -> None:
+    assert not triples(granted(overlay("pure"), EXTENDER_SA)) & PLACEMENT
+    docs = overlay("extender")
+    assert triples(find(docs, "ClusterRole", "escher-extender-placement")["rules"]) == PLACEMENT
+
+
+def test_pod_patches_are_held_to_the_gang_annotations_by_an_admission_policy() -> None:
+    docs = overlay("extender")
+    policy = find(docs, "ValidatingAdmissionPolicy", "escher-extender-pod-annotations")["spec"]
+    (condition,) = policy["matchConditions"]
+    namespace, name = EXTENDER_SA
+    user = f"system:serviceaccount:{namespace}:{name}"
+    assert condition["expression"] == f'request.userInfo.username == "{user}"'
+    assert policy["failurePolicy"] == "Fail"
+    # The keys it lets through are the ones the service's gang annotator writes.
+    keys = Service(Settings(kube=False)).gangs.keys
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    assert variables["keys"] == f"['{keys.node}', '{keys.until}']"
+    (rule,) = policy["validations"]
+    assert rule["reason"] == "Forbidden"
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", "escher-extender-pod-annotations")
+    assert binding["spec"] == {
+        "policyName": "escher-extender-pod-annotations",
+        "validationActions": ["Deny"],
+    }
+    assert not [d for d in overlay("pure") if d["kind"].startswith("ValidatingAdmission")]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_scheduler_is_a_kube_scheduler_with_its_own_lease(mode: str) -> None:
+    docs = overlay(mode)
+    cluster_roles = {
+        d["roleRef"]["name"]
+        for d in docs
+        if d["kind"] == "ClusterRoleBinding"
+        and any(s["name"] == SCHEDULER_SA[1] for s in d["subjects"])
+    }
+    assert cluster_roles == {"system:kube-scheduler", "system:volume-scheduler"}
+    election = scheduler_config(mode)["leaderElection"]
+    assert election == {
+        "leaderElect": True,
+        "resourceNamespace": NAMESPACE,
+        "resourceName": "escher-scheduler",
+    }
+    role = find(docs, "Role", "escher-scheduler-leader-election")
+    assert role["metadata"]["namespace"] == election["resourceNamespace"]
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert named == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [election["resourceName"]],
+            "verbs": ["get", "update"],
+        }
+    ]
+    assert triples(granted(docs, SCHEDULER_SA)) >= {
+        ("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_scheduler_config_is_a_second_profile_named_escher_scheduler(mode: str) -> None:
+    config = scheduler_config(mode)
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert [p["schedulerName"] for p in config["profiles"]] == ["escher-scheduler"]
+    # In-cluster: kube-scheduler uses its ServiceAccount, no kubeconfig file.
+    assert "clientConnection" not in config
+
+
+def test_the_extender_mode_config_is_the_local_one_plus_https_to_the_service() -> None:
+    deployed = scheduler_config("extender")
+    local = yaml.safe_load((REPO / "scheduler-config" / "extender.yaml").read_text())
+    assert deployed["profiles"][0]["pluginConfig"] == local["profiles"][0]["pluginConfig"]
+    (extender,) = deployed["extenders"]
+    (local_extender,) = local["extenders"]
+    # The same verbs, weights, timeout, caching and ignorable as the local control plane's.
+    assert {
+        k: v for k, v in extender.items() if k not in {"urlPrefix", "enableHTTPS", "tlsConfig"}
+    } == {k: v for k, v in local_extender.items() if k != "urlPrefix"}
+    assert extender["ignorable"] is False
+    # HTTPS to the Service, verified against the CA the scheduler's pod mounts.
+    docs = overlay("extender")
+    service = find(docs, "Service", "escher-extender")
+    (port,) = service["spec"]["ports"]
+    host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    assert extender["urlPrefix"] == f"https://{host}:{port['port']}"
+    assert extender["enableHTTPS"] is True
+    patch = yaml.safe_load((DEPLOY / "overlays" / "extender" / "scheduler-ca.yaml").read_text())
+    spec = patch["spec"]["template"]["spec"]
+    (mount,) = spec["containers"][0]["volumeMounts"]
+    (volume,) = spec["volumes"]
+    assert volume["secret"]["secretName"] == "escher-extender-tls"
+    # Only the CA certificate reaches the scheduler, never the extender's key.
+    assert volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
+    assert extender["tlsConfig"] == {"caFile": f"{mount['mountPath']}/ca.crt"}
+    assert {"path": "scheduler-ca.yaml"} in kustomization("extender")["patches"]
+
+
+def test_the_pure_mode_config_has_no_extender_and_enforces_the_domain() -> None:
+    config = scheduler_config("pure")
+    assert "extenders" not in config
+    # NodeResourcesFit must not ignore escher.io: in pure mode it is what enforces it.
+    assert "pluginConfig" not in config["profiles"][0]
+    assert "scheduler-ca.yaml" not in str(kustomization("pure"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_extender_runs_in_its_mode_with_flags_the_cli_accepts(mode: str) -> None:
+    spec = pod_spec(overlay(mode), "escher-extender")
+    (container,) = spec["containers"]
+    args = container["args"] + mode_flag(mode)
+    parsed = build_parser().parse_args(["serve", *args])
+    assert parsed.mode == mode
+    assert parsed.in_cluster and parsed.port == 8888
+    # The serving pair from the escher-extender-tls Secret, mounted where the flags point.
+    (mount,) = container["volumeMounts"]
+    (volume,) = spec["volumes"]
+    assert (
+        mount["name"] == volume["name"] and volume["secret"]["secretName"] == "escher-extender-tls"
+    )
+    assert {str(parsed.tls_cert), str(parsed.tls_key)} == {
+        f"{mount['mountPath']}/{item['path']}" for item in volume["secret"]["items"]
+    }
+    # The policy API's token from a Secret, through the ESCHER_TOKEN setting; not a flag.
+    assert parsed.token is None
+    (env,) = container["env"]
+    assert env["name"] == "ESCHER_TOKEN" and "secretKeyRef" in env["valueFrom"]
+    assert spec["serviceAccountName"] == EXTENDER_SA[1]
+
+
+def test_the_extender_probes_health_and_readiness_over_https() -> None:
+    (container,) = pod_spec(overlay("extender"), "escher-extender")["containers"]
+    assert container["livenessProbe"]["httpGet"] == {
+        "path": "/healthz",
+        "port": "https",
+        "scheme": "HTTPS",
+    }
+    assert container["readinessProbe"]["httpGet"] == {
+        "path": "/readyz",
+        "port": "https",
+        "scheme": "HTTPS",
+    }
+    assert [p["name"] for p in container["ports"]] == ["https"]
+
+
+@pytest.mark.parametrize("name", ["escher-extender", "escher-scheduler"])
+def test_both_workloads_have_requests_and_a_memory_limit(name: str) -> None:
+    (container,) = pod_spec(overlay("extender"), name)["containers"]
+    resources = container["resources"]
+    assert set(resources["requests"]) == {"cpu", "memory"}
+    assert "memory" in resources["limits"]
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] and not security["allowPrivilegeEscalation"]
+    assert security["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_one_extender_at_a_time_guarded_by_a_budget() -> None:
+    docs = overlay("extender")
+    deployment = find(docs, "Deployment", "escher-extender")
+    # The ledger is in the process: one replica, and a rollout never overlaps two.
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    budget = find(docs, "PodDisruptionBudget", "escher-extender")
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert find(docs, "Service", "escher-extender")["spec"]["selector"].items() <= labels.items()
+
+
+def test_images_match_the_package_and_the_pinned_kubernetes() -> None:
+    base = yaml.safe_load((DEPLOY / "base" / "kustomization.yaml").read_text())
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert base["images"] == [{"name": "escher-extender", "newTag": version}]
+    docs = overlay("extender")
+    (extender,) = pod_spec(docs, "escher-extender")["containers"]
+    assert extender["image"] == f"escher-extender:{version}"
+    go_mod = (REPO / "hack" / "kubernetes" / "go.mod").read_text()
+    pinned = re.search(r"^require k8s\.io/kubernetes (v[\d.]+)$", go_mod, re.MULTILINE)
+    assert pinned is not None
+    (scheduler,) = pod_spec(docs, "escher-scheduler")["containers"]
+    assert scheduler["image"] == f"registry.k8s.io/kube-scheduler:{pinned[1]}"
+
+
+def test_the_scheduler_reads_the_generated_config_where_it_is_mounted() -> None:
+    for mode in MODES:
+        (generator,) = kustomization(mode)["configMapGenerator"]
+        assert generator["files"] == ["config.yaml=scheduler-config.yaml"]
+        spec = pod_spec(overlay(mode), "escher-scheduler")
+        volume = next(v for v in spec["volumes"] if "configMap" in v)
+        assert volume["configMap"]["name"] == generator["name"]
+        (container,) = spec["containers"]
+        mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])
+        assert f"--config={mount['mountPath']}/config.yaml" in container["command"]
+        assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
