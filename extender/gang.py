@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from extender.filters.base import PodInfo, Rejection
+from extender.decisions import PodInfo, Rejection
 from extender.ledger import HolderKind, Ledger, NodeView
 
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"

@@ -7,6 +7,7 @@ PolicyAPIError carrying the status, the message and the field.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -35,8 +36,11 @@ class PolicyClient:
         base_url: str,
         token: str | None = None,
         timeout: float = 30.0,
-        verify: bool | str = True,
+        verify: bool | str | ssl.SSLContext = True,
     ) -> None:
+        """`verify`: True (system CAs), False, a CA bundle path, or an SSL context."""
+        if isinstance(verify, str):  # httpx wants a context, not a path
+            verify = ssl.create_default_context(cafile=verify)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             base_url=base_url, headers=headers, timeout=timeout, verify=verify

@@ -1,4 +1,4 @@
-"""The plugin protocol of filters and scorers, and the pod facts they decide on.
+"""The plugin protocol of filters and scorers.
 
 Laid out as kube-scheduler's own framework plugins: each plugin has a name constant and
 implements Filter and/or Score over a batch of nodes. Decisions are values: a filter returns
@@ -10,39 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
+from extender.decisions import PodInfo, Rejection
+from extender.gang import GangBook, Wake
 from extender.ledger import Ledger
 
-if TYPE_CHECKING:  # extender.gang imports this module's PodInfo
-    from extender.gang import GangBook, Wake
-
-
-@dataclass(frozen=True)
-class PodInfo:
-    """What the plugins need of a pod, computed once per call."""
-
-    uid: str
-    namespace: str
-    name: str
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    # Everything the pod occupies (cpu in millicores), and the ephemeral subset of it.
-    amounts: Mapping[str, int]
-    ephemeral: Mapping[str, int]
-    raw: Mapping[str, Any]
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """Why a node cannot take the pod. `unresolvable`: preemption could not help."""
-
-    reason: str
-    unresolvable: bool = False
+__all__ = ["FilterPlugin", "PluginContext", "PodInfo", "Rejection", "ScorePlugin"]
 
 
 @dataclass(frozen=True)

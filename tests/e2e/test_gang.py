@@ -196,3 +196,15 @@ def test_pure_gang_completes_and_removes_its_resource(tmp_path: Path) -> None:
             assert work.node_resources(node, "escher.io/") == {"capacity": {}, "allocatable": {}}
     finally:
         localcluster.down(info.dir, keep_logs=True)
+
+
+def test_the_documented_example_gang_is_placed_whole(cluster: localcluster.ClusterInfo) -> None:
+    import yaml
+
+    doc = yaml.safe_load((Path(__file__).parents[2] / "docs/examples/gang.yaml").read_text())
+    work = Workload(api_client(cluster.kubeconfig))
+    for pod in doc["items"]:
+        work.create(pod)
+    names = [p["metadata"]["name"] for p in doc["items"]]
+    placed = work.wait(names, timeout=60)
+    assert all(p.node for p in placed.values()), placed
