@@ -28,6 +28,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from extender import __version__, policy
+from extender.esl import routes as esl_routes
+from extender.esl.base import ESLError
 from extender.ledger import BelowAllocated, LedgerError, UnknownNode
 from extender.policy import (
     ClusterState,
@@ -156,6 +158,10 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, e: ApiError) -> Response:
+        return _error(request, e.status, str(e), e.field)
+
+    @app.exception_handler(ESLError)
+    async def _esl_error(request: Request, e: ESLError) -> Response:
         return _error(request, e.status, str(e), e.field)
 
     @app.exception_handler(RequestValidationError)
@@ -362,6 +368,9 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
             }
             for g in svc.gangs.gangs()
         ]
+
+    # ESLs over HTTP (/v1/esl): the same token and readiness as the policy API.
+    app.include_router(esl_routes.router(svc.esls), dependencies=policy_deps)
 
     @app.get("/v1/cluster-state", tags=["policy"], dependencies=policy_deps)
     def cluster_state() -> ClusterState:

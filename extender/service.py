@@ -17,6 +17,8 @@ import threading
 from typing import Any, cast
 
 from extender import filters
+from extender.esl.backends import LedgerBackend
+from extender.esl.registry import Instances
 from extender.filters.base import FilterPlugin, PluginContext, ScorePlugin
 from extender.gang import GangBook, InvalidGang, Keys, Wake, gang_of
 from extender.ledger import HolderKind, Ledger
@@ -66,10 +68,26 @@ class Service:
             gangs=self.gangs,
             gang_wait_seconds=settings.gang_wait_seconds,
         )
+        # ESLs created over HTTP (/v1/esl), each on its own LedgerBackend.
+        self.esls = Instances(self._esl_backend)
         self._started = threading.Event()
         self._stopping = threading.Event()
         self._failed: str | None = None
         self._thread: threading.Thread | None = None
+
+    def _esl_backend(self) -> LedgerBackend:
+        s, wb = self.settings, self.writeback
+
+        def wait(version: int, nodes: list[str]) -> bool:
+            return bool(wb.wait_durable(version, nodes, s.writeback_wait_seconds))
+
+        return LedgerBackend(
+            self.ledger,
+            s.resource_domain,
+            wait=wait if wb is not None else None,
+            learn=not s.kube,
+            scores=s.bind,  # extender mode: its prioritize honours preferences
+        )
 
     def _notify(self, wakes: list[Wake]) -> None:
         if self.annotator is not None:
@@ -99,6 +117,9 @@ class Service:
     def start(self) -> None:
         """Start in the background; /readyz turns true once the ledger is rebuilt."""
         threading.Thread(target=self._expire_gangs, name="gang-expiry", daemon=True).start()
+        threading.Thread(
+            target=self.esls.run, args=(self._stopping,), name="esl-steps", daemon=True
+        ).start()
         if self.view is None:
             self._started.set()
             return

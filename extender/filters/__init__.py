@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from extender.filters import ephemeral, gang, reservation
+from extender.filters import ephemeral, gang, preference, reservation
 from extender.filters.base import FilterPlugin, PluginContext, PodInfo, Rejection, ScorePlugin
 
 Plugin = FilterPlugin | ScorePlugin
@@ -19,11 +19,14 @@ REGISTRY: dict[str, Callable[[PluginContext], Plugin]] = {
     gang.NAME: gang.Gang,
     ephemeral.NAME: ephemeral.EphemeralResourceFit,
     reservation.NAME: reservation.ReservationFit,
+    preference.NAME: preference.Preference,
 }
 
 # In order: a gang member is narrowed to its reserved node before anything else is checked.
 DEFAULT_FILTERS = (gang.NAME, ephemeral.NAME, reservation.NAME)
-DEFAULT_SCORERS = (ephemeral.NAME,)
+# Preference scores pods with escher.io/prefer or escher.io/pack and gives the others
+# EphemeralResourceFit's score: the verbs average scorers, which would halve a preference.
+DEFAULT_SCORERS = (preference.NAME,)
 
 __all__ = [
     "DEFAULT_FILTERS",

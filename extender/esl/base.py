@@ -1,0 +1,342 @@
+"""The ESL protocol, the Backend protocol ESLs run on, and what every ESL shares.
+
+An ESL (ESCHER Scheduling Library) turns an intent ("co-locate these", "spread these")
+into ephemeral resources and tells the application what its pods must request; application
+code never handles resource names. ESLs only use a Backend: ESCHER's `set_resource` and
+`get_cluster_state`, whichever approach is behind them (extender.esl.backends):
+
+- the extender approach: the extender's ledger, through its policy API (ExtenderBackend) or
+  in-process inside the service (LedgerBackend, for the /v1/esl endpoints);
+- the pure approach: Node objects patched directly, kube-scheduler alone decides
+  (NodeBackend).
+
+Lifecycle: construct with a Backend and validated parameters (`parse_params` turns a raw
+mapping into them, raising InvalidParameters naming the field), `apply()` creates the
+resources, pods are created with `requests_for(key)`, `teardown()` removes every resource the
+instance created. Policies that react over time also have `step()` (Dynamic): it reads the
+cluster state once and adjusts; the application calls it, or, for instances created over
+HTTP, the service's step loop (extender.esl.registry.Instances.step_all) does, every second.
+
+Used by the ESL modules of this package, the registry and HTTP routes, and applications.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
+from extender.policy import ClusterState
+from extender.resources import CPU, MEMORY, InvalidResource, amount, parse_quantity
+
+# Resource names are <prefix>-<name>[-<key>]: short enough to stay within Kubernetes' 63.
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+NAME_MAX = 30
+KEY_MAX = 20
+# "Unbounded" capacity (bin-packing, fair-share users, soft alternatives): far above what a
+# node can run, still a valid extended-resource quantity.
+UNBOUNDED = 100_000
+
+
+class ESLError(Exception):
+    """An ESL call that cannot be done; `status` is the HTTP status the routes answer."""
+
+    status = 422
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class InvalidParameters(ESLError):
+    """Parameters that fail validation; `field` names the first offending one."""
+
+
+class Unsatisfiable(ESLError):
+    """Parameters that no cluster state can ever satisfy (not even an empty cluster)."""
+
+
+class NoRoom(ESLError):
+    """Not possible now, but could be once the cluster has room: retry later."""
+
+    status = 409
+
+
+class UnknownKey(ESLError):
+    """requests_for / signal with a key (group, queue, user, stage) the ESL does not have."""
+
+    status = 404
+
+
+class BackendError(ESLError):
+    """The backend refused a change (unknown node 404, below allocated 409, no match 422);
+    nothing was changed."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message, field)
+        self.status = status
+
+
+def _check_name(kind: str, limit: int) -> Any:
+    def check(v: str) -> str:
+        if len(v) > limit or not _NAME.match(v):
+            raise ValueError(
+                f"{kind} {v!r} must be 1-{limit} characters of [a-z0-9-], "
+                "starting and ending with a letter or digit"
+            )
+        return v
+
+    return AfterValidator(check)
+
+
+def _quantity(resource: str) -> Any:
+    def check(v: str) -> str:
+        try:
+            if amount(resource, v) <= 0:
+                raise ValueError(f"{resource} must be > 0, not {v!r}")
+        except InvalidResource as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    return AfterValidator(check)
+
+
+Cpu = Annotated[str, _quantity(CPU)]
+Memory = Annotated[str, _quantity(MEMORY)]
+
+
+Name = Annotated[str, _check_name("name", NAME_MAX)]
+Key = Annotated[str, _check_name("key", KEY_MAX)]
+Count = Annotated[StrictInt, Field(ge=1)]
+
+
+class ESLParams(BaseModel):
+    """Base of every ESL's parameters: unknown fields are refused; `name` names the
+    instance and, prefixed by the ESL, its resources."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Name
+
+
+class Target(BaseModel):
+    """Where a resource goes: one node, the nodes with these labels, or (neither) every node."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    node: str | None = None
+    node_selector: dict[str, str] | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"node": self.node, "node_selector": self.node_selector}
+
+
+class PodRequest(BaseModel):
+    """What a pod must carry: `limits` of its container (extended resources, and cpu/memory
+    when the ESL planned with them), and labels / annotations."""
+
+    limits: dict[str, str]
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+    def merge(self, other: PodRequest) -> PodRequest:
+        """AND: both vectors at once. A resource both ask for gets the larger amount; a label
+        or annotation both set to different values cannot hold for one pod."""
+        limits = dict(self.limits)
+        for k, v in other.limits.items():
+            limits[k] = v if k not in limits else _larger(limits[k], v)
+        for mine, theirs, what in (
+            (self.labels, other.labels, "label"),
+            (self.annotations, other.annotations, "annotation"),
+        ):
+            for k, v in theirs.items():
+                if mine.get(k, v) != v:
+                    raise Unsatisfiable(f"{what} {k} is asked to be both {mine[k]!r} and {v!r}")
+        return PodRequest(
+            limits=limits,
+            labels={**self.labels, **other.labels},
+            annotations={**self.annotations, **other.annotations},
+        )
+
+
+def _larger(a: str, b: str) -> str:
+    return a if parse_quantity(a) >= parse_quantity(b) else b
+
+
+class Change(BaseModel):
+    """One change a step made: the resource's capacity now, on the nodes it changed."""
+
+    resource: str
+    nodes: dict[str, int]
+    why: str
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """ESCHER's API, as both approaches provide it.
+
+    `domain`: pods request <domain>/<name>. `scores`: True when the scheduler also honours
+    preferences (the extender's prioritize: escher.io/prefer, escher.io/pack), so soft
+    constraints and bin-packing need no timeouts.
+    """
+
+    domain: str
+    scores: bool
+
+    def set_resource(
+        self,
+        name: str,
+        capacity: int,
+        *,
+        node: str | None = None,
+        node_selector: Mapping[str, str] | None = None,
+        node_spec: Mapping[str, str | int] | None = None,
+        num_nodes: int | None = None,
+    ) -> dict[str, int]:
+        """Set `name`'s capacity on the matching nodes (0 removes it there); returns
+        {node: capacity}. Raises BackendError and changes nothing when refused."""
+        ...
+
+    def delete_resource(self, name: str) -> None:
+        """Remove `name` from every node; nothing to do when no node has it."""
+        ...
+
+    def cluster_state(self) -> ClusterState: ...
+
+
+P = TypeVar("P", bound=ESLParams)
+
+
+class ESL(Protocol):
+    """What every ESL offers (extender.esl.REGISTRY lists them)."""
+
+    NAME: ClassVar[str]
+    Params: ClassVar[type[ESLParams]]
+
+    def __init__(self, backend: Backend, params: Any) -> None: ...
+
+    @property
+    def params(self) -> ESLParams: ...
+
+    def apply(self) -> None:
+        """Create or update the resources (idempotent)."""
+        ...
+
+    def request_keys(self) -> list[str]:
+        """The keys requests_for takes (groups, queues, users, stages); [""] when every pod
+        requests the same."""
+        ...
+
+    def requests_for(self, key: str = "") -> PodRequest: ...
+
+    def resources(self) -> list[str]:
+        """The full names of every resource this instance created and has not removed."""
+        ...
+
+    def teardown(self) -> None: ...
+
+
+@runtime_checkable
+class Dynamic(Protocol):
+    """An ESL that adjusts over time: `step()` reads the cluster state and adjusts."""
+
+    def step(self) -> list[Change]: ...
+
+
+@runtime_checkable
+class Signalled(Protocol):
+    """An ESL the application tells of events (sequencing: a stage finished)."""
+
+    def signal(self, key: str) -> list[Change]: ...
+
+
+class BaseESL(Generic[P]):
+    """The bookkeeping every ESL shares: its backend and parameters, the names of the
+    resources it created (so teardown removes exactly those), and naming."""
+
+    NAME: ClassVar[str]
+    PREFIX: ClassVar[str]  # of resource names: <PREFIX>-<name>[-<key>]
+    Params: ClassVar[type[ESLParams]]
+
+    def __init__(self, backend: Backend, params: P) -> None:
+        self.backend = backend
+        self.params = params
+        self._created: dict[str, dict[str, int]] = {}  # short name -> {node: capacity}
+
+    def short(self, key: str = "") -> str:
+        return f"{self.PREFIX}-{self.params.name}" + (f"-{key}" if key else "")
+
+    def full(self, key: str = "") -> str:
+        return f"{self.backend.domain}/{self.short(key)}"
+
+    def set(self, short: str, capacity: int, **target: Any) -> dict[str, int]:
+        """set_resource, remembering where the resource now is."""
+        nodes = self.backend.set_resource(short, capacity, **target)
+        where = self._created.setdefault(short, {})
+        for node, cap in nodes.items():
+            if cap:
+                where[node] = cap
+            else:
+                where.pop(node, None)
+        if not where:
+            del self._created[short]
+        return nodes
+
+    def remove(self, short: str) -> None:
+        if short in self._created:
+            self.backend.delete_resource(short)
+            del self._created[short]
+
+    def where(self, short: str) -> dict[str, int]:
+        """The capacity this instance set per node (empty when it does not exist)."""
+        return dict(self._created.get(short, {}))
+
+    def resources(self) -> list[str]:
+        return sorted(f"{self.backend.domain}/{s}" for s in self._created)
+
+    def teardown(self) -> None:
+        for short in list(self._created):
+            self.remove(short)
+
+    def request_keys(self) -> list[str]:
+        return [""]
+
+    def check_key(self, key: str) -> None:
+        if key not in self.request_keys():
+            known = ", ".join(repr(k) for k in self.request_keys())
+            raise UnknownKey(f"{self.NAME} {self.params.name} has no key {key!r} ({known})", "key")
+
+
+def parse_params(cls: type[P], data: Any) -> P:
+    """Validate raw parameters (a mapping, e.g. an HTTP body) into `cls`, or raise
+    InvalidParameters naming the first offending field."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        field = ".".join(str(p) for p in err["loc"]) or None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise InvalidParameters(f"{field}: {msg}" if field else msg, field) from e
+
+
+def room(need: Mapping[str, int], have: Mapping[str, int]) -> int:
+    """How many copies of `need` fit in `have` (a resource `have` lacks fits none)."""
+    return min((have.get(r, 0) // v for r, v in need.items() if v > 0), default=0)
+
+
+def totals(state: ClusterState, resource: str) -> tuple[int, int]:
+    """(capacity, allocated) of `resource` summed over the nodes."""
+    cap = alloc = 0
+    for res in state.nodes.values():
+        u = res.get(resource)
+        if u is not None:
+            cap += u.capacity
+            alloc += u.allocated
+    return cap, alloc
+
+
+def per_node(state: ClusterState, resource: str, what: str = "allocated") -> dict[str, int]:
+    """`what` (capacity, allocated, available) of `resource` on each node that has it."""
+    return {n: getattr(res[resource], what) for n, res in state.nodes.items() if resource in res}

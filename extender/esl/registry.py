@@ -1,0 +1,188 @@
+"""The explicit registry of ESLs (kind -> class) and the store of instances the service runs.
+
+REGISTRY is to ESLs what extender.filters.REGISTRY is to plugins: the /v1/esl endpoints and
+compositions find an ESL by its NAME here. To add an ESL: write a module in this package
+with a NAME and a class following extender.esl.base.ESL, and list it below.
+
+The gang ESL (extender.esl.gang.PureGang) is not listed: it does not fit the shape. It
+creates and deletes the gang's pods itself, attempt after attempt, and its resource lives
+only as long as one attempt; there is no apply / requests_for split for an application to
+create pods with.
+
+Instances is the service's store of ESLs created over HTTP (extender.esl.routes): one lock
+per instance serialises its calls, and each has its own LedgerBackend so whether its
+changes were confirmed on the nodes is known per call. Created by extender.service, which
+runs `step_all` every STEP_SECONDS: the instances' dynamic policies advance without a client
+calling POST /v1/esl/{id}/step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.esl import (
+    antiaffinity,
+    binpack,
+    colocation,
+    compose,
+    fairshare,
+    loadbalance,
+    locality,
+    queues,
+    sequencing,
+    soft,
+)
+from extender.esl.backends import LedgerBackend
+from extender.esl.base import (
+    ESL,
+    Change,
+    Dynamic,
+    ESLError,
+    InvalidParameters,
+    Signalled,
+    parse_params,
+)
+
+log = logging.getLogger(__name__)
+
+REGISTRY: dict[str, type[ESL]] = {
+    colocation.NAME: colocation.Colocation,
+    antiaffinity.NAME: antiaffinity.AntiAffinity,
+    loadbalance.NAME: loadbalance.LoadBalance,
+    locality.NAME: locality.Locality,
+    binpack.NAME: binpack.BinPack,
+    sequencing.NAME: sequencing.Sequencing,
+    queues.NAME: queues.Queues,
+    fairshare.NAME: fairshare.FairShare,
+    soft.NAME: soft.Soft,
+    compose.NAME: compose.Compose,
+}
+
+STEP_SECONDS = 1.0
+
+
+class UnknownKind(ESLError):
+    status = 404
+
+
+class NotFound(ESLError):
+    status = 404
+
+
+class Conflict(ESLError):
+    status = 409
+
+
+@dataclass
+class Instance:
+    id: str
+    kind: str
+    esl: ESL
+    backend: LedgerBackend
+    created: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    steps: int = 0
+    last_changes: list[Change] = field(default_factory=list)
+
+
+class Instances:
+    def __init__(self, backend: Callable[[], LedgerBackend]) -> None:
+        self._backend = backend
+        self._lock = threading.Lock()
+        self._items: dict[str, Instance] = {}
+        self._seq = itertools.count(1)
+
+    def create(self, kind: str, body: Any) -> Instance:
+        """Validate, construct and apply; nothing is left behind when any of it fails."""
+        cls = REGISTRY.get(kind)
+        if cls is None:
+            raise UnknownKind(f"unknown ESL kind {kind!r}; one of {', '.join(REGISTRY)}", "kind")
+        params = parse_params(cls.Params, body)
+        iid = f"{kind}-{params.name}"
+        backend = self._backend()
+        inst = Instance(iid, kind, cls(backend, params), backend, time.time())
+        with self._lock:
+            if iid in self._items:
+                raise Conflict(f"ESL {iid} exists; delete it first or choose another name", "name")
+            self._items[iid] = inst  # reserved now: a concurrent create of it is refused
+        try:
+            with inst.lock:
+                inst.esl.apply()
+        except BaseException:
+            with self._lock:
+                del self._items[iid]
+            inst.esl.teardown()
+            raise
+        return inst
+
+    def get(self, iid: str) -> Instance:
+        with self._lock:
+            inst = self._items.get(iid)
+        if inst is None:
+            raise NotFound(f"no ESL instance {iid!r}", "id")
+        return inst
+
+    def all(self) -> list[Instance]:
+        with self._lock:
+            return list(self._items.values())
+
+    def step(self, iid: str, backlog: Mapping[str, int] | None = None) -> Instance:
+        inst = self.get(iid)
+        esl = inst.esl
+        if not isinstance(esl, Dynamic):
+            raise Conflict(f"{inst.kind} does not change over time: it has no step", "id")
+        with inst.lock:
+            inst.backend.begin()
+            if backlog is not None:
+                report = getattr(esl, "report", None)
+                if report is None:
+                    raise InvalidParameters(f"{inst.kind} takes no backlog", "backlog")
+                report(backlog)
+            inst.last_changes = esl.step()
+            inst.steps += 1
+        return inst
+
+    def signal(self, iid: str, key: str) -> Instance:
+        inst = self.get(iid)
+        esl = inst.esl
+        if not isinstance(esl, Signalled):
+            raise Conflict(f"{inst.kind} takes no signals", "id")
+        with inst.lock:
+            inst.backend.begin()
+            inst.last_changes = esl.signal(key)
+        return inst
+
+    def delete(self, iid: str) -> tuple[Instance, list[str]]:
+        """Tear down; returns the instance and the resources it removed. The instance is
+        forgotten only once its teardown went through (a refused one can be retried)."""
+        inst = self.get(iid)
+        with inst.lock:
+            inst.backend.begin()
+            removed = inst.esl.resources()
+            inst.esl.teardown()
+        with self._lock:
+            self._items.pop(iid, None)
+        return inst, removed
+
+    def step_all(self) -> None:
+        """One step of every dynamic instance (the service's loop); errors are logged, the
+        next round tries again."""
+        for inst in self.all():
+            if not isinstance(inst.esl, Dynamic):
+                continue
+            try:
+                self.step(inst.id)
+            except NotFound:
+                continue  # deleted meanwhile
+            except Exception as e:
+                log.warning("ESL step failed", extra={"esl": inst.id, "error": str(e)})
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.wait(STEP_SECONDS):
+            self.step_all()
