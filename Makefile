@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit e2e binaries venv clean
+.PHONY: demo test lint unit e2e binaries peers venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ venv: $(STAMP)
 
 binaries:
 	hack/build-binaries.sh
+
+# The benchmark's Coscheduling peer (kube-scheduler-plugins and its PodGroup CRD).
+peers:
+	hack/build-peers.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,14 +1,16 @@
 """The Python API of the local control plane: `up`, `down`, `status`, `load`.
 
 Called by the CLI (commands), the pytest fixtures (pytest_plugin), e2e tests and benchmarks.
-`up` starts etcd, kube-apiserver, the fake nodes, the extender service (modes extender and
-pure) and kube-scheduler, in that order, each once the previous one is ready; it records every
-process in the cluster directory as soon as it is started, so `down` can stop a cluster whose
-`up` failed or was interrupted. On any failure `up` stops everything it started itself.
+`up` starts etcd, kube-apiserver, the objects of the spec's manifests (e.g. CRDs), the fake
+nodes, the extender service (modes extender and pure) and kube-scheduler, in that order, each
+once the previous one is ready; it records every process in the cluster directory as soon as it
+is started, so `down` can stop a cluster whose `up` failed or was interrupted. On any failure
+`up` stops everything it started itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -17,16 +19,18 @@ import secrets
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import FailToCreateError
 
 from extender.kube.client import api_client
 from extender.kube.fakenodes import NodeShape, create_nodes
+from extender.kube.manifests import Manifest, ManifestError, create_manifests, load_manifests
 from extender.localcluster import config
 from extender.localcluster.binaries import Binaries, find_binaries
 from extender.localcluster.clusterdir import ClusterDir, State, write_json
@@ -68,6 +72,12 @@ class ClusterSpec:
     # config), e.g. {"GenericWorkload": True} and {"scheduling.k8s.io/v1alpha1": "true"}.
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     runtime_config: Mapping[str, str] = field(default_factory=dict)
+    # A kube-scheduler to run instead of the one found with etcd and kube-apiserver, e.g. the
+    # benchmark's peer <cache>/bin/kube-scheduler-plugins (hack/build-peers.sh).
+    scheduler_binary: Path | None = None
+    # YAML files whose objects (e.g. a peer scheduler's CRDs) are created once kube-apiserver
+    # is ready and before kube-scheduler starts; CRDs are waited for until Established.
+    manifests: tuple[Path, ...] = ()
     etcd_port: int | None = None
     apiserver_port: int | None = None
     scheduler_port: int | None = None
@@ -211,9 +221,17 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
     """
     started = time.monotonic()
     binaries = find_binaries()
+    if spec.scheduler_binary is not None:
+        binaries = dataclasses.replace(
+            binaries, kube_scheduler=_executable(spec.scheduler_binary, "scheduler_binary")
+        )
     user_config = (
         config.load_scheduler_config(spec.scheduler_config) if spec.scheduler_config else None
     )
+    try:
+        manifests = load_manifests(spec.manifests)
+    except ManifestError as e:
+        raise ClusterError(str(e)) from None
     with_extender = spec.mode != "none"
     ports = allocate_ports(
         {
@@ -227,7 +245,9 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
     cdir = ClusterDir(spec.dir.absolute())
     created_dir = _prepare_dir(cdir)
     try:
-        return _start(spec, cdir, created_dir, binaries, user_config, ports, started, progress)
+        return _start(
+            spec, cdir, created_dir, binaries, user_config, manifests, ports, started, progress
+        )
     except BaseException:
         down(cdir.root, keep_logs=True)
         raise
@@ -356,6 +376,7 @@ def _start(
     created_dir: bool,
     binaries: Binaries,
     user_config: Mapping[str, Any] | None,
+    manifests: tuple[Manifest, ...],
     ports: Mapping[str, int],
     started: float,
     progress: Callable[[str], None] | None,
@@ -384,9 +405,12 @@ def _start(
     records: list[ProcessRecord] = []
 
     def launch(name: str, argv: list[str], port: int, health_url: str, **kw: Any) -> None:
-        record = spawn(name, argv, log=cdir.log(name), port=port, health_url=health_url, **kw)
-        records.append(record)
-        cdir.write_state(State(created_dir=created_dir, processes=tuple(records)))
+        # An interrupt between starting a process and recording it would orphan it: the
+        # clean-up only stops what the state file names. So Ctrl-C / SIGTERM wait until then.
+        with _interrupts_deferred():
+            record = spawn(name, argv, log=cdir.log(name), port=port, health_url=health_url, **kw)
+            records.append(record)
+            cdir.write_state(State(created_dir=created_dir, processes=tuple(records)))
         wait_ready(record, deadline=deadline, timeout=spec.timeout)
         say(f"{name} ready ({time.monotonic() - started:.1f}s)")
 
@@ -417,6 +441,9 @@ def _start(
         f"{apiserver_url}/readyz",
         health_token=admin_token,
     )
+    if manifests:
+        _create_manifest_objects(cdir.kubeconfig, manifests, deadline)
+        say(f"{len(manifests)} manifest objects created ({time.monotonic() - started:.1f}s)")
     # Nodes exist before the extender and kube-scheduler start, so both see them at once.
     nodes = tuple(f"node-{i}" for i in range(spec.nodes))
     _create_nodes(spec, cdir.kubeconfig, nodes, say)
@@ -472,6 +499,16 @@ def _start(
     return info
 
 
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    deferred = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, deferred)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _create_nodes(
     spec: ClusterSpec, kubeconfig: Path, names: tuple[str, ...], say: Callable[[str], None]
 ) -> None:
@@ -498,6 +535,32 @@ def _create_nodes(
             ) from None
         except urllib3.exceptions.HTTPError as e:
             raise ClusterError(f"creating the fake nodes failed: {e}") from None
+
+
+def _create_manifest_objects(
+    kubeconfig: Path, manifests: tuple[Manifest, ...], deadline: float
+) -> None:
+    with api_client(kubeconfig) as api:
+        try:
+            create_manifests(api, manifests, deadline=deadline)
+        except ManifestError as e:
+            raise ClusterError(str(e)) from None
+        except ApiException as e:
+            raise ClusterError(
+                f"creating the manifests' objects failed: {e.status} {e.reason}: {e.body}"
+            ) from None
+        except FailToCreateError as e:
+            raise ClusterError(f"creating the manifests' objects failed: {e}") from None
+        except urllib3.exceptions.HTTPError as e:
+            raise ClusterError(f"creating the manifests' objects failed: {e}") from None
+
+
+def _executable(path: Path, what: str) -> Path:
+    """`path` made absolute, or ClusterError if it is not an executable file."""
+    path = path.absolute()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise ClusterError(f"{what} {path} is not an executable file")
+    return path
 
 
 def _generate_rsa_key(path: Path) -> None:

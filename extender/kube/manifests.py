@@ -1,0 +1,119 @@
+"""Creates the objects of YAML manifests (CRDs first) through the Kubernetes API.
+
+Called by the local control plane (extender.localcluster.cluster.up) once kube-apiserver is
+ready and before kube-scheduler starts, for the benchmark's peers: scheduler-plugins' scheduler
+reads PodGroups of its own CRD, which must be served before it starts. CRDs are created with
+ApiextensionsV1Api and waited for until Established; other objects (built-in kinds, e.g. a
+Namespace or a PriorityClass) with kubernetes.utils.create_from_dict.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+from kubernetes import client, utils
+
+_CRD_API_VERSION = "apiextensions.k8s.io/v1"
+
+
+class ManifestError(Exception):
+    """A manifest cannot be read, is not a Kubernetes object, or its CRD never became ready."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One object of a manifest file, with the file it came from (for error messages)."""
+
+    source: Path
+    body: Mapping[str, Any]
+
+    @property
+    def is_crd(self) -> bool:
+        kind, api_version = self.body["kind"], self.body["apiVersion"]
+        return bool(kind == "CustomResourceDefinition" and api_version == _CRD_API_VERSION)
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    def describe(self) -> str:
+        return f"{self.body['kind']} {self.name} (from {self.source})"
+
+
+def load_manifests(paths: Iterable[Path]) -> tuple[Manifest, ...]:
+    """Every object of every (multi-document) YAML file, in order; empty documents skipped.
+
+    Raises ManifestError for an unreadable file, invalid YAML, or a document that is not an
+    object with apiVersion, kind and metadata.name.
+    """
+    out: list[Manifest] = []
+    for path in paths:
+        try:
+            documents = list(yaml.safe_load_all(path.read_text()))
+        except OSError as e:
+            raise ManifestError(f"cannot read manifest {path}: {e.strerror or e}") from None
+        except yaml.YAMLError as e:
+            raise ManifestError(f"manifest {path} is not valid YAML: {e}") from None
+        for index, document in enumerate(documents):
+            if document is None:
+                continue
+            metadata = document.get("metadata") if isinstance(document, dict) else None
+            if not (
+                isinstance(document, dict)
+                and isinstance(document.get("apiVersion"), str)
+                and isinstance(document.get("kind"), str)
+                and isinstance(metadata, dict)
+                and isinstance(metadata.get("name"), str)
+            ):
+                raise ManifestError(
+                    f"manifest {path}, document {index + 1}: not a Kubernetes object "
+                    "(apiVersion, kind and metadata.name are required)"
+                )
+            out.append(Manifest(path, document))
+    return tuple(out)
+
+
+def create_manifests(
+    api: client.ApiClient, manifests: Iterable[Manifest], *, deadline: float
+) -> None:
+    """Create the CRDs, wait until each is Established, then create the other objects.
+
+    `deadline` is a time.monotonic() value; ManifestError when a CRD is not Established by then.
+    API errors (kubernetes.client.ApiException, kubernetes.utils.FailToCreateError) propagate.
+    """
+    manifests = list(manifests)
+    crds = [m for m in manifests if m.is_crd]
+    extensions = client.ApiextensionsV1Api(api)
+    for crd in crds:
+        # The typed client wants a V1CustomResourceDefinition; a plain mapping serialises the same.
+        extensions.create_custom_resource_definition(cast(Any, dict(crd.body)))
+    for crd in crds:
+        _wait_established(extensions, crd, deadline)
+    for manifest in manifests:
+        if not manifest.is_crd:
+            # create_from_dict picks the typed API class from apiVersion and kind, and has none
+            # for kinds a CRD defines; say so instead of its AttributeError.
+            try:
+                utils.create_from_dict(api, dict(manifest.body))  # type: ignore[no-untyped-call]
+            except AttributeError:
+                raise ManifestError(
+                    f"{manifest.describe()}: only CRDs and built-in kinds can be created"
+                ) from None
+
+
+def _wait_established(
+    extensions: client.ApiextensionsV1Api, crd: Manifest, deadline: float
+) -> None:
+    while True:
+        current = extensions.read_custom_resource_definition(crd.name)
+        conditions = (current.status and current.status.conditions) or []
+        if any(c.type == "Established" and c.status == "True" for c in conditions):
+            return
+        if time.monotonic() > deadline:
+            raise ManifestError(f"{crd.describe()} was not Established in time")
+        time.sleep(0.05)
