@@ -123,6 +123,24 @@ def _bench_extender(args: argparse.Namespace) -> int:
     )
 
 
+def _bench_gang(args: argparse.Namespace) -> int:
+    from extender.bench import approaches, gang_bench
+
+    wl = (
+        gang_bench.quick_workload()
+        if args.quick
+        else gang_bench.workload(False, args.seconds, args.size, args.rate, args.nodes)
+    )
+    which = args.approaches or list(approaches.APPROACHES)
+    unknown = [a for a in which if a not in approaches.APPROACHES]
+    if unknown:
+        raise SystemExit(
+            f"escher-extender bench gang: unknown approach {unknown[0]!r}; "
+            f"choose from {', '.join(approaches.APPROACHES)}"
+        )
+    return gang_bench.run(args.out, wl, which)
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(s) for s in text.split(",")]
@@ -146,6 +164,17 @@ def _add_bench(sub: Any) -> None:
     e.add_argument("--tput-nodes", type=int, default=100, help="nodes for throughput")
     e.add_argument("--tput-pods", type=int, default=500, help="pods for throughput")
     e.set_defaults(func=_bench_extender)
+    g = kinds.add_parser("gang", help="gang scheduling: extender, pure, default and peers")
+    g.add_argument("--out", type=Path, required=True, help="directory for results and plots")
+    g.add_argument("--quick", action="store_true", help="a small preset (a few minutes)")
+    g.add_argument(
+        "--approaches", type=lambda t: t.split(","), help="comma-separated (default: all five)"
+    )
+    g.add_argument("--seconds", type=float, default=60.0, help="arrivals last this long")
+    g.add_argument("--size", type=int, default=4, help="members per gang")
+    g.add_argument("--rate", type=float, default=0.5, help="gangs/s without contention (x4 with)")
+    g.add_argument("--nodes", type=int, default=8, help="nodes of 8 cpu, 32Gi")
+    g.set_defaults(func=_bench_gang)
 
 
 def build_parser() -> argparse.ArgumentParser:
