@@ -1,0 +1,128 @@
+"""What the ESL end-to-end tests share: a real local cluster per approach and its Backend.
+
+- "extender": a cluster in extender mode, ESLs through its policy API (ExtenderBackend).
+- "pure": a cluster with no extender service at all (mode "none"), ESLs patching the Node
+  objects directly (NodeBackend); kube-scheduler alone enforces the resources.
+
+Imported by tests/e2e/test_esl_*.py (pytest puts this directory on sys.path).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from extender import localcluster
+from extender.esl.backends import ExtenderBackend, NodeBackend
+from extender.esl.base import ESL, Backend, PodRequest
+from extender.esl.client import PolicyClient
+from extender.kube.client import api_client
+from extender.kube.workload import Placement, Workload, pod_manifest
+
+APPROACHES = ["extender", "pure"]
+_seq = itertools.count()
+
+
+class Env:
+    def __init__(self, approach: str, info: localcluster.ClusterInfo) -> None:
+        self.approach = approach
+        self.info = info
+        self.domain = info.resource_domain
+        api = api_client(info.kubeconfig)
+        self.work = Workload(api)
+        self.backend: Backend
+        if approach == "extender":
+            assert info.extender_url and info.token
+            self.policy = PolicyClient(info.extender_url, info.token)
+            self.backend = ExtenderBackend(self.policy, self.domain)
+        else:
+            self.backend = NodeBackend(api, self.domain)
+
+    def pods(self, req: PodRequest, n: int, cpu: str | None = None, prefix: str = "p") -> list[str]:
+        """Create n pods asking `req` (and `cpu`, if given); their names."""
+        names = [f"{prefix}{next(_seq)}" for _ in range(n)]
+        limits = dict(req.limits)
+        if cpu:
+            limits.setdefault("cpu", cpu)
+        for name in names:
+            self.work.create(
+                pod_manifest(name, limits=limits, labels=req.labels, annotations=req.annotations)
+            )
+        return names
+
+    def filler(self, node: str, cpu: str) -> str:
+        """A pod bound straight to `node` taking `cpu` (no scheduler: it is already placed)."""
+        name = f"filler{next(_seq)}"
+        manifest: dict[str, Any] = pod_manifest(name, requests={"cpu": cpu})
+        manifest["spec"]["nodeName"] = node
+        self.work.create(manifest)
+        return name
+
+    def on_nodes(self) -> dict[str, set[str]]:
+        """The domain's resources on each Node object (capacity and allocatable alike)."""
+        out: dict[str, set[str]] = {}
+        for node in self.info.nodes:
+            got = self.work.node_resources(node, self.domain + "/")
+            assert got["capacity"] == got["allocatable"], got
+            out[node] = set(got["capacity"])
+        return out
+
+    def torn_down(self, esl: ESL, timeout: float = 15.0) -> None:
+        """Tear `esl` down and check that none of its resources is left on any Node."""
+        created = set(esl.resources())
+        assert created, "the ESL created nothing to tear down"
+        esl.teardown()
+        assert esl.resources() == []
+        deadline = time.monotonic() + timeout
+        while True:
+            left = {n: rs & created for n, rs in self.on_nodes().items() if rs & created}
+            if not left:
+                return
+            assert time.monotonic() < deadline, f"left on the nodes: {left}"
+            time.sleep(0.2)
+
+
+def up(approach: str, d: Path, nodes: int = 4, node_cpu: str = "4") -> Env:
+    mode = "extender" if approach == "extender" else "none"
+    spec = localcluster.ClusterSpec(dir=d, nodes=nodes, mode=mode, node_cpu=node_cpu)
+    return Env(approach, localcluster.up(spec))
+
+
+def env_fixture(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    nodes: int = 4,
+    node_cpu: str = "4",
+) -> Iterator[Env]:
+    """The body of each test module's `env` fixture, parametrized over APPROACHES."""
+    d = tmp_path_factory.mktemp(f"esl-{request.param}")
+    env = up(request.param, d, nodes, node_cpu)
+    try:
+        yield env
+    finally:
+        localcluster.down(d, keep_logs=True)
+
+
+def nodes_of(placed: dict[str, Placement]) -> Counter[str]:
+    return Counter(p.node for p in placed.values() if p.node)
+
+
+def wait_stepping(
+    env: Env, esl: Any, names: Sequence[str], timeout: float, bound: int | None = None
+) -> dict[str, Placement]:
+    """Wait for `bound` of `names` (default all) to be placed, calling esl.step() meanwhile,
+    as an application drives a dynamic policy."""
+    want = len(names) if bound is None else bound
+    deadline = time.monotonic() + timeout
+    while True:
+        placed = env.work.placements(names)
+        if sum(1 for p in placed.values() if p.node) >= want or time.monotonic() > deadline:
+            return placed
+        esl.step()
+        time.sleep(0.3)

@@ -1,0 +1,29 @@
+"""Anti-affinity end to end, on both approaches: no two of the pods on one node; the pod
+beyond the nodes stays pending, saying which resource it lacks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from esl_harness import APPROACHES, Env, env_fixture, nodes_of
+
+from extender.esl.antiaffinity import AntiAffinity, AntiAffinityParams
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module", params=APPROACHES)
+def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    yield from env_fixture(request, tmp_path_factory)
+
+
+def test_no_two_antiaffine_pods_share_a_node(env: Env) -> None:
+    esl = AntiAffinity(env.backend, AntiAffinityParams(name="replicas"))
+    esl.apply()
+    names = env.pods(esl.requests_for(), 5)
+    placed = env.work.wait(names, timeout=60, bound=4, settle=3.0)
+    assert nodes_of(placed) == dict.fromkeys(env.info.nodes, 1)
+    (pending,) = [p for p in placed.values() if not p.node]
+    assert esl.resources()[0] in pending.reason, pending.reason
+    env.torn_down(esl)
