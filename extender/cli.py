@@ -141,6 +141,13 @@ def _bench_gang(args: argparse.Namespace) -> int:
     return gang_bench.run(args.out, wl, which)
 
 
+def _bench_esl(args: argparse.Namespace) -> int:
+    from extender.bench import esl_bench
+
+    cfg = esl_bench.quick() if args.quick else esl_bench.Config(trials=args.trials)
+    return esl_bench.run(args.out, cfg)
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(s) for s in text.split(",")]
@@ -175,6 +182,11 @@ def _add_bench(sub: Any) -> None:
     g.add_argument("--rate", type=float, default=0.5, help="gangs/s without contention (x4 with)")
     g.add_argument("--nodes", type=int, default=8, help="nodes of 8 cpu, 32Gi")
     g.set_defaults(func=_bench_gang)
+    s = kinds.add_parser("esl", help="soft constraints and bin-packing: scores vs timeouts")
+    s.add_argument("--out", type=Path, required=True, help="directory for results")
+    s.add_argument("--quick", action="store_true", help="two trials each (under a minute)")
+    s.add_argument("--trials", type=int, default=5, help="trials per scenario")
+    s.set_defaults(func=_bench_esl)
 
 
 def build_parser() -> argparse.ArgumentParser:
