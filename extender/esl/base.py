@@ -337,6 +337,6 @@ def totals(state: ClusterState, resource: str) -> tuple[int, int]:
     return cap, alloc
 
 
-def per_node(state: ClusterState, resource: str, what: str = "allocated") -> dict[str, int]:
-    """`what` (capacity, allocated, available) of `resource` on each node that has it."""
-    return {n: getattr(res[resource], what) for n, res in state.nodes.items() if resource in res}
+def per_node(state: ClusterState, resource: str) -> dict[str, int]:
+    """How much of `resource` is allocated on each node that has it."""
+    return {n: res[resource].allocated for n, res in state.nodes.items() if resource in res}

@@ -60,17 +60,18 @@ class DeleteView(BaseModel):
 
 def _view(inst: Instance) -> InstanceView:
     esl = inst.esl
-    return InstanceView(
-        id=inst.id,
-        kind=inst.kind,
-        params=esl.params.model_dump(mode="json"),
-        resources=esl.resources(),
-        requests={k: esl.requests_for(k) for k in esl.request_keys()},
-        dynamic=isinstance(esl, Dynamic),
-        steps=inst.steps,
-        changes=inst.last_changes,
-        durable=inst.backend.durable,
-    )
+    with inst.lock:  # the service's step loop may be changing it
+        return InstanceView(
+            id=inst.id,
+            kind=inst.kind,
+            params=esl.params.model_dump(mode="json"),
+            resources=esl.resources(),
+            requests={k: esl.requests_for(k) for k in esl.request_keys()},
+            dynamic=isinstance(esl, Dynamic),
+            steps=inst.steps,
+            changes=inst.last_changes,
+            durable=inst.backend.durable,
+        )
 
 
 def _reply(inst: Instance, response: Response, ok: int = 200) -> InstanceView:
