@@ -1,7 +1,8 @@
 # The two commands of the README, and their parts.
-#   make demo   bring up the embedded local cluster and run the main job
+#   make demo   the main job: the quick gang-scheduling comparison on the embedded cluster
 #   make test   lint, type-check and run the whole test suite (unit + end-to-end)
-# Both create .venv and build the control-plane binaries when they are missing.
+# Both create .venv and build the control-plane binaries (and the Coscheduling peer) when
+# they are missing.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -33,14 +34,14 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
-e2e: $(STAMP) binaries
+e2e: $(STAMP) binaries peers
 	$(BIN)/pytest tests/e2e
 
-test: $(STAMP) binaries lint
+test: $(STAMP) binaries peers lint
 	$(BIN)/pytest
 
-demo: $(STAMP) binaries
-	$(BIN)/escher-extender demo
+demo: $(STAMP) binaries peers
+	$(BIN)/escher-extender bench gang --quick --out out/gang-quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

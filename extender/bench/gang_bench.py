@@ -60,9 +60,9 @@ def workload(
 ) -> Workload:
     """Nodes of 8 cpu. No contention: demand is a quarter of capacity. Contention: gangs of
     twice the cpu arrive four times as often, so demand is about twice capacity."""
-    secs = seconds or (15.0 if quick else 60.0)
+    secs = seconds or (10.0 if quick else 60.0)
     base = rate or 0.5
-    deadline = 20.0 if quick else 30.0
+    deadline = 15.0 if quick else 30.0
     return Workload(
         nodes=nodes,
         node_cpu="8",
