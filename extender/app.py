@@ -164,6 +164,10 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
     async def _esl_error(request: Request, e: ESLError) -> Response:
         return _error(request, e.status, str(e), e.field)
 
+    @app.exception_handler(BadRequest)
+    async def _bad_request(request: Request, e: BadRequest) -> Response:
+        return _error(request, 400, str(e), None)
+
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, e: RequestValidationError) -> Response:
         err = e.errors()[0]
@@ -223,11 +227,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
     @timed("filter")
     async def filter_(request: Request) -> Response:
         """kube-scheduler's filter call: which of the nodes can take the pod."""
-        args = await _parse(request, ExtenderArgs)
-        try:
-            result = svc.verbs.filter(args)
-        except BadRequest as e:
-            raise ApiError(400, str(e)) from e
+        result = svc.verbs.filter(await _parse(request, ExtenderArgs))
         passed = len(result.NodeNames or (result.Nodes.items if result.Nodes else []))
         m.decisions.labels("filter", "passed").inc(passed)
         failed = len(result.FailedNodes) + len(result.FailedAndUnresolvableNodes)
@@ -244,11 +244,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
     @timed("prioritize")
     async def prioritize(request: Request) -> Response:
         """kube-scheduler's prioritize call: a score 0..10 per node, as a bare list."""
-        args = await _parse(request, ExtenderArgs)
-        try:
-            scores = svc.verbs.prioritize(args)
-        except BadRequest as e:
-            raise ApiError(400, str(e)) from e
+        scores = svc.verbs.prioritize(await _parse(request, ExtenderArgs))
         m.decisions.labels("prioritize", "scored").inc(len(scores))
         body = to_json([{"Host": node, "Score": score} for node, score in scores.items()])
         return Response(body, media_type=_JSON)
