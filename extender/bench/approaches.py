@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from kubernetes import client
 
 from extender import localcluster
+from extender.bench.loc import loc
 from extender.esl.client import PolicyClient
 from extender.esl.gang import GangRequest, PureGang
 from extender.kube import gangs as peer_gangs
@@ -213,19 +214,5 @@ def policy_loc() -> dict[str, int | None]:
         if approach in ("coscheduling", "native") and not paths:
             out[approach] = None
             continue
-        out[approach] = sum(_loc(p) for p in paths)
+        out[approach] = sum(loc(p) for p in paths)
     return out
-
-
-def _loc(path: Path) -> int:
-    comment = "//" if path.suffix == ".go" else "#"
-    n, in_doc = 0, False
-    for line in path.read_text().splitlines():
-        s = line.strip()
-        if path.suffix == ".py" and s.startswith(('"""', "'''")):
-            in_doc = not in_doc if s.count('"""') + s.count("'''") == 1 else in_doc
-            continue
-        if in_doc or not s or s.startswith(comment):
-            continue
-        n += 1
-    return n
