@@ -206,8 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from extender.localcluster import ClusterError
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (ClusterError, RuntimeError) as e:  # a run that could not be done: say why, once
+        print(f"escher-extender {args.command}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

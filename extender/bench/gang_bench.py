@@ -138,7 +138,7 @@ def _locust(cfg: dict[str, Any], sc: Scenario, path: Path, label: str) -> None:
         "-r",
         "1",
         "-t",
-        f"{sc.seconds:g}s",
+        f"{max(1, round(sc.seconds))}s",  # locust takes whole seconds
         "--only-summary",
         "--loglevel",
         "WARNING",

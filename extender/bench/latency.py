@@ -171,7 +171,7 @@ def _run_locust(url: str, verb: str, body: Path, seconds: float, work: Path) -> 
         ESCHER_BENCH_VERB=verb, ESCHER_BENCH_PAYLOAD=str(body), ESCHER_BENCH_TIMINGS=str(timings)
     )
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "1"]
-    cmd += ["-r", "1", "-t", f"{seconds}s", "--host", url, "--only-summary"]
+    cmd += ["-r", "1", "-t", f"{max(1, round(seconds))}s", "--host", url, "--only-summary"]
     cmd += ["--loglevel", "WARNING", "--stop-timeout", "5"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not timings.exists():
