@@ -241,7 +241,7 @@ def report_table(doc: dict[str, Any]) -> str:
             cells = [approach, sc]
             for _, key in COLUMNS[2:]:
                 v = a["policy_loc"] if key == "policy_loc" else lat.get(key, r.get(key))
-                cells.append("-" if v is None else f"{v:g}" if isinstance(v, float) else str(v))
+                cells.append("-" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v))
             rows.append(cells)
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     lines = [
