@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import sys
 import time
@@ -52,8 +53,9 @@ def test_standalone_over_tls(cert: tuple[Path, Path]) -> None:
     proc = serve("--no-kube", "--port", str(port), "--tls-cert", str(crt), "--tls-key", str(key))
     try:
         url = f"https://127.0.0.1:{port}"
-        assert wait_ready(url, proc, verify=str(crt)).status_code == 200
-        r = httpx.put(f"{url}/v1/resources/x", json={"capacity": 1, "node": "n"}, verify=str(crt))
+        ca = ssl.create_default_context(cafile=str(crt))
+        assert wait_ready(url, proc, verify=ca).status_code == 200
+        r = httpx.put(f"{url}/v1/resources/x", json={"capacity": 1, "node": "n"}, verify=ca)
         assert r.status_code == 200 and r.json()["nodes"] == {"n": 1}
         with pytest.raises(httpx.RemoteProtocolError):  # plain HTTP is not served
             httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
