@@ -30,7 +30,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from extender import __version__, policy
 from extender.esl import routes as esl_routes
 from extender.esl.base import ESLError
-from extender.ledger import BelowAllocated, LedgerError, UnknownNode
 from extender.policy import (
     ClusterState,
     DeleteResourceResult,
@@ -301,12 +300,6 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
             )
         except PolicyError as e:
             raise ApiError(e.status, str(e), e.field) from e
-        except UnknownNode as e:
-            raise ApiError(404, str(e), "node") from e
-        except BelowAllocated as e:
-            raise ApiError(409, str(e), "capacity") from e
-        except LedgerError as e:
-            raise ApiError(422, str(e)) from e
         durable = _wait_durable(version, capacity)
         response.status_code = 200 if durable else 202
         m.request_seconds.labels("set_resource").observe(time.perf_counter() - start)

@@ -13,7 +13,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 from extender import resources
-from extender.ledger import Ledger, Snapshot
+from extender.ledger import BelowAllocated, Ledger, LedgerError, Snapshot, UnknownNode
 
 Quantity = StrictStr | StrictInt
 
@@ -140,14 +140,24 @@ def target_nodes(ledger: Ledger, resource: str, spec: ResourceSpec, learn: bool)
 def set_resource(
     ledger: Ledger, domain: str, name: str, spec: ResourceSpec, learn: bool = False
 ) -> tuple[str, dict[str, int], int]:
-    """Apply `spec` to resource `name`; returns (full name, {node: capacity}, version)."""
+    """Apply `spec` to resource `name`; returns (full name, {node: capacity}, version).
+
+    Every refusal is a PolicyError carrying its HTTP status and field; nothing is applied.
+    """
     try:
         full = resources.full_name(domain, name)
     except resources.InvalidResource as e:
         raise PolicyError(422, "name", str(e)) from e
     nodes = target_nodes(ledger, full, spec, learn)
     capacity = dict.fromkeys(nodes, spec.capacity)
-    version = ledger.set_capacity(full, capacity)  # raises LedgerError, nothing applied
+    try:
+        version = ledger.set_capacity(full, capacity)
+    except UnknownNode as e:
+        raise PolicyError(404, "node", str(e)) from e
+    except BelowAllocated as e:
+        raise PolicyError(409, "capacity", str(e)) from e
+    except LedgerError as e:
+        raise PolicyError(422, "name", str(e)) from e
     return full, capacity, version
 
 

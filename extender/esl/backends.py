@@ -19,7 +19,7 @@ from typing import Any
 from extender import policy
 from extender.esl.base import BackendError
 from extender.esl.client import PolicyAPIError, PolicyClient
-from extender.ledger import BelowAllocated, Ledger, LedgerError, UnknownNode
+from extender.ledger import Ledger
 from extender.policy import ClusterState, PolicyError, ResourceSpec
 from extender.resources import InvalidResource, full_name
 
@@ -48,12 +48,6 @@ def _apply(
         _, nodes, version = policy.set_resource(ledger, domain, name, spec, learn=learn)
     except PolicyError as e:
         raise BackendError(e.status, str(e), e.field) from e
-    except UnknownNode as e:
-        raise BackendError(404, str(e), "node") from e
-    except BelowAllocated as e:
-        raise BackendError(409, str(e), "capacity") from e
-    except LedgerError as e:
-        raise BackendError(422, str(e)) from e
     return nodes, version
 
 
