@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the local control plane's binaries (etcd, kube-apiserver, kube-scheduler)
-# and kubectl (for the deploy/ manifests' tests) from the Go modules pinned in
-# hack/etcd and hack/kubernetes.
+# Builds the local control plane's binaries (etcd, kube-apiserver, kube-scheduler),
+# kubectl (for the deploy/ manifests' tests) and the kwok controller (the fake
+# nodes' kubelets) from the Go modules pinned in hack/etcd, hack/kubernetes and
+# hack/kwok.
 #
 # Everything goes under $ESCHER_CACHE_DIR (default: .cache/ in the repository,
 # which git ignores): the Go module cache, the Go build cache and bin/. A stamp
@@ -21,12 +22,12 @@ if ! command -v go >/dev/null; then
 fi
 
 stamp_of() {
-  cat "$repo"/hack/kubernetes/go.{mod,sum} "$repo"/hack/etcd/go.{mod,sum} "$repo/hack/build-binaries.sh"
+  cat "$repo"/hack/{kubernetes,etcd,kwok}/go.{mod,sum} "$repo/hack/build-binaries.sh"
   go version
 }
 want=$(stamp_of | sha256sum | cut -d' ' -f1)
 if [[ -f $bin/.stamp && $(cat "$bin/.stamp") == "$want" ]] &&
-   [[ -x $bin/etcd && -x $bin/kube-apiserver && -x $bin/kube-scheduler && -x $bin/kubectl ]]; then
+   [[ -x $bin/etcd && -x $bin/kube-apiserver && -x $bin/kube-scheduler && -x $bin/kubectl && -x $bin/kwok ]]; then
   echo "build-binaries: up to date in $bin"
   exit 0
 fi
@@ -54,5 +55,6 @@ build etcd . etcd "-s -w"
 build kubernetes k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler "$ldk"
 build kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$ldk"
 build kubernetes k8s.io/kubernetes/cmd/kubectl kubectl "$ldk"
+build kwok sigs.k8s.io/kwok/cmd/kwok kwok "-s -w"
 echo "$want" > "$bin/.stamp"
 echo "build-binaries: all built in $((SECONDS - total))s into $bin (kubernetes $k8s)"
