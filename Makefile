@@ -11,10 +11,11 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: demo test lint unit e2e binaries peers venv clean
 
-$(STAMP): pyproject.toml
+# The service and, beside it, the harness with the development tools.
+$(STAMP): pyproject.toml harness/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e . -e './harness[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -30,6 +31,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit

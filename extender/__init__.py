@@ -5,8 +5,8 @@ Packages, in the direction the layers point:
   extender.filters      filter/score plugins that decide over the ledger
   extender.esl          ESCHER Scheduling Libraries and the policy API client
   extender.ledger       the in-memory ledger of ephemeral resources (pure, no I/O)
-  extender.kube         the only package that talks to the Kubernetes API
-  extender.localcluster the embedded local control plane (etcd, apiserver, scheduler)
+  extender.adapters         the only package that talks to the Kubernetes API
+  escher_harness.localcluster the embedded local control plane (etcd, apiserver, scheduler)
 """
 
 __version__ = "0.1.0"

@@ -1,8 +1,13 @@
-"""The `escher-extender` command line: serve, cluster (up/down/status), bench.
+"""The `escher-extender` command line: `serve`, and the command groups of installed plugins.
 
 The console-script entry point (pyproject [project.scripts]) and `python -m extender`.
-Each sub-command's flags map onto one typed object (Settings, ClusterSpec, ...); errors a
-user can fix end in a one-line message and exit status 2, never a traceback.
+`serve` maps its flags onto the one typed Settings object; errors a user can fix end in a
+one-line message and exit status 2, never a traceback.
+
+Other command groups (the harness's `cluster`, `demo` and `bench`) are not part of the
+service: a distribution adds them through the entry-point group `escher_extender.commands`,
+each entry a function that adds its sub-parsers. The service image installs none, so there
+`escher-extender` is `serve` alone; the service never imports the harness.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -94,104 +100,10 @@ def _add_serve(sub: Any) -> None:
     p.set_defaults(func=_serve)
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from extender import demo
-
-    return demo.main(args.dir, args.keep)
-
-
-def _add_demo(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the main job on the embedded local cluster")
-    p.add_argument("--dir", type=Path, help="cluster directory (default: a new temporary one)")
-    p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
-    p.set_defaults(func=_demo)
-
-
-def _bench_extender(args: argparse.Namespace) -> int:
-    from extender.bench import extender_bench
-
-    if args.quick:
-        return extender_bench.run(
-            args.out, sizes=(100, 1000), seconds=3, tput_nodes=20, tput_pods=100
-        )
-    return extender_bench.run(
-        args.out,
-        sizes=args.sizes,
-        seconds=args.seconds,
-        tput_nodes=args.tput_nodes,
-        tput_pods=args.tput_pods,
-    )
-
-
-def _bench_gang(args: argparse.Namespace) -> int:
-    from extender.bench import approaches, gang_bench
-
-    wl = (
-        gang_bench.quick_workload()
-        if args.quick
-        else gang_bench.workload(False, args.seconds, args.size, args.rate, args.nodes)
-    )
-    which = args.approaches or list(approaches.APPROACHES)
-    unknown = [a for a in which if a not in approaches.APPROACHES]
-    if unknown:
-        raise SystemExit(
-            f"escher-extender bench gang: unknown approach {unknown[0]!r}; "
-            f"choose from {', '.join(approaches.APPROACHES)}"
-        )
-    return gang_bench.run(args.out, wl, which)
-
-
-def _bench_esl(args: argparse.Namespace) -> int:
-    from extender.bench import esl_bench
-
-    cfg = esl_bench.quick() if args.quick else esl_bench.Config(trials=args.trials)
-    return esl_bench.run(args.out, cfg)
-
-
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(s) for s in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError("sizes must be positive")
-    return sizes
-
-
-def _add_bench(sub: Any) -> None:
-    p = sub.add_parser("bench", help="benchmarks")
-    kinds = p.add_subparsers(dest="benchmark", required=True)
-    e = kinds.add_parser(
-        "extender", help="filter/prioritize latency and scheduling throughput with vs without"
-    )
-    e.add_argument("--out", type=Path, required=True, help="directory for results and plots")
-    e.add_argument("--quick", action="store_true", help="a small preset (about two minutes)")
-    e.add_argument("--sizes", type=_sizes, default=[100, 1000, 5000], help="node counts")
-    e.add_argument("--seconds", type=float, default=10.0, help="load per latency run")
-    e.add_argument("--tput-nodes", type=int, default=100, help="nodes for throughput")
-    e.add_argument("--tput-pods", type=int, default=500, help="pods for throughput")
-    e.set_defaults(func=_bench_extender)
-    g = kinds.add_parser("gang", help="gang scheduling: extender, pure, default and peers")
-    g.add_argument("--out", type=Path, required=True, help="directory for results and plots")
-    g.add_argument("--quick", action="store_true", help="a small preset (a few minutes)")
-    g.add_argument(
-        "--approaches", type=lambda t: t.split(","), help="comma-separated (default: all five)"
-    )
-    g.add_argument("--seconds", type=float, default=60.0, help="arrivals last this long")
-    g.add_argument("--size", type=int, default=4, help="members per gang")
-    g.add_argument("--rate", type=float, default=0.5, help="gangs/s without contention (x4 with)")
-    g.add_argument("--nodes", type=int, default=8, help="nodes of 8 cpu, 32Gi")
-    g.set_defaults(func=_bench_gang)
-    s = kinds.add_parser("esl", help="soft constraints and bin-packing: scores vs timeouts")
-    s.add_argument("--out", type=Path, required=True, help="directory for results")
-    s.add_argument("--quick", action="store_true", help="two trials each (under a minute)")
-    s.add_argument("--trials", type=int, default=5, help="trials per scenario")
-    s.set_defaults(func=_bench_esl)
+COMMANDS_GROUP = "escher_extender.commands"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from extender.localcluster.commands import add_cluster_parser
-
     parser = argparse.ArgumentParser(
         prog="escher-extender",
         description="A kube-scheduler extender for ESCHER-style ephemeral resources.",
@@ -199,21 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
-    add_cluster_parser(sub)
-    _add_demo(sub)
-    _add_bench(sub)
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        entry.load()(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from extender.localcluster import ClusterError
-
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ClusterError, RuntimeError) as e:  # a run that could not be done: say why, once
-        print(f"escher-extender {args.command}: {e}", file=sys.stderr)
-        return 1
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

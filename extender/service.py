@@ -41,11 +41,11 @@ class Service:
         binder = None
         if settings.kube:
             # Imported here: the standalone mode needs no Kubernetes client at all.
-            from extender.kube.annotator import PodAnnotator
-            from extender.kube.binder import Binder
-            from extender.kube.client import api_client as make_api_client
-            from extender.kube.view import ClusterView
-            from extender.kube.writeback import WriteBack
+            from extender.adapters.annotator import PodAnnotator
+            from extender.adapters.binder import Binder
+            from extender.adapters.client import api_client as make_api_client
+            from extender.adapters.view import ClusterView
+            from extender.adapters.writeback import WriteBack
 
             api = api_client or make_api_client(
                 settings.kubeconfig, in_cluster=settings.in_cluster, pool_size=32

@@ -2,7 +2,7 @@
 
 Called by the HTTP routes (extender.app) with validated wire types; runs the enabled filter
 and score plugins (extender.filters) and, for bind, takes the pod's place in the ledger before
-asking the Binder (extender.kube.binder, or none in standalone mode) to bind it.
+asking the Binder (extender.adapters.binder, or none in standalone mode) to bind it.
 
 Why bind holds first: kube-scheduler binds asynchronously, so after filter said "fits" for
 pod A, pod B may be filtered and told the same before A is bound. Holding A's place in the

@@ -3,7 +3,7 @@
 One user posts the same ExtenderArgs body back to back (kube-scheduler's scheduling cycle
 calls an extender one pod at a time). Each reply's Server-Timing header carries the
 server-side latency, which is written to ESCHER_BENCH_TIMINGS when the run stops.
-Run by `escher-extender bench extender` (extender.bench.latency); by hand:
+Run by `escher-extender bench extender` (escher_harness.bench.latency); by hand:
 
   ESCHER_BENCH_VERB=filter ESCHER_BENCH_PAYLOAD=args.json ESCHER_BENCH_TIMINGS=out.json \\
     locust -f loadtests/extender_locustfile.py --headless -u 1 -t 10s --host http://127.0.0.1:8888

@@ -1,15 +1,15 @@
 """Locust load for the gang benchmark: gangs arrive at a fixed rate and run their course.
 
 One locust user paces arrivals (`constant_pacing(1 / rate)`); each arrival runs a gang's
-life in its own greenlet: submit it through the approach under test (extender.bench.
+life in its own greenlet: submit it through the approach under test (escher_harness.bench.
 approaches), wait until all members are bound or its deadline passes, hold it `hold` seconds
 (the job "runs"), delete it. Arrivals are open-loop: a slow approach does not slow them down.
 A watch in this process records when each member is first seen bound and when a bound member
-is deleted; together with the life events that makes the trace (extender.bench.trace) the
+is deleted; together with the life events that makes the trace (escher_harness.bench.trace) the
 figures are computed from. Each gang is also reported to locust as a request ("gang", named
 by the approach) with its submit-to-complete time, or as a failure if it was given up.
 
-Run by `escher-extender bench gang` (extender.bench.gang_bench), configured by the JSON in
+Run by `escher-extender bench gang` (escher_harness.bench.gang_bench), configured by the JSON in
 ESCHER_GANG_BENCH: approach, cluster_dir, trace, size, cpu, memory, rate, hold, deadline,
 attempt_timeout.
 """
@@ -27,11 +27,11 @@ from typing import Any
 import gevent
 from locust import User, constant_pacing, events, task
 
-from extender import localcluster
-from extender.bench import approaches
-from extender.bench.trace import Event, Kind
-from extender.kube.client import api_client
-from extender.kube.workload import PodChange, Workload
+from escher_harness import localcluster
+from escher_harness.bench import approaches
+from escher_harness.bench.trace import Event, Kind
+from escher_harness.workload import PodChange, Workload
+from extender.adapters.client import api_client
 
 CFG: dict[str, Any] = json.loads(os.environ.get("ESCHER_GANG_BENCH", "{}"))
 _ids = itertools.count(1)

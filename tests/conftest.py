@@ -1,3 +1,3 @@
 """Shared test set-up: the local control plane's fixtures (local_cluster, shared_cluster)."""
 
-pytest_plugins = ["extender.localcluster.pytest_plugin"]
+pytest_plugins = ["escher_harness.pytest_plugin"]

@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from extender.kube.writeback import failure_reason
+from extender.adapters.writeback import failure_reason
 from extender.ledger import HolderKind, Ledger
 from extender.metrics import Metrics
 from extender.resources import amounts, pod_amounts, split

@@ -6,7 +6,7 @@
   extender.policy on the service's ledger and waits for the write-back, as PUT
   /v1/resources does, remembering whether every change was confirmed on the nodes.
 - NodeBackend: the pure approach with no extender service at all: Node objects patched
-  directly (extender.kube.nodestatus), kube-scheduler alone decides.
+  directly (extender.adapters.nodestatus), kube-scheduler alone decides.
 
 All three raise BackendError (with the policy API's status and field) for a refused change.
 """
@@ -167,7 +167,7 @@ class NodeBackend:
     scores = False  # kube-scheduler alone: no preferences, only what pods request
 
     def __init__(self, api: Any, domain: str = "escher.io") -> None:
-        from extender.kube.nodestatus import NodeStatus  # the only module that talks to Kube
+        from extender.adapters.nodestatus import NodeStatus  # the only module that talks to Kube
 
         self.nodes = NodeStatus(api, domain)
         self.domain = domain

@@ -4,7 +4,7 @@ REGISTRY is to ESLs what extender.filters.REGISTRY is to plugins: the /v1/esl en
 compositions find an ESL by its NAME here. To add an ESL: write a module in this package
 with a NAME and a class following extender.esl.base.ESL, and list it below.
 
-The gang ESL (extender.esl.gang.PureGang) is not listed: it does not fit the shape. It
+The gang ESL (escher_harness.bench.puregang.PureGang) is not listed: it does not fit the shape. It
 creates and deletes the gang's pods itself, attempt after attempt, and its resource lives
 only as long as one attempt; there is no apply / requests_for split for an application to
 create pods with.

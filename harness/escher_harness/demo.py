@@ -14,10 +14,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from extender import localcluster
+from escher_harness import localcluster
+from escher_harness.workload import Workload, pod_manifest
+from extender.adapters.client import api_client
 from extender.esl.client import PolicyClient
-from extender.kube.client import api_client
-from extender.kube.workload import Workload, pod_manifest
 
 
 def _say(msg: str) -> None:

@@ -27,7 +27,7 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from extender.kube.workload import Workload, pod_manifest
+from escher_harness.workload import Workload, pod_manifest
 
 COSCHEDULING_GROUP = "scheduling.x-k8s.io"
 COSCHEDULING_VERSION = "v1alpha1"

@@ -1,6 +1,6 @@
 """pytest fixtures that run the local control plane for a test or a whole session.
 
-Registered by tests/conftest.py (`pytest_plugins = ["extender.localcluster.pytest_plugin"]`).
+Registered by tests/conftest.py (`pytest_plugins = ["escher_harness.pytest_plugin"]`).
 `local_cluster` is a factory: `local_cluster(nodes=5, mode="extender")` takes ClusterSpec's
 fields (dir defaults to a fresh temporary directory) and every cluster it made is torn down
 after the test, pass or fail. `shared_cluster` is one 3-node cluster (mode none) per session.
@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from extender.localcluster.binaries import find_binaries
-from extender.localcluster.cluster import ClusterInfo, ClusterSpec, down, up
-from extender.localcluster.errors import MissingBinaryError
+from escher_harness.localcluster.binaries import find_binaries
+from escher_harness.localcluster.cluster import ClusterInfo, ClusterSpec, down, up
+from escher_harness.localcluster.errors import MissingBinaryError
 
 ClusterFactory = Callable[..., ClusterInfo]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # pytest resets warning filters around each test, undoing extender.kube.client's; the
+    # pytest resets warning filters around each test, undoing extender.adapters.client's; the
     # local apiserver's certificate is self-signed and only ever reached on loopback.
     config.addinivalue_line(
         "filterwarnings",

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from extender import localcluster
+from escher_harness import localcluster
+from escher_harness.workload import Placement, Workload, pod_manifest
+from extender.adapters.client import api_client
 from extender.esl.backends import ExtenderBackend, NodeBackend
 from extender.esl.base import ESL, Backend, PodRequest
 from extender.esl.client import PolicyClient
-from extender.kube.client import api_client
-from extender.kube.workload import Placement, Workload, pod_manifest
 
 APPROACHES = ["extender", "pure"]
 _seq = itertools.count()

@@ -36,17 +36,17 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from extender import localcluster
+from escher_harness import localcluster
+from escher_harness.localcluster.binaries import find_kubectl
+from escher_harness.localcluster.config import render_kubeconfig
+from escher_harness.localcluster.errors import MissingBinaryError
+from escher_harness.localcluster.fakenodes import NodeShape, create_nodes
+from escher_harness.localcluster.health import wait_ready
+from escher_harness.localcluster.ports import allocate_ports
+from escher_harness.localcluster.processes import ProcessRecord, spawn, stop
+from escher_harness.workload import Workload, pod_manifest
+from extender.adapters.client import api_client
 from extender.esl.client import PolicyClient
-from extender.kube.client import api_client
-from extender.kube.fakenodes import NodeShape, create_nodes
-from extender.kube.workload import Workload, pod_manifest
-from extender.localcluster.binaries import find_kubectl
-from extender.localcluster.config import render_kubeconfig
-from extender.localcluster.errors import MissingBinaryError
-from extender.localcluster.health import wait_ready
-from extender.localcluster.ports import allocate_ports
-from extender.localcluster.processes import ProcessRecord, spawn, stop
 
 pytestmark = pytest.mark.e2e
 

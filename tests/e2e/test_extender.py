@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from extender import localcluster
+from escher_harness import localcluster
+from escher_harness.workload import Placement, Workload, pod_manifest
+from extender.adapters.client import api_client
 from extender.esl.client import PolicyAPIError, PolicyClient
-from extender.kube.client import api_client
-from extender.kube.workload import Placement, Workload, pod_manifest
 
 pytestmark = pytest.mark.e2e
 

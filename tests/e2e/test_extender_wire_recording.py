@@ -34,8 +34,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from extender.kube.client import api_client
-from extender.localcluster.pytest_plugin import ClusterFactory
+from escher_harness.pytest_plugin import ClusterFactory
+from extender.adapters.client import api_client
 
 pytestmark = pytest.mark.e2e
 

@@ -2,7 +2,7 @@
 
 For each peer (`coscheduling`: scheduler-plugins' kube-scheduler-plugins with its PodGroup CRD;
 `native`: kube-scheduler v1.36's GangScheduling plugin), with gangs submitted by
-extender.kube.gangs: a gang that fits is bound completely; a gang whose minimum does not fit
+escher_harness.peers: a gang that fits is bound completely; a gang whose minimum does not fit
 binds no member at all, although the same pods without a gang do get partly bound by the same
 scheduler; and once room is freed, the gang is bound completely. The coscheduling peer is built
 by `make peers`; without it these tests fail (not skip), like the control plane's own binaries.
@@ -30,8 +30,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from extender.kube.client import api_client
-from extender.kube.gangs import (
+from escher_harness.localcluster import ClusterInfo
+from escher_harness.localcluster.paths import cache_dir, scheduler_config_dir
+from escher_harness.peers import (
     COSCHEDULING_GROUP,
     COSCHEDULING_VERSION,
     NATIVE_GROUP,
@@ -42,10 +43,9 @@ from extender.kube.gangs import (
     submit_coscheduling_gang,
     submit_native_gang,
 )
-from extender.kube.workload import Placement, Workload, pod_manifest
-from extender.localcluster import ClusterInfo
-from extender.localcluster.paths import cache_dir, scheduler_config_dir
-from extender.localcluster.pytest_plugin import ClusterFactory
+from escher_harness.pytest_plugin import ClusterFactory
+from escher_harness.workload import Placement, Workload, pod_manifest
+from extender.adapters.client import api_client
 
 pytestmark = pytest.mark.e2e
 

@@ -14,11 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
-from extender import localcluster
+from escher_harness import localcluster
+from escher_harness.bench.puregang import GangRequest, PureGang
+from escher_harness.workload import PodChange, Workload, pod_manifest
+from extender.adapters.client import api_client
 from extender.esl.client import PolicyClient
-from extender.esl.gang import GangRequest, PureGang
-from extender.kube.client import api_client
-from extender.kube.workload import PodChange, Workload, pod_manifest
 
 pytestmark = pytest.mark.e2e
 

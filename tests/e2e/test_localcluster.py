@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from extender.kube.client import api_client
-from extender.localcluster import (
+from escher_harness.localcluster import (
     ClusterError,
     ClusterInfo,
     ClusterSpec,
@@ -30,7 +29,8 @@ from extender.localcluster import (
     status,
     up,
 )
-from extender.localcluster.pytest_plugin import ClusterFactory
+from escher_harness.pytest_plugin import ClusterFactory
+from extender.adapters.client import api_client
 
 pytestmark = pytest.mark.e2e
 

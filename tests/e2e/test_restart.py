@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from extender import localcluster
+from escher_harness import localcluster
+from escher_harness.localcluster.processes import is_running
+from escher_harness.workload import Workload, pod_manifest
+from extender.adapters.client import api_client
 from extender.esl.client import PolicyClient
-from extender.kube.client import api_client
-from extender.kube.workload import Workload, pod_manifest
-from extender.localcluster.processes import is_running
 
 pytestmark = pytest.mark.e2e
 

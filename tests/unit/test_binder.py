@@ -12,7 +12,7 @@ import urllib3
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.rest import RESTResponse
 
-from extender.kube.binder import Binder, BindError
+from extender.adapters.binder import Binder, BindError
 
 POD = {
     "apiVersion": "v1",

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from escher_harness.workload import pod_manifest
 from extender.esl import compose, queues
 from extender.esl.antiaffinity import AntiAffinity, AntiAffinityParams
 from extender.esl.backends import LedgerBackend
@@ -38,7 +39,6 @@ from extender.esl.sequencing import Sequencing, SequencingParams
 from extender.esl.soft import Soft, SoftParams
 from extender.filters.base import PodInfo
 from extender.filters.preference import Preference
-from extender.kube.workload import pod_manifest
 from extender.ledger import Ledger
 from extender.resources import CPU, pod_amounts, split
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from extender.adapters.nodestatus import NodeStatus
 from extender.app import create_app
 from extender.esl.backends import ExtenderBackend, LedgerBackend, NodeBackend
 from extender.esl.base import Backend, BackendError
 from extender.esl.client import PolicyClient
-from extender.kube.nodestatus import NodeStatus
 from extender.ledger import Ledger
 from extender.service import Service
 from extender.settings import Settings

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from escher_harness.bench import esl_bench
 from extender import cli
-from extender.bench import esl_bench
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from extender.esl.gang import GangRequest, PureGang, plan
+from escher_harness.bench.puregang import GangRequest, PureGang, plan
 from extender.policy import ClusterState, Usage
 
 

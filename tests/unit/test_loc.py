@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from extender.bench.loc import go_loc, python_loc
+from escher_harness.bench.loc import go_loc, python_loc
 
 PY = '''"""Module docstring
 over two lines."""

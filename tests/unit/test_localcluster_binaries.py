@@ -1,4 +1,5 @@
-"""Lookup of etcd, kube-apiserver, kube-scheduler and kubectl (extender.localcluster.binaries)."""
+"""Lookup of etcd, kube-apiserver, kube-scheduler and kubectl
+(escher_harness.localcluster.binaries)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from extender.localcluster.binaries import bin_dir, find_binaries, find_kubectl
-from extender.localcluster.errors import MissingBinaryError
-from extender.localcluster.paths import REPO_ROOT
+from escher_harness.localcluster.binaries import bin_dir, find_binaries, find_kubectl
+from escher_harness.localcluster.errors import MissingBinaryError
+from escher_harness.localcluster.paths import REPO_ROOT
 
 NAMES = ("etcd", "kube-apiserver", "kube-scheduler")
 

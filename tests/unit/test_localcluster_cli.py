@@ -1,5 +1,5 @@
 """`escher-extender cluster up|down|status` without a cluster: usage errors exit 2, failures
-exit 1 with a one-line message and no traceback (extender.localcluster.commands)."""
+exit 1 with a one-line message and no traceback (escher_harness.localcluster.commands)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Rendering of the local control plane's files and command lines (extender.localcluster.config)."""
+"""Rendering of the local control plane's files and command lines
+(escher_harness.localcluster.config)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.localcluster import config
-from extender.localcluster.errors import ClusterError
+from escher_harness.localcluster import config
+from escher_harness.localcluster.errors import ClusterError
 
 KUBECONFIG = Path("/c/kubeconfig")
 URL = "http://127.0.0.1:9999"

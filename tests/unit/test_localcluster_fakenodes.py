@@ -1,8 +1,8 @@
-"""The fake nodes the local control plane creates (extender.kube.fakenodes)."""
+"""The fake nodes the local control plane creates (escher_harness.localcluster.fakenodes)."""
 
 from __future__ import annotations
 
-from extender.kube.fakenodes import NodeShape, node_manifest
+from escher_harness.localcluster.fakenodes import NodeShape, node_manifest
 
 
 def test_node_manifest() -> None:

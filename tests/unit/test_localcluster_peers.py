@@ -1,6 +1,7 @@
 """ClusterSpec's fields for the benchmark's peers: `scheduler_binary` (another kube-scheduler)
 and `manifests` (objects such as CRDs created before kube-scheduler starts); both are checked
-before anything starts (extender.localcluster.cluster.up, extender.kube.manifests)."""
+before anything starts (escher_harness.localcluster.cluster.up,
+escher_harness.localcluster.manifests)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from extender.kube.manifests import Manifest, ManifestError, load_manifests
-from extender.localcluster import ClusterError, ClusterSpec, cluster, up
-from extender.localcluster.binaries import Binaries
+from escher_harness.localcluster import ClusterError, ClusterSpec, cluster, up
+from escher_harness.localcluster.binaries import Binaries
+from escher_harness.localcluster.manifests import Manifest, ManifestError, load_manifests
 
 CRD = """\
 ---

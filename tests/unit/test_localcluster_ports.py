@@ -1,4 +1,4 @@
-"""Port choice of the local control plane (extender.localcluster.ports)."""
+"""Port choice of the local control plane (escher_harness.localcluster.ports)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from extender.localcluster.errors import ClusterError
-from extender.localcluster.ports import allocate_ports, ensure_port_free
+from escher_harness.localcluster.errors import ClusterError
+from escher_harness.localcluster.ports import allocate_ports, ensure_port_free
 
 
 @pytest.fixture

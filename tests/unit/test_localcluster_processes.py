@@ -1,6 +1,6 @@
 """Process handling and clean-up of the local control plane: spawn/stop robust to dead and
-reused pids (extender.localcluster.processes), and down/status on half-started, stale or
-foreign directories (extender.localcluster.cluster)."""
+reused pids (escher_harness.localcluster.processes), and down/status on half-started, stale or
+foreign directories (escher_harness.localcluster.cluster)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from extender.localcluster import ClusterError, down, status
-from extender.localcluster.clusterdir import ClusterDir, State
-from extender.localcluster.processes import (
+from escher_harness.localcluster import ClusterError, down, status
+from escher_harness.localcluster.clusterdir import ClusterDir, State
+from escher_harness.localcluster.processes import (
     ProcessRecord,
     exit_code,
     is_running,

@@ -1,5 +1,5 @@
 """`up` with fake binaries: whatever fails, `up` raises ClusterError with a clear message and
-leaves no process behind (extender.localcluster.cluster)."""
+leaves no process behind (escher_harness.localcluster.cluster)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from extender.localcluster import ClusterError, ClusterSpec, up
-from extender.localcluster.clusterdir import ClusterDir, State
-from extender.localcluster.processes import spawn, stop
+from escher_harness.localcluster import ClusterError, ClusterSpec, up
+from escher_harness.localcluster.clusterdir import ClusterDir, State
+from escher_harness.localcluster.processes import spawn, stop
 
 # An etcd that serves /health on the port of its --listen-client-urls, and nothing else.
 FAKE_ETCD = f"""#!{sys.executable}

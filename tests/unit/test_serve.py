@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from extender.localcluster.ports import allocate_ports
+from escher_harness.localcluster.ports import allocate_ports
 
 
 def serve(*args: str) -> subprocess.Popen[bytes]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.bench.trace import Event, Kind, dump, figures, load
+from escher_harness.bench.trace import Event, Kind, dump, figures, load
 
 S, B, U, R, T = Kind.SUBMIT, Kind.BOUND, Kind.UNBOUND, Kind.ROLLBACK, Kind.TIMEOUT
 

@@ -16,8 +16,8 @@ import urllib3
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.rest import RESTResponse
 
-from extender.kube import view as view_mod
-from extender.kube.view import ClusterView, RebuildError
+from extender.adapters import view as view_mod
+from extender.adapters.view import ClusterView, RebuildError
 from extender.ledger import HolderKind, Ledger
 from extender.metrics import Metrics
 from extender.settings import Settings

@@ -17,7 +17,7 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 from kubernetes.client.rest import RESTResponse
 
-from extender.kube.writeback import WriteBack, failure_reason, patch_body
+from extender.adapters.writeback import WriteBack, failure_reason, patch_body
 from extender.ledger import Ledger
 from extender.metrics import Metrics
 from extender.settings import Settings

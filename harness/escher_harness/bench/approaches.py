@@ -2,7 +2,8 @@
 way to submit and delete one gang through the real API.
 
 - extender: kube-scheduler + the ESCHER extender; gangs declared by labels (extender.gang).
-- pure: ESCHER's pure approach; the gang ESL (extender.esl.gang) on plain kube-scheduler.
+- pure: ESCHER's pure approach; the pure gang runner (escher_harness.bench.puregang) on
+  plain kube-scheduler.
 - default: plain kube-scheduler with no gang support: the members are just pods.
 - coscheduling: scheduler-plugins' Coscheduling plugin in its own kube-scheduler build, with
   its PodGroup CRD (ESCHER's "FrameSpace": gang logic inside the scheduling framework).
@@ -10,7 +11,7 @@ way to submit and delete one gang through the real API.
 
 Every gang is named `g<digits>` and its pods `<gang>-...`, so the trace recorder can tell a
 pod's gang from its name alone, the same way for every approach. Called by the locustfile
-(loadtests/gang_locustfile.py) and by extender.bench.gang_bench.
+(loadtests/gang_locustfile.py) and by escher_harness.bench.gang_bench.
 """
 
 from __future__ import annotations
@@ -22,15 +23,15 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from extender import localcluster
-from extender.bench.loc import loc
+from escher_harness import localcluster
+from escher_harness import peers as peer_gangs
+from escher_harness.bench.loc import loc
+from escher_harness.bench.puregang import GangRequest, PureGang
+from escher_harness.localcluster.paths import REPO_ROOT, cache_dir, scheduler_config_dir
+from escher_harness.workload import Workload, pod_manifest
 from extender.esl.client import PolicyClient
-from extender.esl.gang import GangRequest, PureGang
-from extender.kube import gangs as peer_gangs
-from extender.kube.workload import Workload, pod_manifest
-from extender.localcluster.paths import cache_dir, scheduler_config_dir
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO_ROOT
 APPROACHES = ("extender", "pure", "default", "coscheduling", "native")
 NATIVE_GATES = {"GenericWorkload": True, "GangScheduling": True}
 NATIVE_RUNTIME = {"scheduling.k8s.io/v1alpha2": "true"}

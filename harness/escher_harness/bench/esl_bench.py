@@ -30,16 +30,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from extender import localcluster
-from extender.bench.stats import summary
+from escher_harness import localcluster
+from escher_harness.bench.stats import summary
+from escher_harness.localcluster.config import Mode
+from escher_harness.workload import PodChange, Workload, pod_manifest
+from extender.adapters.client import api_client
 from extender.esl.backends import ExtenderBackend, NodeBackend
 from extender.esl.base import Backend, PodRequest
 from extender.esl.binpack import BinPack, BinPackParams
 from extender.esl.client import PolicyClient
 from extender.esl.soft import Soft, SoftParams
-from extender.kube.client import api_client
-from extender.kube.workload import PodChange, Workload, pod_manifest
-from extender.localcluster.config import Mode
 
 APPROACHES = ("extender", "pure")
 _POLL = 0.2  # how often the application looks at its pods and steps the ESL

@@ -1,8 +1,8 @@
 """`escher-extender bench extender --out DIR`: the extender's performance, in one run.
 
-Part 1 (extender.bench.latency): server-side latency of filter and prioritize at each cluster
+Part 1 (escher_harness.bench.latency): server-side latency of filter and prioritize at each cluster
 size, with node names (nodeCacheCapable) and with full NodeLists. Part 2
-(extender.bench.throughput): kube-scheduler's pods/s on the local control plane with the
+(escher_harness.bench.throughput): kube-scheduler's pods/s on the local control plane with the
 extender and without it (pure mode), and their ratio. Writes DIR/results.json,
 DIR/latency.png and DIR/throughput.png, and prints the tables. Called by extender.cli.
 """
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from extender.bench import latency, throughput
+from escher_harness.bench import latency, throughput
 
 # Aims from the issue: filter p99 under 2 ms at 1,000 nodes with node names, and throughput
 # with the extender at least 80% of without.

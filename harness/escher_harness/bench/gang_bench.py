@@ -1,9 +1,9 @@
 """`escher-extender bench gang --out DIR`: gang scheduling, five approaches, one workload.
 
-For each approach (extender.bench.approaches) and each scenario (no contention; demand above
+For each approach (escher_harness.bench.approaches) and each scenario (no contention; demand above
 capacity, so gangs must queue) on a fresh local control plane: drive gang arrivals with locust
 (loadtests/gang_locustfile.py), record the event trace, read kube-apiserver's write counter
-before and after, and compute every figure from the trace (extender.bench.trace). Writes
+before and after, and compute every figure from the trace (escher_harness.bench.trace). Writes
 DIR/results.json, DIR/report.md, DIR/latency_cdf.png, DIR/partial_gangs.png and the raw
 traces, and prints the comparison table. Called by extender.cli (and so by `make demo`).
 """
@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from extender import localcluster
-from extender.bench import approaches, trace
-from extender.kube.apimetrics import write_requests
-from extender.kube.client import api_client
+from escher_harness import localcluster
+from escher_harness.bench import approaches, trace
+from escher_harness.bench.apimetrics import write_requests
+from extender.adapters.client import api_client
 
 LOCUSTFILE = approaches.REPO / "loadtests" / "gang_locustfile.py"
 

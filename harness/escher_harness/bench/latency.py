@@ -5,7 +5,7 @@ from the requests) on loopback, gives every node an ephemeral resource, then dri
 verb with locust (loadtests/extender_locustfile.py) with bodies shaped like the ones the real
 kube-scheduler sends (tests/fixtures/kube-scheduler-v1.36/): a full Pod and either NodeNames
 (nodeCacheCapable: true) or a NodeList of complete Node objects (false). The server-side time
-comes from each reply's Server-Timing header. Called by extender.bench.extender_bench.
+comes from each reply's Server-Timing header. Called by escher_harness.bench.extender_bench.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from typing import Any
 
 import httpx
 
-from extender.bench.stats import summary
-from extender.localcluster.ports import allocate_ports
+from escher_harness.bench.stats import summary
+from escher_harness.localcluster.paths import REPO_ROOT
+from escher_harness.localcluster.ports import allocate_ports
 
-LOCUSTFILE = Path(__file__).resolve().parents[2] / "loadtests" / "extender_locustfile.py"
+LOCUSTFILE = REPO_ROOT / "loadtests" / "extender_locustfile.py"
 RESOURCE = "escher.io/bench"
 WARMUP = 50  # at most this many first calls of each run are dropped (cold paths)
 

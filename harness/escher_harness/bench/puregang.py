@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from escher_harness.workload import pod_manifest
 from extender.esl.client import PolicyClient
-from extender.kube.workload import pod_manifest
 from extender.policy import ClusterState
 from extender.resources import CPU, MEMORY, PODS, amount
 
@@ -28,7 +28,7 @@ NAME = "gang"
 
 
 class Pods(Protocol):
-    """What the ESL needs of pod creation (extender.kube.workload.Workload has it)."""
+    """What the ESL needs of pod creation (escher_harness.workload.Workload has it)."""
 
     def create(self, manifest: Mapping[str, Any]) -> None: ...
 

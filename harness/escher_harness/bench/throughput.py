@@ -6,7 +6,7 @@ extended resources), create the pods while no node has the resource they request
 wait, unschedulable, and pod creation does not pace the measurement), then create the
 resource on every node with one set_resource call and time until the last pod is bound.
 pods/s = pods / (last bind - set_resource call). Also checks that no node went over capacity.
-Called by extender.bench.extender_bench.
+Called by escher_harness.bench.extender_bench.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
-from extender import localcluster
-from extender.bench.stats import summary
+from escher_harness import localcluster
+from escher_harness.bench.stats import summary
+from escher_harness.workload import Workload, pod_manifest
+from extender.adapters.client import api_client
 from extender.esl.client import PolicyClient
-from extender.kube.client import api_client
-from extender.kube.workload import Workload, pod_manifest
 
 RESOURCE = "tput"
 

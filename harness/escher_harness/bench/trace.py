@@ -4,7 +4,7 @@ A trace is a time-ordered list of events: what the load generator did (a gang su
 rolled back, timed out, deleted) and what the cluster did (a member first seen bound, a
 bound member deleted), each stamped with wall-clock seconds. Every figure in the report is
 computed here from the trace alone, so it can be checked against a recorded trace
-(tests/unit/test_trace.py). Called by extender.bench.gang_bench.
+(tests/unit/test_trace.py). Called by escher_harness.bench.gang_bench.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from extender.bench.stats import summary
+from escher_harness.bench.stats import summary
 
 
 class Kind(StrEnum):

@@ -5,7 +5,7 @@ Used by `escher-extender cluster up|down|status` (commands), the pytest fixtures
 (pytest_plugin), e2e tests and benchmarks. The Python API is `up`, `down`, `status`, `load`.
 """
 
-from extender.localcluster.cluster import (
+from escher_harness.localcluster.cluster import (
     ClusterInfo,
     ClusterSpec,
     ClusterStatus,
@@ -16,7 +16,7 @@ from extender.localcluster.cluster import (
     status,
     up,
 )
-from extender.localcluster.errors import ClusterError, MissingBinaryError
+from escher_harness.localcluster.errors import ClusterError, MissingBinaryError
 
 __all__ = [
     "ClusterError",

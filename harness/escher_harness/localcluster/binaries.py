@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from extender.localcluster.errors import MissingBinaryError
-from extender.localcluster.paths import cache_dir
+from escher_harness.localcluster.errors import MissingBinaryError
+from escher_harness.localcluster.paths import cache_dir
 
 
 @dataclass(frozen=True)

@@ -28,23 +28,28 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import FailToCreateError
 
-from extender.kube.client import api_client
-from extender.kube.fakenodes import NodeShape, create_nodes
-from extender.kube.manifests import Manifest, ManifestError, create_manifests, load_manifests
-from extender.localcluster import config
-from extender.localcluster.binaries import Binaries, find_binaries
-from extender.localcluster.clusterdir import ClusterDir, State, write_json
-from extender.localcluster.config import DEFAULT_RESOURCE_DOMAIN, MODES, Mode
-from extender.localcluster.errors import ClusterError
-from extender.localcluster.health import http_client, probe, wait_ready
-from extender.localcluster.ports import allocate_ports
-from extender.localcluster.processes import (
+from escher_harness.localcluster import config
+from escher_harness.localcluster.binaries import Binaries, find_binaries
+from escher_harness.localcluster.clusterdir import ClusterDir, State, write_json
+from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN, MODES, Mode
+from escher_harness.localcluster.errors import ClusterError
+from escher_harness.localcluster.fakenodes import NodeShape, create_nodes
+from escher_harness.localcluster.health import http_client, probe, wait_ready
+from escher_harness.localcluster.manifests import (
+    Manifest,
+    ManifestError,
+    create_manifests,
+    load_manifests,
+)
+from escher_harness.localcluster.ports import allocate_ports
+from escher_harness.localcluster.processes import (
     ProcessRecord,
     is_running,
     rss_bytes,
     spawn,
     stop,
 )
+from extender.adapters.client import api_client
 
 _EXTENDED_RESOURCE = re.compile(
     r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from extender.localcluster.errors import ClusterError
-from extender.localcluster.processes import ProcessRecord
+from escher_harness.localcluster.errors import ClusterError
+from escher_harness.localcluster.processes import ProcessRecord
 
 
 @dataclass(frozen=True)

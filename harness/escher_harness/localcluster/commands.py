@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from extender.localcluster.cluster import ClusterInfo, ClusterSpec, down, status, up
-from extender.localcluster.config import DEFAULT_RESOURCE_DOMAIN, MODES
-from extender.localcluster.errors import ClusterError
+from escher_harness.localcluster.cluster import ClusterInfo, ClusterSpec, down, status, up
+from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN, MODES
+from escher_harness.localcluster.errors import ClusterError
 
 
 def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -16,8 +16,8 @@ from typing import Any, Final, Literal
 
 import yaml
 
-from extender.localcluster.errors import ClusterError
-from extender.localcluster.paths import scheduler_config_dir
+from escher_harness.localcluster.errors import ClusterError
+from escher_harness.localcluster.paths import scheduler_config_dir
 
 Mode = Literal["none", "extender", "pure"]
 MODES: Final[tuple[Mode, ...]] = ("none", "extender", "pure")

@@ -1,6 +1,6 @@
 """The local control plane's errors: one base class, and one subclass for missing binaries.
 
-Raised by every module of extender.localcluster; the CLI turns them into a one-line message,
+Raised by every module of escher_harness.localcluster; the CLI turns them into a one-line message,
 the pytest fixture turns MissingBinaryError into a test failure.
 """
 

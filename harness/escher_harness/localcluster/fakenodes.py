@@ -1,7 +1,8 @@
 """Creates fake nodes: Node objects with a Ready condition and capacity, but no kubelet.
 
-Called by the local control plane's `up` (extender.localcluster.cluster). kube-scheduler places
-pods on them like on real nodes; nothing runs the pods, which stay Pending with spec.nodeName set.
+Called by the local control plane's `up` (escher_harness.localcluster.cluster). kube-scheduler
+places pods on them like on real nodes; nothing runs the pods, which stay Pending with
+spec.nodeName set.
 """
 
 from __future__ import annotations

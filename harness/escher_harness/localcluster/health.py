@@ -11,8 +11,8 @@ import time
 
 import httpx
 
-from extender.localcluster.errors import ClusterError
-from extender.localcluster.processes import ProcessRecord, exit_code, is_running, log_tail
+from escher_harness.localcluster.errors import ClusterError
+from escher_harness.localcluster.processes import ProcessRecord, exit_code, is_running, log_tail
 
 
 def probe(client: httpx.Client, record: ProcessRecord) -> str | None:

@@ -1,6 +1,6 @@
 """Creates the objects of YAML manifests (CRDs first) through the Kubernetes API.
 
-Called by the local control plane (extender.localcluster.cluster.up) once kube-apiserver is
+Called by the local control plane (escher_harness.localcluster.cluster.up) once kube-apiserver is
 ready and before kube-scheduler starts, for the benchmark's peers: scheduler-plugins' scheduler
 reads PodGroups of its own CRD, which must be served before it starts. CRDs are created with
 ApiextensionsV1Api and waited for until Established; other objects (built-in kinds, e.g. a

@@ -10,7 +10,7 @@ import contextlib
 import socket
 from collections.abc import Mapping
 
-from extender.localcluster.errors import ClusterError
+from escher_harness.localcluster.errors import ClusterError
 
 
 def ensure_port_free(port: int, component: str) -> None:

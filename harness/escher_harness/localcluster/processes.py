@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from extender.localcluster.errors import ClusterError
+from escher_harness.localcluster.errors import ClusterError
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
