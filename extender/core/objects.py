@@ -33,14 +33,14 @@ def present(raw: Raw) -> bool:
 # ---- metadata --------------------------------------------------------------------------
 
 
-class OwnerReference(_Object):
+class OwnerReference(_Object, frozen=True):
     kind: str = ""
     name: str = ""
     uid: str = ""
     controller: bool | None = None
 
 
-class ObjectMeta(_Object):
+class ObjectMeta(_Object, frozen=True):
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -54,18 +54,18 @@ class ObjectMeta(_Object):
 # ---- pods ------------------------------------------------------------------------------
 
 
-class ResourceRequirements(_Object):
+class ResourceRequirements(_Object, frozen=True):
     requests: ResourceList = {}
     limits: ResourceList = {}
 
 
-class ContainerPort(_Object):
+class ContainerPort(_Object, frozen=True):
     container_port: int = 0
     host_port: int | None = None
     protocol: str = "TCP"
 
 
-class Container(_Object):
+class Container(_Object, frozen=True):
     name: str = ""
     resources: ResourceRequirements = field(default_factory=ResourceRequirements)
     # On init containers, "Always" makes a restartable init container (a sidecar).
@@ -73,35 +73,35 @@ class Container(_Object):
     ports: list[ContainerPort] = []
 
 
-class NodeSelectorRequirement(_Object):
+class NodeSelectorRequirement(_Object, frozen=True):
     key: str = ""
     operator: str = ""
     values: list[str] = []
 
 
-class NodeSelectorTerm(_Object):
+class NodeSelectorTerm(_Object, frozen=True):
     match_expressions: list[NodeSelectorRequirement] = []
     match_fields: list[NodeSelectorRequirement] = []
 
 
-class NodeSelector(_Object):
+class NodeSelector(_Object, frozen=True):
     node_selector_terms: list[NodeSelectorTerm] = []
 
 
-class NodeAffinity(_Object):
+class NodeAffinity(_Object, frozen=True):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
     # Preferences only score: kube-scheduler weighs them itself.
     preferred_during_scheduling_ignored_during_execution: Raw = Raw()
 
 
-class Affinity(_Object):
+class Affinity(_Object, frozen=True):
     node_affinity: NodeAffinity | None = None
     # Evaluated by kube-scheduler only: the extender needs to know that they are there.
     pod_affinity: Raw = Raw()
     pod_anti_affinity: Raw = Raw()
 
 
-class Toleration(_Object):
+class Toleration(_Object, frozen=True):
     key: str = ""
     operator: str = ""
     value: str = ""
@@ -109,7 +109,7 @@ class Toleration(_Object):
     toleration_seconds: int | None = None
 
 
-class PodSpec(_Object):
+class PodSpec(_Object, frozen=True):
     containers: list[Container] = []
     init_containers: list[Container] = []
     overhead: ResourceList = {}
@@ -129,12 +129,12 @@ class PodSpec(_Object):
     resource_claims: Raw = Raw()
 
 
-class PodStatus(_Object):
+class PodStatus(_Object, frozen=True):
     phase: str = ""
     nominated_node_name: str = ""
 
 
-class Pod(_Object):
+class Pod(_Object, frozen=True):
     metadata: ObjectMeta = field(default_factory=ObjectMeta)
     spec: PodSpec = field(default_factory=PodSpec)
     status: PodStatus = field(default_factory=PodStatus)
@@ -143,23 +143,23 @@ class Pod(_Object):
 # ---- nodes -----------------------------------------------------------------------------
 
 
-class Taint(_Object):
+class Taint(_Object, frozen=True):
     key: str = ""
     value: str = ""
     effect: str = ""
 
 
-class NodeSpec(_Object):
+class NodeSpec(_Object, frozen=True):
     unschedulable: bool = False
     taints: list[Taint] = []
 
 
-class NodeStatus(_Object):
+class NodeStatus(_Object, frozen=True):
     capacity: ResourceList = {}
     allocatable: ResourceList = {}
 
 
-class Node(_Object):
+class Node(_Object, frozen=True):
     metadata: ObjectMeta = field(default_factory=ObjectMeta)
     spec: NodeSpec = field(default_factory=NodeSpec)
     status: NodeStatus = field(default_factory=NodeStatus)
