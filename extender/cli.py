@@ -25,10 +25,7 @@ from extender import __version__
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from extender import logs
-    from extender.app import create_app
     from extender.settings import Settings
 
     overrides: dict[str, Any] = {
@@ -42,6 +39,15 @@ def _serve(args: argparse.Namespace) -> int:
             "resource_domain": args.domain,
             "tls_cert_file": args.tls_cert,
             "tls_key_file": args.tls_key,
+            "verbs_port": args.verbs_port,
+            "verbs_client_ca_file": args.verbs_client_ca,
+            "kubernetes_auth": args.kubernetes_auth or None,
+            "leader_elect": args.leader_elect or None,
+            "lease_name": args.lease_name,
+            "lease_namespace": args.lease_namespace,
+            "identity": args.identity,
+            "kube_qps": args.kube_qps,
+            "kube_burst": args.kube_burst,
             "log_level": args.log_level,
         }.items()
         if v is not None
@@ -59,18 +65,13 @@ def _serve(args: argparse.Namespace) -> int:
     except ValidationError as e:
         err = e.errors(include_url=False)[0]
         loc = ".".join(str(p) for p in err["loc"]) or "settings"
-        raise SystemExit(f"escher-extender serve: {loc}: {err['msg']}") from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        print(f"escher-extender serve: {loc}: {msg}", file=sys.stderr)
+        return 2
     logs.configure(settings.log_level, settings.log_json)
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
-        ssl_certfile=str(settings.tls_cert_file) if settings.tls_cert_file else None,
-        ssl_keyfile=str(settings.tls_key_file) if settings.tls_key_file else None,
-    )
-    return 0
+    from extender import server
+
+    return server.run(settings)
 
 
 def _add_serve(sub: Any) -> None:
@@ -95,7 +96,30 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--domain", help="resource domain pods request (default escher.io)")
     p.add_argument("--tls-cert", type=Path, help="serve HTTPS with this certificate")
     p.add_argument("--tls-key", type=Path, help="... and this key")
-    p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument(
+        "--verbs-port",
+        type=int,
+        help="serve kube-scheduler's verbs on this port only (TLS; with --verbs-client-ca, "
+        "mutual TLS)",
+    )
+    p.add_argument(
+        "--verbs-client-ca",
+        type=Path,
+        help="require kube-scheduler's client certificate, signed by this CA, on --verbs-port",
+    )
+    p.add_argument(
+        "--kubernetes-auth",
+        action="store_true",
+        help="accept Kubernetes tokens on the policy API: TokenReview, then RBAC through "
+        "SubjectAccessReview (docs/policy-api.md)",
+    )
+    p.add_argument("--leader-elect", action="store_true", help="run as one of several replicas")
+    p.add_argument("--lease-name", help="the Lease replicas compete for (escher-extender)")
+    p.add_argument("--lease-namespace", help="its namespace (kube-system)")
+    p.add_argument("--identity", help="this replica's name in the lease (hostname_pid)")
+    p.add_argument("--kube-qps", type=float, help="the extender's API budget (50)")
+    p.add_argument("--kube-burst", type=int, help="... and burst (100)")
+    p.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     p.add_argument("--log-format", choices=["json", "text"])
     p.set_defaults(func=_serve)
 

@@ -26,3 +26,5 @@ def configure(level: str = "INFO", json_lines: bool = True) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # One line per API request is not a log: the metrics count them.
+    logging.getLogger("httpx").setLevel(logging.WARNING)

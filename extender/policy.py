@@ -3,7 +3,10 @@
 `set_resource` resolves where a resource goes (a node, a label selector, a resource vector
 the node's *available* resources must cover, or every node; optionally capped by num_nodes)
 and applies it to the ledger in one atomic step. `cluster_state` renders a snapshot. Called
-by the HTTP routes (extender.app) and, in-process, by ESLs; pure, no I/O.
+by the HTTP routes (extender.http.policy), by the ESLs' in-service backend
+(extender.esl.backends.LedgerBackend) and by the pure approach's backend
+(extender.adapters.nodestatus); pure, no I/O. Every refusal is a core error
+(extender.core.errors) naming the field, and nothing was changed.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
-from extender import resources
-from extender.ledger import BelowAllocated, Ledger, LedgerError, Snapshot, UnknownNode
+from extender.core import names, quantity
+from extender.core.errors import NoMatch, NotFound, UnknownNode
+from extender.core.ledger import Ledger, Snapshot
 
 Quantity = StrictStr | StrictInt
+Capacity = Annotated[StrictInt, Field(ge=0, le=quantity.MAX)]
 
 
 class ResourceSpec(BaseModel):
@@ -32,17 +37,20 @@ class ResourceSpec(BaseModel):
         },
     )
 
-    capacity: Annotated[StrictInt, Field(ge=0, description="Units per node; 0 removes it.")]
-    node: StrictStr | None = Field(None, description="Exactly this node.")
+    capacity: Capacity = Field(description="Units per node, 0..2^63-1; 0 removes it.")
+    node: Annotated[StrictStr, Field(max_length=253)] | None = Field(
+        None, description="Exactly this node."
+    )
     node_selector: dict[StrictStr, StrictStr] | None = Field(
-        None, description="Nodes whose labels include all of these."
+        None, description="Nodes whose labels include all of these.", max_length=64
     )
     node_spec: dict[StrictStr, Quantity] | None = Field(
         None,
         description="Nodes whose available resources cover this vector "
         "(cpu, memory, pods, or full extended-resource names).",
+        max_length=64,
     )
-    num_nodes: Annotated[StrictInt, Field(ge=1)] | None = Field(
+    num_nodes: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = Field(
         None, description="At most this many of the matching nodes."
     )
 
@@ -72,7 +80,7 @@ class SetResourceResult(BaseModel):
 class DeleteResourceResult(BaseModel):
     resource: str
     removed_from: list[str]
-    durable: bool
+    durable: bool = Field(description="False (HTTP 202) if not yet removed from the nodes.")
 
 
 class ResourceState(BaseModel):
@@ -88,26 +96,18 @@ class ClusterState(BaseModel):
     nodes: dict[str, dict[str, Usage]]
 
 
-class PolicyError(Exception):
-    """A policy call that cannot be applied; nothing was changed."""
-
-    def __init__(self, status: int, field: str, message: str) -> None:
-        self.status = status
-        self.field = field
-        super().__init__(message)
-
-
 def target_nodes(ledger: Ledger, resource: str, spec: ResourceSpec, learn: bool) -> list[str]:
     """The nodes `spec` names, in the order num_nodes picks from.
 
-    `learn` (standalone mode): a named node that is not known yet is created.
+    `learn` (standalone mode, no cluster to know nodes from): a named node that is not known
+    yet is created, once its name is checked and only when there is something to set on it.
     """
     snap = ledger.snapshot()
     if spec.node is not None:
         if spec.node not in snap.nodes:
-            if not learn:
-                raise PolicyError(404, "node", f"node {spec.node!r} not found")
-            ledger.ensure_nodes([spec.node])
+            if not learn or spec.capacity == 0:
+                raise UnknownNode([spec.node])
+            ledger.learn_nodes([names.check_node_name(spec.node)])
         return [spec.node]
     if spec.node_selector is not None:
         sel = spec.node_selector
@@ -115,54 +115,57 @@ def target_nodes(ledger: Ledger, resource: str, spec: ResourceSpec, learn: bool)
             n for n, v in snap.nodes.items() if all(v.labels.get(k) == x for k, x in sel.items())
         ]
         if not nodes:
-            raise PolicyError(422, "node_selector", f"node_selector {sel} matches no node")
+            raise NoMatch(f"node_selector {sel} matches no node", "node_selector")
     elif spec.node_spec is not None:
-        try:
-            want = resources.amounts(spec.node_spec)
-        except resources.InvalidResource as e:
-            raise PolicyError(422, "node_spec", f"node_spec: {e}") from e
+        want = {r: _requested(r, q, f"node_spec[{r[:64]}]") for r, q in spec.node_spec.items()}
         nodes = [
             n for n, v in snap.nodes.items() if all(v.available(r) >= q for r, q in want.items())
         ]
         if not nodes:
-            raise PolicyError(
-                422, "node_spec", f"node_spec {spec.node_spec} matches no node's available"
+            raise NoMatch(
+                f"node_spec {spec.node_spec} matches no node's available resources", "node_spec"
             )
     else:
         nodes = list(snap.nodes)
         if not nodes:
-            raise PolicyError(422, "node", "no nodes are known yet")
+            raise NoMatch("no nodes are known yet", "node")
     # num_nodes keeps nodes that already have the resource first, so a resize is stable.
     nodes.sort(key=lambda n: (resource not in snap.nodes[n].ephemeral, n))
     return nodes[: spec.num_nodes] if spec.num_nodes else nodes
 
 
+def _requested(resource: str, value: str | int, field: str) -> int:
+    if isinstance(value, int):
+        return quantity.capacity(value, field=field) * (1000 if resource == names.CPU else 1)
+    return quantity.amount(resource, value, field=field)
+
+
 def set_resource(
     ledger: Ledger, domain: str, name: str, spec: ResourceSpec, learn: bool = False
 ) -> tuple[str, dict[str, int], int]:
-    """Apply `spec` to resource `name`; returns (full name, {node: capacity}, version).
-
-    Every refusal is a PolicyError carrying its HTTP status and field; nothing is applied.
-    """
-    try:
-        full = resources.full_name(domain, name)
-    except resources.InvalidResource as e:
-        raise PolicyError(422, "name", str(e)) from e
+    """Apply `spec` to resource `name`; returns (full name, {node: capacity}, version)."""
+    full = names.full_name(domain, name)
     nodes = target_nodes(ledger, full, spec, learn)
     capacity = dict.fromkeys(nodes, spec.capacity)
-    try:
-        version = ledger.set_capacity(full, capacity)
-    except UnknownNode as e:
-        raise PolicyError(404, "node", str(e)) from e
-    except BelowAllocated as e:
-        raise PolicyError(409, "capacity", str(e)) from e
-    except LedgerError as e:
-        raise PolicyError(422, "name", str(e)) from e
-    return full, capacity, version
+    return full, capacity, ledger.set_capacity(full, capacity)
+
+
+def delete_resource(
+    ledger: Ledger, domain: str, name: str, force: bool = False
+) -> tuple[str, list[str], int]:
+    """Remove resource `name` from every node; returns (full name, nodes, version).
+
+    NotFound when no node has it; Conflict while pods hold it, unless `force`.
+    """
+    full = names.full_name(domain, name)
+    nodes = ledger.remove_resource(full, force=force)
+    if not nodes:
+        raise NotFound(f"resource {full} not found", "name")
+    return full, nodes, ledger.version
 
 
 def resource_state(snap: Snapshot, full: str) -> ResourceState:
-    return ResourceState(
+    state = ResourceState(
         resource=full,
         nodes={
             n: _usage(v.ephemeral[full], v.used.get(full, 0))
@@ -170,6 +173,9 @@ def resource_state(snap: Snapshot, full: str) -> ResourceState:
             if full in v.ephemeral
         },
     )
+    if not state.nodes:
+        raise NotFound(f"resource {full} not found", "name")
+    return state
 
 
 def cluster_state(snap: Snapshot) -> ClusterState:
@@ -179,8 +185,12 @@ def cluster_state(snap: Snapshot) -> ClusterState:
         entry = {r: _usage(cap, v.used.get(r, 0)) for r, cap in v.physical.items()}
         entry.update({r: _usage(cap, v.used.get(r, 0)) for r, cap in v.ephemeral.items()})
         nodes[name] = entry
-    return ClusterState(version=snap.version, nodes=nodes)
+    return ClusterState.model_construct(version=snap.version, nodes=nodes)
 
 
 def _usage(capacity: int, allocated: int) -> Usage:
-    return Usage(capacity=capacity, allocated=allocated, available=max(0, capacity - allocated))
+    # model_construct: the values are the ledger's own integers; validating 10^4 of them per
+    # call would cost more than the rest of get_cluster_state.
+    return Usage.model_construct(
+        capacity=capacity, allocated=allocated, available=max(0, capacity - allocated)
+    )

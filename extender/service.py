@@ -1,173 +1,287 @@
-"""The extender service's parts, wired together and started in the right order.
+"""The extender service's parts, wired together, started in order and stopped.
 
-Builds the ledger, the plugins and verbs and, unless standalone (settings.kube False), the
-Kubernetes parts: the cluster view, the write-back and the binder. Created by
-extender.app.create_app; its start() runs in the app's lifespan.
+The composition root: the only module that knows every part. It builds the ledger, the gang
+manager, the plugins and the verbs and, unless standalone (settings.kube False), the
+Kubernetes adapters: the cluster view, the write-back, the binder, leader election and the
+authorizer. extender.app serves it (it is the HTTP layer's Runtime); its `start()` and
+`stop()` run in the app's lifespan, on the event loop.
 
-Start-up order is what makes a restart lossless: the ledger is first rebuilt from the
-written-back node resources and the bound pods (the cluster holds the durable truth), and only
-then does the write-back start and the service report ready. Until then policy calls are
-refused with 503, so nothing can be decided on a half-built ledger.
+Start-up order is what makes a restart lossless: the ledger is first built from the nodes'
+written resources and the pods (the cluster holds the durable truth); only then do the
+watches, the write-back and leadership start, and the service report ready. Each step is
+retried with backoff until it succeeds, and until then every verb and policy call answers
+503 (kube-scheduler retries). A misconfiguration that retrying cannot fix (leader election
+without the RBAC for leases) fails the start with a message naming it.
+
+Concurrency (docs/architecture.md): decisions, the watches, the write-back, the gang
+manager and leader election all run on the event loop; work proportional to the nodes (the
+policy API, ESL steps) runs in worker threads against the thread-safe ledger, whose lock is
+held only for what a change touches. Nothing on the loop waits for I/O or a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+from collections.abc import Coroutine
 from typing import Any, cast
 
+from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
+
 from extender import filters
+from extender.core.events import PodEvents
+from extender.core.ledger import HolderKind, Ledger
+from extender.core.plugins import FilterPlugin, ScorePlugin
+from extender.core.pod import Keys
 from extender.esl.backends import LedgerBackend
 from extender.esl.registry import Instances
-from extender.filters.base import FilterPlugin, PluginContext, ScorePlugin
-from extender.gang import GangBook, InvalidGang, Keys, Wake, gang_of
-from extender.ledger import HolderKind, Ledger
+from extender.gang.manager import GangManager, Phase
 from extender.metrics import Metrics
 from extender.settings import Settings
-from extender.verbs import BadRequest, Verbs
+from extender.verbs import FilteredPods, Verbs
 
 log = logging.getLogger(__name__)
 
 
+class StartupError(Exception):
+    """The service cannot start as configured; the message says why."""
+
+
 class Service:
-    def __init__(self, settings: Settings, api_client: Any = None) -> None:
-        self.settings = settings
+    def __init__(self, settings: Settings, api: Any = None) -> None:
+        self.settings = s = settings
         self.metrics = Metrics()
-        self.ledger = Ledger(settings.resource_domain)
-        self.gangs = GangBook(self.ledger, Keys.for_domain(settings.resource_domain))
+        self.ledger = Ledger(s.resource_domain)
+        self.keys = Keys.for_domain(s.resource_domain)
+        self.events = PodEvents()
+        self.gangs = GangManager(
+            self.ledger,
+            self.keys,
+            backoff=(s.gang_backoff_initial_seconds, s.gang_backoff_max_seconds),
+        )
+        filtered = FilteredPods(s.filtered_max_pods, s.filtered_max_bytes)
+        self.events.subscribe(self.gangs.on_pod)
+        self.events.subscribe(filtered.on_pod)
+        self.api: Any = None
         self.view: Any = None
         self.writeback: Any = None
-        self.annotator: Any = None
+        self.elector: Any = None
         binder = None
-        if settings.kube:
+        if s.kube:
             # Imported here: the standalone mode needs no Kubernetes client at all.
-            from extender.adapters.annotator import PodAnnotator
             from extender.adapters.binder import Binder
-            from extender.adapters.client import api_client as make_api_client
+            from extender.adapters.kubeapi import KubeAPI
             from extender.adapters.view import ClusterView
             from extender.adapters.writeback import WriteBack
 
-            api = api_client or make_api_client(
-                settings.kubeconfig, in_cluster=settings.in_cluster, pool_size=32
+            self.api = api or KubeAPI(
+                s.kubeconfig, in_cluster=s.in_cluster, qps=s.kube_qps, burst=s.kube_burst
             )
-            self.writeback = WriteBack(api, self.ledger, settings, self.metrics)
+            self.writeback = WriteBack(self.api, self.ledger, s, self.metrics, self.may_write)
             self.view = ClusterView(
-                api, self.ledger, settings, self.metrics, on_node_drift=self.writeback.mark_dirty
+                self.api,
+                self.ledger,
+                self.keys,
+                self.events,
+                self.metrics,
+                adopt=lambda: not self.may_write(),
+                on_node_seen=self.writeback.node_seen,
             )
-            if settings.bind:
-                binder = Binder(api)
-                self.annotator = PodAnnotator(api, self.gangs.keys, on_gone=self.gangs.forget)
-        ctx = PluginContext(self.gangs, self._notify)
+            if s.bind:
+                binder = Binder(self.api, self.metrics, self.may_write)
+            if s.leader_elect:
+                from extender.adapters.leader import LeaderElector, default_identity
+
+                self.elector = LeaderElector(
+                    self.api,
+                    s.lease_namespace,
+                    s.lease_name,
+                    s.identity or default_identity(),
+                    s.resource_domain,
+                    s.lease_duration_seconds,
+                    s.renew_deadline_seconds,
+                    s.retry_period_seconds,
+                    self._leadership,
+                )
+        from extender.adapters.auth import Authorizer
+
+        self.authorizer = Authorizer(
+            self.api if s.kubernetes_auth else None,
+            s.resource_domain,
+            s.token,
+            s.auth_cache_seconds,
+        )
         self.verbs = Verbs(
             self.ledger,
-            settings.resource_domain,
-            [cast(FilterPlugin, filters.REGISTRY[n](ctx)) for n in filters.DEFAULT_FILTERS],
-            [cast(ScorePlugin, filters.REGISTRY[n](ctx)) for n in filters.DEFAULT_SCORERS],
+            self.keys,
+            self.gangs,
+            [cast(FilterPlugin, filters.REGISTRY[n](self.gangs)) for n in filters.DEFAULT_FILTERS],
+            [cast(ScorePlugin, filters.REGISTRY[n](self.gangs)) for n in filters.DEFAULT_SCORERS],
             binder,
-            learn_nodes=not settings.kube,
-            gangs=self.gangs,
-            gang_wait_seconds=settings.gang_wait_seconds,
+            learn_nodes=not s.kube,
+            max_learned_nodes=s.max_learned_nodes,
+            gang_wait_seconds=s.gang_wait_seconds,
+            filtered=filtered,
         )
         # ESLs created over HTTP (/v1/esl), each on its own LedgerBackend.
-        self.esls = Instances(self._esl_backend)
-        self._started = threading.Event()
-        self._stopping = threading.Event()
+        self.esls = Instances(self._esl_backend, limit=s.max_esl_instances)
+        self.metrics.on_scrape(self._gauges)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
         self._failed: str | None = None
-        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
 
-    def _esl_backend(self) -> LedgerBackend:
-        s, wb = self.settings, self.writeback
+    # ---- the HTTP layer's Runtime ------------------------------------------------------------
 
-        def wait(version: int, nodes: list[str]) -> bool:
-            return bool(wb.wait_durable(version, nodes, s.writeback_wait_seconds))
+    def may_write(self) -> bool:
+        """Whether this replica may decide and write: it leads, or runs alone."""
+        return self.elector is None or bool(self.elector.is_leader())
 
-        return LedgerBackend(
-            self.ledger,
-            s.resource_domain,
-            wait=wait if wb is not None else None,
-            learn=not s.kube,
-            scores=s.bind,  # extender mode: its prioritize honours preferences
+    def ready(self) -> tuple[bool, str]:
+        if not self._started:
+            return False, self._failed or "building the ledger from the cluster"
+        if not self.may_write():
+            holder = self.elector.holder if self.elector is not None else ""
+            return False, f"not the leader ({holder or 'no leader'} holds the lease)"
+        return True, "ok"
+
+    def alive(self) -> tuple[bool, str]:
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                return False, f"task {task.get_name()} failed: {task.exception()}"
+        return True, "ok"
+
+    async def wait_durable(self, version: int, nodes: list[str]) -> bool:
+        if self.writeback is None:
+            return True
+        return bool(
+            await self.writeback.wait_durable(version, nodes, self.settings.writeback_wait_seconds)
         )
 
-    def _notify(self, wakes: list[Wake]) -> None:
-        if self.annotator is not None:
-            self.annotator.send(wakes)
+    async def authorize(self, token: str | None, verb: str, subresource: str) -> None:
+        from extender.adapters.auth import Outcome
+        from extender.http.errors import Forbidden, NotReady, Unauthorized
 
-    def _expire_gangs(self) -> None:
-        while not self._stopping.wait(self.settings.gang_expiry_interval_seconds):
-            wakes = self.gangs.expire()
-            if wakes:
-                log.info("gang reservations expired", extra={"members": len(wakes)})
-                self._notify(wakes)
+        decision = await self.authorizer.decide(token, verb, subresource)
+        if decision.outcome is Outcome.UNAUTHENTICATED:
+            raise Unauthorized(decision.reason)
+        if decision.outcome is Outcome.FORBIDDEN:
+            raise Forbidden(decision.reason)
+        if decision.outcome is Outcome.UNAVAILABLE:
+            raise NotReady(decision.reason)
 
-    def _restore_gangs(self) -> None:
-        """Reservations live on the members' pods (annotations); take them back."""
-        keys = self.gangs.keys
-        for raw in self.annotator.reserved_members():
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start in the background: ready once the ledger is built. Leader election's
+        misconfigurations fail here, at once."""
+        self._loop = asyncio.get_running_loop()
+        if self.elector is not None:
+            from extender.adapters.leader import LeaderElectionError
+
             try:
-                pod = self.verbs.pod_info(raw)
-                spec = gang_of(pod, keys)
-                until = float(pod.annotations[keys.until])
-            except (BadRequest, InvalidGang, KeyError, ValueError) as e:
-                log.warning("ignoring a malformed gang reservation", extra={"error": str(e)})
-                continue
-            if spec is not None:
-                self.gangs.restore(pod, spec, pod.annotations[keys.node], until)
-
-    def start(self) -> None:
-        """Start in the background; /readyz turns true once the ledger is rebuilt."""
-        threading.Thread(target=self._expire_gangs, name="gang-expiry", daemon=True).start()
+                await self.elector.check()
+            except LeaderElectionError as e:
+                raise StartupError(str(e)) from None
+        self._spawn(self._expire_gangs(), "gang-expiry")
         threading.Thread(
             target=self.esls.run, args=(self._stopping,), name="esl-steps", daemon=True
         ).start()
         if self.view is None:
-            self._started.set()
+            self._started = True
+            self.metrics.is_leader.set(1)
             return
-        self._thread = threading.Thread(target=self._start_kube, name="startup", daemon=True)
-        self._thread.start()
+        self._spawn(self._start_kube(), "startup")
 
-    def _start_kube(self) -> None:
-        while True:
-            try:
-                self.view.rebuild()
-                break
-            except Exception as e:  # the API server may not be up yet: keep trying
-                self._failed = f"rebuilding the ledger from the cluster failed: {e}"
-                log.warning(self._failed)
-                if self._stopping.wait(1.0):
-                    return
+    async def _start_kube(self) -> None:
+        from extender.adapters.kubeapi import ApiError
+
+        retrying = AsyncRetrying(
+            wait=wait_exponential(multiplier=0.2, max=10.0),
+            retry=retry_if_exception_type(ApiError),
+            before_sleep=lambda state: self._startup_failed(state.outcome),
+        )
+        async for attempt in retrying:
+            with attempt:
+                await self.view.sync()
         self._failed = None
-        if self.annotator is not None:
-            self._restore_gangs()
-            self.annotator.start()
-        self.writeback.start()
-        self.view.start()
-        self._started.set()
+        self._spawn(self.view.nodes.run(), "watch-nodes")
+        self._spawn(self.view.pods.run(), "watch-pods")
+        self._spawn(self.writeback.run(), "writeback")
+        if self.elector is not None:
+            self._spawn(self.elector.run(), "leader-election")
+        else:
+            self.metrics.is_leader.set(1)
+            self.writeback.verify_all()
+        self._started = True
         log.info("ready", extra={"nodes": len(self.ledger.node_names())})
 
-    def stop(self) -> None:
+    def _startup_failed(self, outcome: Any) -> None:
+        e = outcome.exception() if outcome is not None else None
+        reason = getattr(e, "reason", "error")
+        self.metrics.startup_failures.labels("sync", reason).inc()
+        self._failed = f"building the ledger from the cluster failed ({reason}): {e}; retrying"
+        log.warning(self._failed)
+
+    def _leadership(self, leading: bool) -> None:
+        self.metrics.is_leader.set(1 if leading else 0)
+        self.metrics.leader_changes.labels("leader" if leading else "follower").inc()
+        if leading and self.writeback is not None:
+            self.writeback.verify_all()
+
+    async def _expire_gangs(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.gang_expiry_interval_seconds)
+            released = self.gangs.expire()
+            if released:
+                log.info("gang reservations expired", extra={"gangs": released})
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))
+
+    async def stop(self) -> None:
         self._stopping.set()
-        if self.view is not None:
-            self.view.stop()
-        if self.writeback is not None:
-            self.writeback.stop()
-        if self.annotator is not None:
-            self.annotator.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.api is not None:
+            await self.api.aclose()
 
-    def ready(self) -> tuple[bool, str]:
-        if not self._started.is_set():
-            return False, self._failed or "rebuilding the ledger from the cluster"
-        if self.view is not None and not self.view.synced.is_set():
-            return False, "cluster view is re-syncing"
-        return True, "ok"
+    # ---- ESLs in worker threads ------------------------------------------------------------
 
-    def update_gauges(self) -> None:
-        snap = self.ledger.snapshot()
-        m = self.metrics
-        m.ledger_nodes.set(len(snap.nodes))
-        m.ledger_resources.set(len({r for v in snap.nodes.values() for r in v.ephemeral}))
-        m.ledger_version.set(snap.version)
+    def _esl_backend(self) -> LedgerBackend:
+        s, loop = self.settings, self._loop
+
+        def wait(version: int, nodes: list[str]) -> bool:
+            # Called from an ESL's worker thread: waits there, the loop is not held.
+            if loop is None:
+                return True
+            future = asyncio.run_coroutine_threadsafe(self.wait_durable(version, nodes), loop)
+            return bool(future.result(timeout=s.writeback_wait_seconds + 5))
+
+        return LedgerBackend(
+            self.ledger,
+            s.resource_domain,
+            wait=wait if self.writeback is not None else None,
+            learn=not s.kube,
+            in_path=s.bind,  # extender mode: the extender is in kube-scheduler's path
+        )
+
+    # ---- metrics -------------------------------------------------------------------------------
+
+    def _gauges(self) -> None:
+        m, totals = self.metrics, self.ledger.totals()
+        m.ledger_nodes.set(totals.nodes)
+        m.ledger_resources.set(totals.resources)
+        m.ledger_version.set(totals.version)
         for kind in HolderKind:
-            m.ledger_holdings.labels(kind.value).set(
-                sum(1 for h in snap.holdings.values() if h.kind is kind)
-            )
+            m.ledger_holdings.labels(kind.value).set(totals.holdings.get(kind, 0))
+        phases = dict.fromkeys(Phase, 0)
+        for g in self.gangs.gangs():
+            phases[g.phase] += 1
+        for phase, n in phases.items():
+            m.gangs.labels(phase.value).set(n)
+        m.filtered_pods.set(len(self.verbs.filtered))
+        m.esl_instances.set(len(self.esls))

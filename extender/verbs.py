@@ -1,236 +1,275 @@
-"""The extender verbs: filter, prioritize and bind, decided over the ledger.
+"""The extender verbs: filter, prioritize, bind and preempt, decided over the ledger.
 
-Called by the HTTP routes (extender.app) with validated wire types; runs the enabled filter
-and score plugins (extender.filters) and, for bind, takes the pod's place in the ledger before
-asking the Binder (extender.adapters.binder, or none in standalone mode) to bind it.
+Called by the HTTP routes (extender.http.verbs) with decoded wire types; runs the enabled
+filter and score plugins (extender.filters), the gang barrier at bind (extender.gang), and
+preemption (extender.preemption). The Binder (extender.adapters.binder in kube mode, none in
+standalone mode) creates the Binding.
+
+The hot path. kube-scheduler calls filter and prioritize for every pod of its profile, one
+pod at a time, inside its scheduling cycle, so whatever they cost is taken from the cluster's
+throughput. A pod that requests no ephemeral resource, belongs to no gang and states no
+preference gets its answer without a look at the nodes when no gang holds a reservation
+(and only the reserved nodes are looked at when some does); prioritize answers such a pod
+with an empty list, which kube-scheduler adds nothing for.
 
 Why bind holds first: kube-scheduler binds asynchronously, so after filter said "fits" for
 pod A, pod B may be filtered and told the same before A is bound. Holding A's place in the
-ledger at bind time, atomically with the capacity check, means B's bind is refused (and B
-retried) rather than over-committing the node.
+ledger at bind, atomically with the capacity check, means B's bind is refused (and B
+retried) rather than over-committing the node. Bind only binds a pod this extender filtered,
+by its UID (the Binding's precondition), to a node it knows.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
-from starlette.concurrency import run_in_threadpool
-
-from extender import resources
-from extender.filters import FilterPlugin, PodInfo, Rejection, ScorePlugin
-from extender.gang import GangBook, GangSpec, InvalidGang, gang_of
-from extender.ledger import HolderKind, Ledger
+from extender import preemption
+from extender.core.errors import CoreError
+from extender.core.events import PodChange, PodEvent
+from extender.core.ledger import HolderKind, Ledger
+from extender.core.names import check_node_name
+from extender.core.objects import Pod
+from extender.core.plugins import FilterPlugin, ScorePlugin
+from extender.core.pod import Keys, PodInfo, Rejection, pod_info
+from extender.core.quantity import InvalidQuantity
+from extender.gang.manager import GangManager, Ticket
 from extender.wire import (
     MAX_SCORE,
+    BadRequest,
     ExtenderArgs,
     ExtenderBindingArgs,
     ExtenderBindingResult,
     ExtenderFilterResult,
+    ExtenderPreemptionArgs,
+    ExtenderPreemptionResult,
+    HostPriority,
+    MetaPod,
+    MetaVictims,
     NodeList,
+    node_names,
 )
 
-# Pods seen by filter, kept for their bind (bounded: pods that never bind age out).
-_POD_CACHE_SIZE = 50_000
 
-
-class BadRequest(ValueError):
-    """A call whose content (not its JSON shape) is wrong; the message names the field."""
+class BindError(Exception):
+    """Creating a Binding failed; the message says why (Binder implementations raise it)."""
 
 
 class Binder(Protocol):
-    def get_pod(self, namespace: str, name: str) -> Mapping[str, Any]: ...
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """Bind the pod to `node` if it is still the pod with `uid`; raise BindError."""
+        ...
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+class FilteredPods:
+    """The pods filter saw and bind may still be asked for, by uid: bounded by count and by
+    an estimate of their size, oldest forgotten first; a pod leaves once bound or gone."""
+
+    def __init__(self, max_pods: int, max_bytes: int) -> None:
+        self.max_pods = max_pods
+        self.max_bytes = max_bytes
+        self._pods: OrderedDict[str, tuple[PodInfo, int]] = OrderedDict()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def remember(self, pod: PodInfo) -> None:
+        if not pod.uid:
+            return
+        self.forget(pod.uid)
+        size = _size(pod)
+        self._pods[pod.uid] = (pod, size)
+        self.bytes += size
+        while self._pods and (len(self._pods) > self.max_pods or self.bytes > self.max_bytes):
+            _, (_, dropped) = self._pods.popitem(last=False)
+            self.bytes -= dropped
+
+    def get(self, uid: str) -> PodInfo | None:
+        entry = self._pods.get(uid)
+        return entry[0] if entry is not None else None
+
+    def forget(self, uid: str) -> None:
+        entry = self._pods.pop(uid, None)
+        if entry is not None:
+            self.bytes -= entry[1]
+
+    def on_pod(self, event: PodEvent) -> None:
+        """Subscribed to the cluster view: a bound or gone pod needs no bind any more."""
+        if event.change is PodChange.GONE or event.pod is None or event.pod.node:
+            self.forget(event.uid)
+
+
+def _size(pod: PodInfo) -> int:
+    """A generous estimate of what a PodInfo costs in memory, in bytes."""
+    strings = len(pod.uid) + len(pod.namespace) + len(pod.name) + len(pod.gang)
+    strings += sum(len(k) + len(v) for k, v in pod.marks.items())
+    strings += sum(len(k) + 16 for k in pod.requests) * 2
+    constraints = 0
+    if pod.constraints is not None:
+        c = pod.constraints
+        constraints = 200 * (len(c.tolerations) + len(c.node_selector) + len(c.terms or ()))
+    return 600 + 2 * strings + constraints
 
 
 class Verbs:
     def __init__(
         self,
         ledger: Ledger,
-        domain: str,
+        keys: Keys,
+        gangs: GangManager,
         filters: Sequence[FilterPlugin],
         scorers: Sequence[ScorePlugin],
         binder: Binder | None,
+        *,
         learn_nodes: bool = False,
-        gangs: GangBook | None = None,
+        max_learned_nodes: int = 10_000,
         gang_wait_seconds: float = 10.0,
+        filtered: FilteredPods | None = None,
     ) -> None:
         self.ledger = ledger
-        self.domain = domain
+        self.keys = keys
+        self.gangs = gangs
         self.filters = filters
         self.scorers = scorers
         self.binder = binder
         # Standalone mode: nodes are known only from the requests themselves.
         self.learn_nodes = learn_nodes
-        self.gangs = gangs
-        # How long a gang member's bind waits for the others: below kube-scheduler's
-        # httpTimeout for the extender (scheduler-config/extender.yaml), or the wait is cut.
+        self.max_learned_nodes = max_learned_nodes
+        # Below kube-scheduler's httpTimeout for the extender, or kube-scheduler gives up first.
         self.gang_wait_seconds = gang_wait_seconds
-        self._barriers: dict[str, asyncio.Event] = {}
-        self._pods: OrderedDict[str, PodInfo] = OrderedDict()
-        self._pods_lock = threading.Lock()
+        self.filtered = filtered if filtered is not None else FilteredPods(50_000, 64 << 20)
 
-    # ---- pods --------------------------------------------------------------------------
+    # ---- pods ------------------------------------------------------------------------------
 
-    def pod_info(self, pod: Mapping[str, Any]) -> PodInfo:
-        meta = pod.get("metadata")
-        if not isinstance(meta, Mapping):
-            raise BadRequest("Pod.metadata is missing or not an object")
+    def pod(self, raw: Pod, field: str = "Pod") -> PodInfo:
+        """What the decisions read of a pod in a request; BadRequest naming the field."""
         try:
-            amounts = resources.pod_amounts(pod)
-        except resources.InvalidResource as e:
-            raise BadRequest(str(e)) from e
-        eph, _ = resources.split(amounts, self.domain)
-        return PodInfo(
-            uid=str(meta.get("uid") or ""),
-            namespace=str(meta.get("namespace") or "default"),
-            name=str(meta.get("name") or ""),
-            labels=meta.get("labels") or {},
-            annotations=meta.get("annotations") or {},
-            amounts=amounts,
-            ephemeral=eph,
-            raw=pod,
-        )
+            return pod_info(raw, self.keys, self.ledger.prefix)
+        except (InvalidQuantity, CoreError) as e:
+            # The message names the field relative to the pod; say where the pod is.
+            where = f"{field}.{e.field}" if e.field else field
+            message = str(e)
+            if e.field and message.startswith(e.field):
+                message = message[len(e.field) :].lstrip(": ")
+            raise BadRequest(f"{where}: {message}", where) from None
 
-    def _remember(self, pod: PodInfo) -> None:
-        if not pod.uid:
-            return
-        with self._pods_lock:
-            self._pods[pod.uid] = pod
-            self._pods.move_to_end(pod.uid)
-            while len(self._pods) > _POD_CACHE_SIZE:
-                self._pods.popitem(last=False)
+    def _names(self, args: ExtenderArgs) -> list[str]:
+        names = node_names(args)
+        if self.learn_nodes and len(self.ledger.node_names()) < self.max_learned_nodes:
+            for i, n in enumerate(names):
+                try:
+                    check_node_name(n)
+                except CoreError as e:
+                    field = f"NodeNames[{i}]" if args.NodeNames is not None else f"Nodes[{i}]"
+                    raise BadRequest(f"{field}: {e}", field) from None
+            self.ledger.learn_nodes(names[: self.max_learned_nodes])
+        return names
 
-    def _recall(self, uid: str) -> PodInfo | None:
-        with self._pods_lock:
-            return self._pods.pop(uid, None)
-
-    # ---- filter --------------------------------------------------------------------------
-
-    @staticmethod
-    def node_names(args: ExtenderArgs) -> list[str]:
-        if args.NodeNames is not None:
-            return args.NodeNames
-        if args.Nodes is not None:
-            names = []
-            for i, node in enumerate(args.Nodes.items):
-                name = (node.get("metadata") or {}).get("name")
-                if not isinstance(name, str) or not name:
-                    raise BadRequest(f"Nodes.items[{i}].metadata.name is missing")
-                names.append(name)
-            return names
-        raise BadRequest("neither Nodes nor NodeNames is set")
+    # ---- filter ----------------------------------------------------------------------------
 
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
-        names = self.node_names(args)
-        pod = self.pod_info(args.Pod)
-        self._remember(pod)
-        if self.learn_nodes:
-            self.ledger.ensure_nodes(names)
+        pod = self.pod(args.Pod)  # first: a request refused for its pod changes nothing
+        names = self._names(args)
+        self.filtered.remember(pod)
+        if not pod.needs_extender and not self.ledger.reserved_nodes():
+            return _filter_reply(args, names, {})
         failed: dict[str, Rejection] = {}
         remaining: Sequence[str] = names
         for plugin in self.filters:
-            rejected = plugin.filter(pod, remaining, self.ledger)
-            if rejected:
-                failed.update(rejected)
-                remaining = [n for n in remaining if n not in rejected]
+            verdict = plugin.filter(pod, remaining, self.ledger)
+            if verdict.rejected:
+                failed.update(verdict.rejected)
+                remaining = [n for n in remaining if n not in verdict.rejected]
+            if verdict.final or not remaining:
+                break
         return _filter_reply(args, remaining, failed)
 
-    # ---- prioritize ----------------------------------------------------------------------
+    # ---- prioritize ------------------------------------------------------------------------
 
-    def prioritize(self, args: ExtenderArgs) -> dict[str, int]:
-        """Score per node, 0..MAX_SCORE: the mean of the enabled scorers.
-
-        Plain ints, not HostPriority models: at 1,000 nodes building models cost more than
-        deciding. The route serialises them as kube-scheduler's HostPriorityList.
-        """
-        names = self.node_names(args)
-        pod = self.pod_info(args.Pod)
+    def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
+        """Scores 0..MAX_SCORE, the mean of the enabled scorers; an empty list (neutral: it
+        adds nothing to any node) for a pod no scorer has anything to say about."""
+        names = node_names(args)
+        pod = self.pod(args.Pod)
+        if not (pod.ephemeral or pod.marks) or not self.scorers:
+            return []
         total = dict.fromkeys(names, 0)
-        if not pod.ephemeral or not self.scorers:
-            return total
-        if len(self.scorers) == 1:  # the common case, without the averaging pass
-            scores = self.scorers[0].score(pod, names, self.ledger)
-            return {n: min(MAX_SCORE, max(0, scores.get(n, 0))) for n in names}
         for plugin in self.scorers:
             for node, s in plugin.score(pod, names, self.ledger).items():
                 if node in total:
                     total[node] += s
         k = len(self.scorers)
-        return {node: min(MAX_SCORE, max(0, round(s / k))) for node, s in total.items()}
+        return [
+            HostPriority(Host=n, Score=min(MAX_SCORE, max(0, round(s / k))))
+            for n, s in total.items()
+        ]
 
-    # ---- bind ----------------------------------------------------------------------------
+    # ---- bind ------------------------------------------------------------------------------
 
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
-        """Hold the pod's place, wait for its gang if it has one, then bind it.
-
-        The gang barrier waits on the event loop (no thread is held while members gather);
-        the API calls run in worker threads.
-        """
+        """Hold the pod's place (or wait for its gang), then bind it."""
         if self.binder is None:
-            return ExtenderBindingResult(Error="binding is disabled (standalone mode)")
-        binder = self.binder
+            return ExtenderBindingResult(Error="binding is disabled (standalone or pure mode)")
+        if not args.PodUID:
+            raise BadRequest("PodUID is required: it is the Binding's precondition", "PodUID")
         ns, name, uid, node = args.PodNamespace, args.PodName, args.PodUID, args.Node
-        pod = self._recall(uid)
+        what = f"pod {ns}/{name} ({uid})"
+        pod = self.filtered.get(uid)
         if pod is None:
-            try:
-                pod = self.pod_info(await run_in_threadpool(binder.get_pod, ns, name))
-            except Exception as e:  # the Binder's typed errors and malformed pods alike
-                return ExtenderBindingResult(Error=f"cannot read pod {ns}/{name}: {e}")
-        spec = self._gang_spec(pod)
-        if spec is not None:
-            error = await self._gang_barrier(spec.key, uid, node)
-            if error:
-                return ExtenderBindingResult(Error=error)
+            return ExtenderBindingResult(Error=f"{what} was not filtered by this extender")
+        if (pod.namespace, pod.name) != (ns, name):
+            return ExtenderBindingResult(Error=f"{what}: the uid belongs to pod {pod.key}")
+        if self.ledger.node(node) is None:
+            return ExtenderBindingResult(Error=f"{what}: node {node[:253]!r} is not known")
+        ticket = self.gangs.arrive(uid, node)
+        if isinstance(ticket, str):
+            return ExtenderBindingResult(Error=ticket)
+        if isinstance(ticket, Ticket):
+            why = await ticket.barrier.wait(uid, self.gang_wait_seconds)
+            if why:
+                return ExtenderBindingResult(Error=f"{what}: gang {ticket.gang}: {why}")
         else:
-            short = self.ledger.hold(uid, node, pod.amounts, HolderKind.ASSUMED)
+            short = self.ledger.hold(
+                uid, node, pod.requests, HolderKind.ASSUMED, priority=pod.priority
+            )
             if short is not None:
-                return ExtenderBindingResult(
-                    Error=f"pod {ns}/{name} no longer fits: {short.detail}"
-                )
+                return ExtenderBindingResult(Error=f"{what} no longer fits: {short.detail}")
         try:
-            await run_in_threadpool(binder.bind, ns, name, uid, node)
-        except Exception as e:
-            self.ledger.release(uid)
+            await self.binder.bind(ns, name, uid, node)
+        except BindError as e:
+            if ticket is None:
+                self.ledger.release(uid)
             return ExtenderBindingResult(Error=str(e))
-        if spec is not None and self.gangs is not None and self.gangs.bound(spec.key, uid):
-            self._barriers.pop(spec.key, None)
+        if ticket is not None:
+            self.gangs.bound(uid, node)
+        self.filtered.forget(uid)
         return ExtenderBindingResult()
 
-    def _gang_spec(self, pod: PodInfo) -> GangSpec | None:
-        if self.gangs is None:
-            return None
-        try:
-            return gang_of(pod, self.gangs.keys)
-        except InvalidGang:
-            return None  # filter refused it; a bind for it is kube-scheduler's odd retry
+    # ---- preempt ---------------------------------------------------------------------------
 
-    async def _gang_barrier(self, key: str, uid: str, node: str) -> str:
-        """Wait until every member of the gang reached bind; an error if it may not bind."""
-        assert self.gangs is not None
-        everyone, error = self.gangs.arrive(key, uid, node)
-        if error:
-            return error
-        event = self._barriers.get(key)
-        if event is None or (event.is_set() and not everyone):
-            event = self._barriers[key] = asyncio.Event()  # a new round after an expiry
-        if everyone:
-            event.set()
-            return ""
-        try:
-            await asyncio.wait_for(event.wait(), self.gang_wait_seconds)
-        except TimeoutError:
-            self.gangs.leave(key, uid)
-            return f"gang {key}: not every member reached bind within {self.gang_wait_seconds:g}s"
-        return ""
+    def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
+        """Per candidate node, the victims that free what the preemptor needs; nodes where
+        evicting cannot help are dropped."""
+        pod = self.pod(args.Pod)
+        proposed: dict[str, tuple[list[str], int]] = {}
+        if args.NodeNameToMetaVictims is not None:
+            for node, mv in args.NodeNameToMetaVictims.items():
+                proposed[node] = ([p.UID for p in mv.Pods], mv.NumPDBViolations)
+        elif args.NodeNameToVictims is not None:
+            for node, v in args.NodeNameToVictims.items():
+                proposed[node] = ([p.metadata.uid for p in v.Pods], v.NumPDBViolations)
+        out: dict[str, MetaVictims] = {}
+        for node, (uids, pdb) in proposed.items():
+            chosen = preemption.victims(self.ledger, pod, node, uids)
+            if chosen:
+                out[node] = MetaVictims(Pods=[MetaPod(UID=u) for u in chosen], NumPDBViolations=pdb)
+        return ExtenderPreemptionResult(NodeNameToMetaVictims=out)
 
 
 def _filter_reply(
-    args: ExtenderArgs, passed: Sequence[str], failed: Mapping[str, Rejection]
+    args: ExtenderArgs, passed: Sequence[str], failed: dict[str, Rejection]
 ) -> ExtenderFilterResult:
     soft = {n: r.reason for n, r in failed.items() if not r.unresolvable}
     hard = {n: r.reason for n, r in failed.items() if r.unresolvable}
@@ -240,11 +279,10 @@ def _filter_reply(
         )
     assert args.Nodes is not None
     # Not nodeCacheCapable: the reply must carry the passing Node objects themselves.
-    items = (
-        args.Nodes.items
-        if not failed
-        else [n for n in args.Nodes.items if n["metadata"]["name"] not in failed]
-    )
+    items = args.Nodes.items
+    if failed:
+        keep = set(passed)
+        items = [raw for raw, name in zip(items, node_names(args), strict=True) if name in keep]
     nodes = NodeList(
         apiVersion=args.Nodes.apiVersion,
         kind=args.Nodes.kind,

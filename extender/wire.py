@@ -1,69 +1,166 @@
-"""kube-scheduler's extender wire types (k8s.io/kube-scheduler/extender/v1), exactly.
+"""kube-scheduler's extender wire types (k8s.io/kube-scheduler/extender/v1, v1.37), exactly.
 
 The Go types carry no JSON tags, so kube-scheduler sends the Go field names, capitalised
-(`Pod`, `Nodes`, `NodeNames`); tests/fixtures/kube-scheduler-v1.36/ holds requests recorded
-from the real kube-scheduler. Go's encoding/json reads replies case-insensitively; we reply
-capitalised. Pods and nodes stay plain JSON objects: the extender reads a few fields of them
-and echoes nodes back, so validating their full schema would only cost time.
+(`Pod`, `Nodes`, `NodeNames`); tests/fixtures/ holds requests recorded from the real
+kube-scheduler. Go's encoding/json reads replies case-insensitively; we reply capitalised.
 
-Used by the HTTP routes (extender.app) and the filters.
+Requests are decoded once, with msgspec, into only the fields some decision reads
+(extender.core.objects): a value of the wrong JSON type, malformed JSON or nesting too deep
+is refused as BadRequest naming the field, before anything is decided. Nodes of a NodeList
+(sent when the extender is not nodeCacheCapable) are kept undecoded but for their names,
+since a filter reply must echo the passing Node objects back unchanged.
+
+Used by the HTTP routes (extender.http.verbs) and the verbs (extender.verbs).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
+from msgspec import Raw, Struct, field
+
+from extender.core.objects import Pod
 
 # Prioritize scores must lie in 0..MAX_SCORE: kube-scheduler multiplies by weight * 10 and
 # adds the result to its plugin scores without clamping, so a larger score would dominate.
 MAX_SCORE = 10
 
 
-class _Wire(BaseModel):
-    # kube-scheduler versions add fields; ignoring unknown ones keeps us compatible.
-    model_config = ConfigDict(extra="ignore")
+class BadRequest(Exception):
+    """A request body that is not what kube-scheduler sends; nothing was decided."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
-class NodeList(_Wire):
-    """A v1 NodeList, sent when the extender is not nodeCacheCapable."""
-
-    apiVersion: str | None = None
-    kind: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    items: list[dict[str, Any]]
+class _Wire(Struct, frozen=True, gc=False, omit_defaults=True):
+    """Go's field names as they are (no JSON tags upstream); unknown fields are skipped."""
 
 
-class ExtenderArgs(_Wire):
-    """Body of filter and prioritize calls."""
+# ---- filter and prioritize -----------------------------------------------------------------
 
-    Pod: dict[str, Any]
+
+class NodeList(_Wire, frozen=True):
+    apiVersion: str = ""
+    kind: str = ""
+    metadata: Raw = field(default_factory=Raw)
+    items: list[Raw] = []
+
+
+class ExtenderArgs(_Wire, frozen=True):
+    Pod: Pod
     Nodes: NodeList | None = None
     NodeNames: list[str] | None = None
 
 
-class ExtenderFilterResult(_Wire):
-    """Filter reply: `Nodes` when not nodeCacheCapable (a reply with only NodeNames then
-    counts as "no node passed"), `NodeNames` when nodeCacheCapable."""
+class ExtenderFilterResult(_Wire, frozen=True):
+    """With nodeCacheCapable false the reply must carry `Nodes` (a reply with only NodeNames
+    counts as "no node passed"); with it true, `NodeNames`, each one of the names sent."""
 
     Nodes: NodeList | None = None
     NodeNames: list[str] | None = None
-    FailedNodes: dict[str, str] = Field(default_factory=dict)
-    FailedAndUnresolvableNodes: dict[str, str] = Field(default_factory=dict)
+    FailedNodes: dict[str, str] = {}
+    FailedAndUnresolvableNodes: dict[str, str] = {}
     Error: str = ""
 
 
-class HostPriority(_Wire):
+class HostPriority(_Wire, frozen=True):
     Host: str
-    Score: int = Field(ge=0, le=MAX_SCORE)
+    Score: int
 
 
-class ExtenderBindingArgs(_Wire):
+# ---- bind ------------------------------------------------------------------------------------
+
+
+class ExtenderBindingArgs(_Wire, frozen=True):
     PodName: str
     PodNamespace: str
     PodUID: str
     Node: str
 
 
-class ExtenderBindingResult(_Wire):
+class ExtenderBindingResult(_Wire, frozen=True):
     Error: str = ""
+
+
+# ---- preempt ---------------------------------------------------------------------------------
+
+
+class MetaPod(_Wire, frozen=True):
+    UID: str
+
+
+class MetaVictims(_Wire, frozen=True):
+    Pods: list[MetaPod] = []
+    NumPDBViolations: int = 0
+
+
+class Victims(_Wire, frozen=True):
+    Pods: list[Pod] = []
+    NumPDBViolations: int = 0
+
+
+class ExtenderPreemptionArgs(_Wire, frozen=True):
+    Pod: Pod
+    NodeNameToVictims: dict[str, Victims] | None = None
+    NodeNameToMetaVictims: dict[str, MetaVictims] | None = None
+
+
+class ExtenderPreemptionResult(Struct, frozen=True, gc=False):
+    # Always sent, even empty: kube-scheduler reads it to learn which nodes remain.
+    NodeNameToMetaVictims: dict[str, MetaVictims]
+
+
+# ---- decoding and encoding ---------------------------------------------------------------
+
+
+class _NodeName(Struct, frozen=True, gc=False):
+    class _Meta(Struct, frozen=True, gc=False):
+        name: str = ""
+
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
+T = TypeVar("T")
+_decoders: dict[type, msgspec.json.Decoder[object]] = {}
+_node_name = msgspec.json.Decoder(_NodeName)
+encode = msgspec.json.Encoder().encode
+
+
+def decode(body: bytes, kind: type[T]) -> T:
+    """Decode a request body into `kind`, or raise BadRequest naming the field."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    try:
+        return decoder.decode(body)  # type: ignore[return-value]
+    except msgspec.ValidationError as e:
+        message = str(e)
+        head, at, path = message.rpartition(" - at `$")
+        field = path.rstrip("`").lstrip(".") if at else None
+        raise BadRequest(f"{field or 'body'}: {head if at else message}", field or None) from None
+    except msgspec.DecodeError as e:
+        raise BadRequest(f"body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise BadRequest("body is nested too deeply") from None
+
+
+def node_names(args: ExtenderArgs) -> list[str]:
+    """The names of the nodes a filter or prioritize call is about."""
+    if args.NodeNames is not None:
+        return args.NodeNames
+    if args.Nodes is not None:
+        names = []
+        for i, raw in enumerate(args.Nodes.items):
+            try:
+                name = _node_name.decode(raw).metadata.name
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                name = ""
+            if not name:
+                field = f"Nodes.items[{i}].metadata.name"
+                raise BadRequest(f"{field} is missing or not a string", field)
+            names.append(name)
+        return names
+    raise BadRequest("neither Nodes nor NodeNames is set", "NodeNames")

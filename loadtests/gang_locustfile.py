@@ -30,8 +30,8 @@ from locust import User, constant_pacing, events, task
 from escher_harness import localcluster
 from escher_harness.bench import approaches
 from escher_harness.bench.trace import Event, Kind
+from escher_harness.kubeclient import api_client
 from escher_harness.workload import PodChange, Workload
-from extender.adapters.client import api_client
 
 CFG: dict[str, Any] = json.loads(os.environ.get("ESCHER_GANG_BENCH", "{}"))
 _ids = itertools.count(1)

@@ -1,66 +1,100 @@
 """ESCHER's pure approach against the Kubernetes API: ephemeral resources as node status.
 
-No extender service: the resources are written straight to the Node objects' status
-(`capacity` and `allocatable`, merge patches naming only the domain's keys, so other extended
-resources and other writers' keys are left alone), and kube-scheduler's NodeResourcesFit
-enforces them like any extended resource. The cluster state is read back from the nodes'
-allocatable and the bound pods' requests, into a ledger built for the one read, so the
-policy logic (extender.policy: targets, below-allocated checks, cluster_state) is the
-extender's own.
+NodeBackend is the ESL Backend (extender.esl.base.Backend) of the pure approach, for
+applications and benchmarks that run ESLs with no extender service in kube-scheduler's path:
+the resources are written straight to the Node objects' status (capacity and allocatable,
+merge patches naming only the domain's keys, so other extended resources and other writers'
+keys are left alone), and kube-scheduler's NodeResourcesFit enforces them like any extended
+resource. Each call reads the cluster afresh (nodes and bound pods) into a ledger of its own
+and decides exactly as the extender's policy API would (extender.policy). It is synchronous
+(the official kubernetes client), as ESLs are.
 
-Used by extender.esl.backends.NodeBackend. No transaction spans a read and a patch: pods
-placed in between are what the ESCHER paper calls its races.
+No transaction spans a read and a patch: pods placed in between are what the ESCHER paper
+calls its races. Do not point it at a cluster whose extender service writes the same domain:
+the two would undo each other's writes.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
+import msgspec
 import urllib3
 from kubernetes.client import ApiClient, CoreV1Api
 
-from extender.ledger import Ledger
-from extender.resources import InvalidResource, amount, pod_amounts, whole_amount
+from extender import policy
+from extender.core import quantity
+from extender.core.errors import NotFound
+from extender.core.ledger import Ledger
+from extender.core.objects import Node, ObjectList, Pod
+from extender.core.podrequests import pod_requests
+from extender.policy import ClusterState, ResourceSpec
 
 # Bound pods that still hold their resources (as kube-scheduler counts them).
 _POD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 _MERGE_PATCH = "application/merge-patch+json"
 _PAGE = 500
 _TIMEOUT = (5.0, 60.0)
+T = TypeVar("T")
 
 
-class NodeStatus:
-    def __init__(self, api: ApiClient, domain: str) -> None:
+class NodeBackend:
+    in_path = False  # kube-scheduler alone decides: no preferences, no gang filter
+
+    def __init__(self, api: ApiClient, domain: str = "escher.io") -> None:
         self._core = CoreV1Api(api)
         self.domain = domain
         self._prefix = domain + "/"
 
     def read(self) -> Ledger:
         """A ledger filled from the API server now: every node's labels, allocatable and
-        domain resources, and every bound pod's amounts."""
+        domain resources, and every bound pod's requests."""
         ledger = Ledger(self.domain)
-        for node in self._list(self._core.list_node, None):
-            meta, status = node["metadata"], node.get("status") or {}
+        for node in self._list(self._core.list_node, None, Node):
             physical: dict[str, int] = {}
             ephemeral: dict[str, int] = {}
-            for k, q in (status.get("allocatable") or {}).items():
+            for k, q in node.status.allocatable.items():
                 try:
-                    if k.startswith(self._prefix):
-                        ephemeral[k] = whole_amount(k, q)
-                    else:
-                        physical[k] = amount(k, q)
-                except InvalidResource:
+                    v = quantity.amount(k, q, field=k)
+                except quantity.InvalidQuantity:
                     continue  # not ours to judge; kube-scheduler reports it
-            ledger.upsert_node(meta["name"], meta.get("labels") or {}, physical, ephemeral)
-        for pod in self._list(self._core.list_pod_for_all_namespaces, _POD_SELECTOR):
+                (ephemeral if k.startswith(self._prefix) else physical)[k] = v
+            ledger.upsert_node(
+                node.metadata.name,
+                node.metadata.labels,
+                physical,
+                ephemeral,
+                node.spec.taints,
+                node.spec.unschedulable,
+            )
+        for pod in self._list(self._core.list_pod_for_all_namespaces, _POD_SELECTOR, Pod):
             try:
-                amounts = pod_amounts(pod)
-            except InvalidResource:
+                requests = pod_requests(pod.spec)
+            except quantity.InvalidQuantity:
                 continue
-            ledger.observe_bound(pod["metadata"]["uid"], pod["spec"]["nodeName"], amounts)
+            ledger.observe_bound(pod.metadata.uid, pod.spec.node_name, requests)
         return ledger
+
+    def set_resource(self, name: str, spec: ResourceSpec) -> dict[str, int]:
+        ledger = self.read()
+        before = ledger.snapshot()
+        full, nodes, _ = policy.set_resource(ledger, self.domain, name, spec)
+        for n, cap in nodes.items():
+            if before.nodes[n].ephemeral.get(full, 0) != cap:
+                self.patch(n, {full: cap})
+        return nodes
+
+    def delete_resource(self, name: str) -> None:
+        try:
+            full, nodes, _ = policy.delete_resource(self.read(), self.domain, name, force=True)
+        except NotFound:
+            return
+        for n in nodes:
+            self.patch(n, {full: 0})
+
+    def cluster_state(self) -> ClusterState:
+        return policy.cluster_state(self.read().snapshot())
 
     def patch(self, node: str, capacities: Mapping[str, int]) -> None:
         """Set these domain resources on `node` (0 removes one): one merge patch of the
@@ -80,7 +114,8 @@ class NodeStatus:
         resp.read()
         resp.release_conn()
 
-    def _list(self, fn: Any, selector: str | None) -> Iterator[dict[str, Any]]:
+    def _list(self, fn: Any, selector: str | None, kind: type[T]) -> Iterator[T]:
+        decoder = msgspec.json.Decoder(ObjectList[kind])  # type: ignore[valid-type]
         token = ""
         while True:
             kwargs: dict[str, Any] = {"limit": _PAGE, "_request_timeout": _TIMEOUT}
@@ -90,10 +125,10 @@ class NodeStatus:
                 kwargs["_continue"] = token
             resp = cast(urllib3.HTTPResponse, fn(_preload_content=False, **kwargs))
             try:
-                page = json.loads(resp.data)
+                page = decoder.decode(resp.data)
             finally:
                 resp.release_conn()
-            yield from page.get("items") or []
-            token = (page.get("metadata") or {}).get("continue") or ""
+            yield from page.items
+            token = page.metadata.continue_
             if not token:
                 return

@@ -1,198 +1,129 @@
 """Write-back: keeps the ephemeral resources on the Node objects equal to the ledger.
 
-The ledger decides ephemeral resources in memory; this module makes them durable and visible
-to kube-scheduler by writing each node's set to its `status.capacity` and `status.allocatable`
-(no kubelet copies one into the other for these names). Changes are coalesced (one merge
-patch per dirty node with its full desired set), patched concurrently, and retried with
+The ledger decides ephemeral resources in memory; this makes them durable and visible to
+kube-scheduler by writing each node's set to its `status.capacity` and `status.allocatable`
+(no kubelet copies one into the other for these names): a JSON merge patch of the status
+subresource that names only the domain's keys (null deletes one), so other writers' extended
+resources are never touched.
+
+Every patch carries the node's resourceVersion as a precondition (optimistic concurrency):
+it applies only to the node state it was computed from. A patch based on a stale view, or
+one a deposed leader still had in flight after another replica won the lease and wrote,
+fails with 409 Conflict instead of overwriting; the node is then read again and the patch
+recomputed (and sent only while this replica may still write). Changes are coalesced (one
+patch per node with its full desired set), patched concurrently, and retried per node with
 exponential backoff for as long as the node exists.
 
-Created by extender.service; the ledger calls it on every change (a subscription), the cluster
-view calls `mark_dirty` when a node's resources drift from the ledger, and the policy API calls
-`wait_durable` to answer only once a change is on the nodes.
+Created by extender.service. The ledger notifies it of changes (from any thread: the record
+is taken under a lock, the wake-up goes to the event loop), the cluster view tells it what
+each node shows, and the policy API awaits `wait_durable` to answer only once a change is on
+the nodes. It writes only while `may_write()` (this replica leads, or runs alone).
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
-from typing import Any, cast
 
-import urllib3
-from kubernetes.client import ApiClient, CoreV1Api
-from kubernetes.client.exceptions import ApiException
+import msgspec
 
-from extender.ledger import Ledger
+from extender.adapters.kubeapi import ApiError, KubeAPI, merge_patch
+from extender.adapters.view import Owned
+from extender.core import quantity
+from extender.core.ledger import Ledger
 from extender.metrics import Metrics
-from extender.resources import InvalidResource, whole_amount
 from extender.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_POOL_SIZE = 8
-# (connect, read): a hung API server must not hold a worker (or stop()) forever.
-_REQUEST_TIMEOUT = (5.0, 30.0)
-# A JSON merge patch names only our keys, and null deletes a key (RFC 7386): other writers'
-# resources in the same maps are left alone.
-_MERGE_PATCH = "application/merge-patch+json"
-
-
-def failure_reason(exc: BaseException) -> str:
-    """A short, bounded label for why a Kubernetes API call failed (metrics and logs)."""
-    if isinstance(exc, ApiException):
-        status = exc.status or 0
-        if status == 0:  # the client's wrapping of TLS errors
-            return "unreachable"
-        if status == 401:  # the credentials are wrong or expired
-            return "unauthorized"
-        if status == 403:  # RBAC does not allow the call
-            return "forbidden"
-        if status == 404:
-            return "not_found"
-        if status == 409:
-            return "conflict"
-        if status == 410:
-            return "gone"
-        if status == 429:
-            return "throttled"
-        if status >= 500:
-            return "server_error"
-        return "rejected"
-    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
-        return "unreachable"
-    return "error"
+_CONCURRENCY = 16
+_CONFLICT_RETRIES = 3
 
 
 @dataclass
 class _Dirty:
-    """Changes of one node that are not yet on it."""
+    """Changes of one node not yet on it."""
 
-    # The earliest ledger version not yet written; the node holds every state before it.
-    # 0 after drift: what is on the node is unknown, so it holds no version.
+    # The earliest ledger version not yet written (0: unknown, as after drift).
     first_version: int
-    last_version: int
     # Monotonic time of the earliest unwritten change (for the lag metric).
     since: float
-    # What is on the node may not be what this process last wrote (drift was reported, or
-    # nothing was written yet): the next write must check the node's actual state.
-    verify: bool = False
 
     def merge(self, other: _Dirty) -> None:
         self.first_version = min(self.first_version, other.first_version)
-        self.last_version = max(self.last_version, other.last_version)
         self.since = min(self.since, other.since)
-        self.verify = self.verify or other.verify
 
 
-class _NodeGone(Exception):
-    """The node no longer exists (in the API server or in the ledger): nothing to write."""
+@dataclass
+class _Seen:
+    """What the node showed last: its resourceVersion and the domain's keys there."""
+
+    version: str
+    capacity: Owned
+    allocatable: Owned
+
+
+class _NodeStatus(msgspec.Struct):
+    class _Meta(msgspec.Struct):
+        resourceVersion: str = ""
+
+    class _Status(msgspec.Struct):
+        capacity: dict[str, str] = {}
+        allocatable: dict[str, str] = {}
+
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    status: _Status = msgspec.field(default_factory=_Status)
 
 
 class WriteBack:
-    """Start after the ledger was rebuilt from the cluster and before any policy change."""
-
     def __init__(
-        self, api: ApiClient, ledger: Ledger, settings: Settings, metrics: Metrics
+        self,
+        api: KubeAPI,
+        ledger: Ledger,
+        settings: Settings,
+        metrics: Metrics,
+        may_write: Callable[[], bool],
     ) -> None:
-        self._core = CoreV1Api(api)
+        self._api = api
         self._ledger = ledger
         self._settings = settings
         self._metrics = metrics
-        self._prefix = settings.resource_domain + "/"
-        self._lock = threading.Lock()
-        self._work = threading.Condition(self._lock)  # writer: something became dirty
-        self._done = threading.Condition(self._lock)  # wait_durable: a write finished
+        self._may_write = may_write
+        self._prefix = ledger.prefix
+        self._lock = threading.Lock()  # _pending: written by the ledger's listener
         self._pending: dict[str, _Dirty] = {}
         self._in_flight: dict[str, _Dirty] = {}
-        # What this process last wrote to each node (the base of the next diff).
-        self._written: dict[str, dict[str, int]] = {}
-        self._backoff: dict[str, float] = {}
+        self._seen: dict[str, _Seen] = {}
         self._retry_at: dict[str, float] = {}
-        self._futures: set[Future[None]] = set()
-        self._stopping = False
-        self._stopped = threading.Event()  # wakes the writer out of its coalescing pause
-        self._thread: threading.Thread | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._backoff: dict[str, float] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake = asyncio.Event()
+        self._progress = asyncio.Event()
+        self._decode = msgspec.json.Decoder(_NodeStatus)
+        ledger.subscribe(self._on_change)
         metrics.writeback_pending.set_function(lambda: len(self.pending_nodes()))
 
-    # ---- public ---------------------------------------------------------------------------
-
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        # Subscribe before the snapshot so no change is missed. A change that lands between
-        # the two is in the snapshot ("written") but not on the node: such nodes are verified.
-        self._ledger.subscribe(self._on_change)
-        snap = self._ledger.snapshot()
-        with self._lock:
-            self._written = {n: dict(v.ephemeral) for n, v in snap.nodes.items()}
-            for rec in self._pending.values():
-                rec.verify = True
-        self._pool = ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="writeback-patch")
-        self._thread = threading.Thread(target=self._run, name="writeback", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop writing; waits up to `timeout` for patches in flight. Pending work is dropped
-        (the next start re-derives it: the ledger is rebuilt from the nodes)."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            self._stopping = True
-            self._work.notify_all()
-            self._done.notify_all()
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join(max(0.0, deadline - time.monotonic()))
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            with self._lock:
-                futures = set(self._futures)
-            wait_futures(futures, max(0.0, deadline - time.monotonic()))
-
-    def mark_dirty(self, node: str) -> None:
-        """Re-assert the ledger's state on `node`: someone else changed or reset it."""
-        with self._lock:
-            # Often it is only the view seeing the node before a pending write lands; that
-            # write's reply shows the node's real state, so no extra read is spent on it.
-            self._note(node, _Dirty(0, 0, time.monotonic(), verify=True))
-            self._work.notify()
-
-    def pending_nodes(self) -> list[str]:
-        """Nodes whose status is behind the ledger (waiting, backing off or being patched)."""
-        with self._lock:
-            return sorted(self._pending.keys() | self._in_flight.keys())
-
-    def wait_durable(self, version: int, nodes: Iterable[str], timeout: float) -> bool:
-        """True once every node in `nodes` holds the ledger's state as of `version` or later.
-
-        A node with nothing to write (or that no longer exists) counts as durable.
-        """
-        names = set(nodes)
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while not all(self._durable(n, version) for n in names):
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stopping:
-                    return False
-                self._done.wait(left)
-            return True
-
-    # ---- bookkeeping (under self._lock) ---------------------------------------------------
+    # ---- inputs ----------------------------------------------------------------------------
 
     def _on_change(self, version: int, nodes: frozenset[str]) -> None:
-        # Called by the ledger with its lock held: record and wake, nothing else.
+        # Called by the ledger with its lock held, on any thread: record and wake only.
         if not nodes:
             return
         now = time.monotonic()
         with self._lock:
             for n in nodes:
-                self._note(n, _Dirty(version, version, now))
-            self._work.notify()
+                self._note(n, _Dirty(version, now))
+        self._poke()
+
+    def _poke(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake.set)
 
     def _note(self, node: str, rec: _Dirty) -> None:
         old = self._pending.get(node)
@@ -201,203 +132,248 @@ class WriteBack:
         else:
             old.merge(rec)
 
+    def node_seen(self, node: str, version: str, capacity: Owned, allocatable: Owned) -> None:
+        """What the cluster view saw on a node; a difference from the ledger is re-asserted
+        (someone else changed or reset the node, or a patch of ours is not seen yet: then the
+        next patch finds nothing to write)."""
+        self._seen[node] = _Seen(version, dict(capacity), dict(allocatable))
+        view = self._ledger.node(node)
+        if view is None or not self._may_write():
+            return
+        want = dict(view.ephemeral)
+        if capacity != want or allocatable != want:
+            with self._lock:
+                self._note(node, _Dirty(0, time.monotonic()))
+            self._poke()
+
+    def verify_all(self) -> None:
+        """Check every node once (on becoming the leader: what the nodes show is what the
+        previous leader wrote; anything it left unwritten is written now)."""
+        now = time.monotonic()
+        with self._lock:
+            for n in self._ledger.node_names():
+                self._note(n, _Dirty(0, now))
+        self._poke()
+
+    # ---- durability ------------------------------------------------------------------------
+
+    def pending_nodes(self) -> list[str]:
+        with self._lock:
+            return sorted(self._pending.keys() | self._in_flight.keys())
+
     def _durable(self, node: str, version: int) -> bool:
         for rec in (self._pending.get(node), self._in_flight.get(node)):
             if rec is not None and rec.first_version <= version:
                 return False
         return True
 
-    def _take_ready(self, now: float) -> list[tuple[str, _Dirty]]:
-        """Move the nodes that may be written now to in-flight."""
-        ready: list[tuple[str, _Dirty]] = []
-        for node in list(self._pending):
-            # One patch per node at a time keeps its patches in order.
-            if node not in self._in_flight and self._retry_at.get(node, 0.0) <= now:
-                rec = self._pending.pop(node)
-                self._in_flight[node] = rec
-                ready.append((node, rec))
-        return ready
+    async def wait_durable(self, version: int, nodes: Iterable[str], timeout: float) -> bool:
+        """True once every node in `nodes` holds the ledger's state as of `version` or later
+        (a node with nothing to write, or that no longer exists, counts as durable)."""
+        names = set(nodes)
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if all(self._durable(n, version) for n in names):
+                    return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            progress = self._progress
+            try:
+                await asyncio.wait_for(progress.wait(), left)
+            except TimeoutError:
+                return False
 
-    def _has_ready(self, now: float) -> tuple[bool, float | None]:
-        """Whether a node may be written now; else when the next one backing off may."""
-        next_at: float | None = None
-        for node in self._pending:
-            if node in self._in_flight:
-                continue
-            at = self._retry_at.get(node, 0.0)
-            if at <= now:
-                return True, None
-            next_at = at if next_at is None else min(next_at, at)
-        return False, next_at
+    def _progressed(self) -> None:
+        self._progress.set()
+        self._progress = asyncio.Event()
 
     # ---- the writer ------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    async def run(self) -> None:
+        """Write for ever (until cancelled)."""
+        self._loop = asyncio.get_running_loop()
         coalesce = self._settings.writeback_coalesce_seconds
+        gate = asyncio.Semaphore(_CONCURRENCY)
+        tasks: set[asyncio.Task[None]] = set()
         while True:
-            with self._lock:
-                while not self._stopping:
-                    now = time.monotonic()
-                    ready, next_at = self._has_ready(now)
-                    if ready:
-                        break
-                    self._work.wait(None if next_at is None else next_at - now)
-                if self._stopping:
-                    return
-            # Let a burst of changes settle so each node gets one patch with all of them.
-            if coalesce and self._stopped.wait(coalesce):
-                return
-            with self._lock:
-                if self._stopping:
-                    return
-                batch = self._take_ready(time.monotonic())
-            assert self._pool is not None
+            batch, next_at = self._take_ready(time.monotonic())
+            if not batch:
+                self._wake.clear()
+                timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                if coalesce:  # let a burst of changes settle into one patch per node
+                    await asyncio.sleep(coalesce)
+                continue
             for node, rec in batch:
-                try:
-                    fut = self._pool.submit(self._write, node, rec)
-                except RuntimeError:  # stop() shut the pool down meanwhile
-                    return
-                with self._lock:
-                    self._futures.add(fut)
-                fut.add_done_callback(self._forget)
+                await gate.acquire()
+                task = asyncio.create_task(self._write(node, rec))
+                tasks.add(task)
 
-    def _forget(self, fut: Future[None]) -> None:
+                def finished(t: asyncio.Task[None]) -> None:
+                    tasks.discard(t)
+                    gate.release()
+
+                task.add_done_callback(finished)
+
+    def _take_ready(self, now: float) -> tuple[list[tuple[str, _Dirty]], float | None]:
+        """The nodes that may be written now (moved to in-flight), and when the next one
+        backing off may be."""
+        ready: list[tuple[str, _Dirty]] = []
+        next_at: float | None = None
+        if not self._may_write():
+            return ready, now + 0.5  # look again soon: leadership may come
         with self._lock:
-            self._futures.discard(fut)
+            for node in list(self._pending):
+                if node in self._in_flight:
+                    continue  # one patch per node at a time keeps its patches in order
+                at = self._retry_at.get(node, 0.0)
+                if at > now:
+                    next_at = at if next_at is None else min(next_at, at)
+                    continue
+                rec = self._pending.pop(node)
+                self._in_flight[node] = rec
+                ready.append((node, rec))
+        return ready, next_at
 
-    def _write(self, node: str, rec: _Dirty) -> None:
-        """Runs in the pool: one node's patch, and its outcome recorded."""
+    async def _write(self, node: str, rec: _Dirty) -> None:
+        # The ledger's version first: the node's state read after it is at least that new.
+        version = self._ledger.version
         try:
-            # Read the version first: the node's state read after it is at least that new.
-            version = self._ledger.version
+            wrote = await self._converge(node)
+        except ApiError as e:
+            if e.status == 404:
+                self._done(node, rec, version, wrote=False)
+                self._seen.pop(node, None)
+                return
+            self._failed(node, rec, e)
+            return
+        except _Deposed:
+            with self._lock:
+                self._in_flight.pop(node, None)
+                self._note(node, rec)
+            return
+        self._done(node, rec, version, wrote)
+
+    async def _converge(self, node: str) -> bool:
+        """Patch the node until it shows the ledger's values; True if a patch was sent."""
+        wrote = False
+        for _ in range(_CONFLICT_RETRIES + 1):
             view = self._ledger.node(node)
             if view is None:
-                raise _NodeGone
+                return wrote  # gone from the ledger: nothing to write
             desired = dict(view.ephemeral)
-            with self._lock:
-                known = self._written.get(node)
-            if known is None or (rec.verify and known == desired):
-                # No record of the node, or nothing to write by a record that may be wrong
-                # (with something to write, the patch's reply shows the truth instead): look.
-                known = self._owned_on(self._request(self._core.read_node_status, node))
-            body = patch_body(known, desired)
-            actual = known
-            if body is not None:
-                # The reply is the node after the patch: the truth to diff against next.
-                actual = self._owned_on(
-                    self._request(
-                        self._core.patch_node_status, node, body, _content_type=_MERGE_PATCH
-                    )
+            seen = self._seen.get(node)
+            if seen is None:
+                seen = await self._read(node)
+            body = patch_body(seen, desired)
+            if body is None:
+                return wrote
+            if not self._may_write():
+                raise _Deposed
+            payload, content_type = merge_patch(body)
+            try:
+                reply = await self._api.request(
+                    "PATCH",
+                    f"/api/v1/nodes/{node}/status",
+                    body=payload,
+                    content_type=content_type,
+                    what=f"patching node {node}",
                 )
-        except _NodeGone:
-            self._gone(node)
-        except ApiException as e:
-            if e.status == 404:
-                self._gone(node)
-            else:
-                self._failed(node, rec, failure_reason(e), e)
-        except Exception as e:  # connection errors, and anything else: never lose the work
-            self._failed(node, rec, failure_reason(e), e)
-        else:
-            with self._lock:
-                self._written[node] = actual
-            if actual != desired:
-                # Another writer changed our keys meanwhile (or left some we did not know of).
-                rec.verify = True
-                self._failed(node, rec, "drift", None)
-            else:
-                self._succeeded(node, rec, version, wrote=body is not None)
+            except ApiError as e:
+                if e.status != 409:
+                    raise
+                self._seen[node] = await self._read(node)  # stale: look, and try again
+                continue
+            self._seen[node] = self._parse(reply)
+            wrote = True
+        return wrote
 
-    def _request(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """One API call returning a Node, read as plain JSON (no client models: faster)."""
-        resp = cast(
-            urllib3.HTTPResponse,
-            call(*args, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT, **kwargs),
+    async def _read(self, node: str) -> _Seen:
+        reply = await self._api.request(
+            "GET", f"/api/v1/nodes/{node}/status", what=f"reading node {node}"
         )
-        try:
-            obj = json.loads(resp.data)
-        finally:
-            resp.release_conn()
-        if not isinstance(obj, dict):
-            raise ValueError("the API server did not return an object")
-        return obj
+        return self._parse(reply)
 
-    def _owned_on(self, node_obj: Mapping[str, Any]) -> dict[str, int]:
-        """The extender's resources as the node object has them."""
-        status = node_obj.get("status") or {}
-        cap = _owned(status.get("capacity") or {}, self._prefix)
-        alloc = _owned(status.get("allocatable") or {}, self._prefix)
-        # -1 never equals a desired amount, so a key whose two maps disagree is rewritten.
-        return {k: cap[k] if cap.get(k) == alloc.get(k) else -1 for k in cap.keys() | alloc}
+    def _parse(self, reply: bytes) -> _Seen:
+        status = self._decode.decode(reply)
+        return _Seen(
+            status.metadata.resourceVersion,
+            _owned(status.status.capacity, self._prefix),
+            _owned(status.status.allocatable, self._prefix),
+        )
 
-    def _succeeded(self, node: str, rec: _Dirty, version: int, wrote: bool) -> None:
-        now = time.monotonic()
+    def _done(self, node: str, rec: _Dirty, version: int, wrote: bool) -> None:
         with self._lock:
-            del self._in_flight[node]
-            if self._backoff.pop(node, None) is not None:
-                log.info("node status patch recovered", extra={"node": node})
-            self._retry_at.pop(node, None)
-            newer = self._pending.get(node)
-            # Changes that came while this write was under way were in it if their version
-            # is not above the one read; a drift report that came meanwhile stands.
-            if newer is not None and not newer.verify:
-                if newer.last_version <= version:
-                    del self._pending[node]
-                else:
-                    newer.first_version = max(newer.first_version, version + 1)
-            self._done.notify_all()
-            self._work.notify()  # changes that came meanwhile were held back for this node
-        if wrote:
-            self._metrics.writeback_lag_seconds.observe(now - rec.since)
-
-    def _gone(self, node: str) -> None:
-        with self._lock:
-            del self._in_flight[node]
-            self._written.pop(node, None)
+            self._in_flight.pop(node, None)
             self._backoff.pop(node, None)
             self._retry_at.pop(node, None)
-            self._done.notify_all()
-            self._work.notify()
-        log.info("node gone, dropping its write-back", extra={"node": node})
+            newer = self._pending.get(node)
+            # Changes noted while this write ran are covered if their version is not above
+            # the one read before it; a drift report (version 0) stands.
+            if newer is not None and 0 < newer.first_version <= version:
+                del self._pending[node]
+        if wrote:
+            self._metrics.writeback_lag_seconds.observe(time.monotonic() - rec.since)
+        self._progressed()
+        self._wake.set()
 
-    def _failed(self, node: str, rec: _Dirty, reason: str, exc: Exception | None) -> None:
-        self._metrics.writeback_failures.labels(reason).inc()
+    def _failed(self, node: str, rec: _Dirty, e: ApiError) -> None:
+        self._metrics.writeback_failures.labels(e.reason).inc()
         s = self._settings
         with self._lock:
-            del self._in_flight[node]
+            self._in_flight.pop(node, None)
             self._note(node, rec)
             prev = self._backoff.get(node)
             delay = s.writeback_backoff_initial_seconds if prev is None else prev * 2
             delay = min(delay, s.writeback_backoff_max_seconds)
             self._backoff[node] = delay
             self._retry_at[node] = time.monotonic() + delay
-            self._work.notify()
+        self._seen.pop(node, None)  # look before the next try
+        self._wake.set()
         # The first failure of a node is worth a warning; the retries of an outage are not.
         log.log(
             logging.WARNING if prev is None else logging.DEBUG,
             "node status patch failed, will retry",
-            extra={"node": node, "reason": reason, "retry_in": delay, "error": str(exc or "")},
+            extra={"node": node, "reason": e.reason, "retry_in": delay, "error": str(e)},
         )
 
 
-def patch_body(base: Mapping[str, int], desired: Mapping[str, int]) -> dict[str, Any] | None:
-    """The merge patch taking a node from `base` to `desired`, or None when they are equal.
+class _Deposed(Exception):
+    """This replica may no longer write (it lost the lease)."""
 
-    Names only changed keys, with null for removed ones, in both capacity and allocatable.
+
+def patch_body(seen: _Seen, desired: Mapping[str, int]) -> dict[str, object] | None:
+    """The merge patch taking the node from what it showed to `desired`, with its
+    resourceVersion as the precondition, or None when there is nothing to change.
+
+    Names only the keys that differ, in both capacity and allocatable; null deletes a key.
     """
-    diff: dict[str, str | None] = {k: str(v) for k, v in desired.items() if base.get(k) != v}
-    diff.update({k: None for k in base if k not in desired})
-    if not diff:
+    diffs: dict[str, dict[str, str | None]] = {}
+    for section, now in (("capacity", seen.capacity), ("allocatable", seen.allocatable)):
+        diff: dict[str, str | None] = {k: str(v) for k, v in desired.items() if now.get(k) != v}
+        diff.update({k: None for k in now if k not in desired})
+        if diff:
+            diffs[section] = diff
+    if not diffs:
         return None
-    return {"status": {"capacity": diff, "allocatable": dict(diff)}}
+    # Both sections get the same keys: a node's capacity and allocatable stay equal.
+    keys = {k for d in diffs.values() for k in d}
+    merged = {k: (str(desired[k]) if k in desired else None) for k in keys}
+    return {
+        "metadata": {"resourceVersion": seen.version},
+        "status": {"capacity": merged, "allocatable": dict(merged)},
+    }
 
 
-def _owned(resources: Mapping[str, Any], prefix: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for k, q in resources.items():
+def _owned(resources: Mapping[str, str], prefix: str) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for k, text in resources.items():
         if k.startswith(prefix):
             try:
-                out[k] = whole_amount(k, q)
-            except InvalidResource:
-                out[k] = -1  # not a value we would write: rewrite it
+                out[k] = quantity.capacity(text, field=k)
+            except quantity.InvalidQuantity:
+                out[k] = None  # not a value we would write: rewrite it
     return out

@@ -15,6 +15,8 @@ Pure data, no I/O; used by the core, the plugins, the gang feature, the wire and
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 from msgspec import Raw, Struct, field
 
 # Kubernetes serialises every resource.Quantity as a JSON string.
@@ -91,14 +93,14 @@ class NodeSelector(_Object, frozen=True):
 class NodeAffinity(_Object, frozen=True):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
     # Preferences only score: kube-scheduler weighs them itself.
-    preferred_during_scheduling_ignored_during_execution: Raw = Raw()
+    preferred_during_scheduling_ignored_during_execution: Raw = field(default_factory=Raw)
 
 
 class Affinity(_Object, frozen=True):
     node_affinity: NodeAffinity | None = None
     # Evaluated by kube-scheduler only: the extender needs to know that they are there.
-    pod_affinity: Raw = Raw()
-    pod_anti_affinity: Raw = Raw()
+    pod_affinity: Raw = field(default_factory=Raw)
+    pod_anti_affinity: Raw = field(default_factory=Raw)
 
 
 class Toleration(_Object, frozen=True):
@@ -107,6 +109,14 @@ class Toleration(_Object, frozen=True):
     value: str = ""
     effect: str = ""
     toleration_seconds: int | None = None
+
+
+class Volume(_Object, frozen=True):
+    name: str = ""
+    # The kinds that bind a pod to where their volume is (evaluated by kube-scheduler only);
+    # configMap, secret, emptyDir, projected and the like do not constrain nodes.
+    persistent_volume_claim: Raw = field(default_factory=Raw)
+    ephemeral: Raw = field(default_factory=Raw)
 
 
 class PodSpec(_Object, frozen=True):
@@ -124,9 +134,9 @@ class PodSpec(_Object, frozen=True):
     priority_class_name: str = ""
     preemption_policy: str | None = None
     # Evaluated by kube-scheduler only (see Affinity).
-    topology_spread_constraints: Raw = Raw()
-    volumes: Raw = Raw()
-    resource_claims: Raw = Raw()
+    topology_spread_constraints: Raw = field(default_factory=Raw)
+    volumes: list[Volume] = []
+    resource_claims: Raw = field(default_factory=Raw)
 
 
 class PodStatus(_Object, frozen=True):
@@ -163,3 +173,20 @@ class Node(_Object, frozen=True):
     metadata: ObjectMeta = field(default_factory=ObjectMeta)
     spec: NodeSpec = field(default_factory=NodeSpec)
     status: NodeStatus = field(default_factory=NodeStatus)
+
+
+# ---- lists -----------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+class ListMeta(Struct, frozen=True, gc=False):
+    resourceVersion: str = ""
+    continue_: str = field(default="", name="continue")
+
+
+class ObjectList(Struct, Generic[T], frozen=True, gc=False):
+    """A page of a list (NodeList, PodList): decode as ObjectList[Node] and so on."""
+
+    metadata: ListMeta = field(default_factory=ListMeta)
+    items: list[T] = []

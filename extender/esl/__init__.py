@@ -1,44 +1,16 @@
-"""ESCHER Scheduling Libraries (ESLs) and the typed client of the policy API they use.
+"""ESCHER Scheduling Libraries (ESLs): scheduling intents turned into ephemeral resources.
 
-An ESL turns a scheduling intent ("co-locate these", "gang of 8") into ephemeral resources
-through `set_resource` / `get_cluster_state`, and tells the application what its pods must
-request. The protocol and what ESLs share are in extender.esl.base; the approaches they run
-on (the extender's policy API, its ledger in-process, or Node objects directly) in
-extender.esl.backends; every ESL by name in extender.esl.registry.REGISTRY; the HTTP
-endpoints (/v1/esl) in extender.esl.routes. `extender.esl.client.PolicyClient` is how ESLs
-outside the service reach the extender's policy API.
+An ESL turns an intent ("co-locate these", "gang of 8") into ephemeral resources through
+`set_resource` / `get_cluster_state`, and tells the application what its pods must request.
+
+  base      the ESL and Backend protocols, and what every ESL shares
+  errors    the ESLs' error taxonomy
+  backends  the approaches inside and outside the service (the pure approach's backend,
+            which writes Node objects, is extender.adapters.nodestatus.NodeBackend)
+  client    the typed client of the extender's policy API
+  registry  every ESL by name, and the service's store of instances created over HTTP
+  shares    weighted max-min fair shares (queues and fair sharing)
+  colocation, antiaffinity, loadbalance, locality, binpack, sequencing, queues, fairshare,
+  soft, compose, gang: one module per ESL, independent of one another (an import-linter
+  contract), found by name in registry.REGISTRY.
 """
-
-from extender.esl.base import (
-    ESL,
-    Backend,
-    BackendError,
-    Change,
-    Dynamic,
-    ESLError,
-    InvalidParameters,
-    NoRoom,
-    PodRequest,
-    Signalled,
-    UnknownKey,
-    Unsatisfiable,
-    parse_params,
-)
-from extender.esl.registry import REGISTRY
-
-__all__ = [
-    "ESL",
-    "REGISTRY",
-    "Backend",
-    "BackendError",
-    "Change",
-    "Dynamic",
-    "ESLError",
-    "InvalidParameters",
-    "NoRoom",
-    "PodRequest",
-    "Signalled",
-    "UnknownKey",
-    "Unsatisfiable",
-    "parse_params",
-]

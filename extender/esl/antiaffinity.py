@@ -12,7 +12,8 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from extender.esl.base import BaseESL, Count, ESLParams, PodRequest, Unsatisfiable
+from extender.esl.base import BaseESL, Count, ESLParams, PodRequest
+from extender.esl.errors import Unsatisfiable
 
 NAME = "antiaffinity"
 

@@ -28,8 +28,10 @@ from typing import Annotated, Any, ClassVar, Generic, Protocol, TypeVar, runtime
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from extender.policy import ClusterState
-from extender.resources import CPU, MEMORY, InvalidResource, amount, parse_quantity
+from extender.core import quantity
+from extender.core.names import CPU, MEMORY
+from extender.esl.errors import InvalidParameters, UnknownKey, Unsatisfiable
+from extender.policy import ClusterState, ResourceSpec
 
 # Resource names are <prefix>-<name>[-<key>]: short enough to stay within Kubernetes' 63.
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -38,45 +40,6 @@ KEY_MAX = 20
 # "Unbounded" capacity (bin-packing, fair-share users, soft alternatives): far above what a
 # node can run, still a valid extended-resource quantity.
 UNBOUNDED = 100_000
-
-
-class ESLError(Exception):
-    """An ESL call that cannot be done; `status` is the HTTP status the routes answer."""
-
-    status = 422
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        self.field = field
-        super().__init__(message)
-
-
-class InvalidParameters(ESLError):
-    """Parameters that fail validation; `field` names the first offending one."""
-
-
-class Unsatisfiable(ESLError):
-    """Parameters that no cluster state can ever satisfy (not even an empty cluster)."""
-
-
-class NoRoom(ESLError):
-    """Not possible now, but could be once the cluster has room: retry later."""
-
-    status = 409
-
-
-class UnknownKey(ESLError):
-    """requests_for / signal with a key (group, queue, user, stage) the ESL does not have."""
-
-    status = 404
-
-
-class BackendError(ESLError):
-    """The backend refused a change (unknown node 404, below allocated 409, no match 422);
-    nothing was changed."""
-
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
-        super().__init__(message, field)
-        self.status = status
 
 
 def _check_name(kind: str, limit: int) -> Any:
@@ -94,9 +57,9 @@ def _check_name(kind: str, limit: int) -> Any:
 def _quantity(resource: str) -> Any:
     def check(v: str) -> str:
         try:
-            if amount(resource, v) <= 0:
+            if quantity.amount(resource, v, field=resource) <= 0:
                 raise ValueError(f"{resource} must be > 0, not {v!r}")
-        except InvalidResource as e:
+        except quantity.InvalidQuantity as e:
             raise ValueError(str(e)) from None
         return v
 
@@ -129,8 +92,8 @@ class Target(BaseModel):
     node: str | None = None
     node_selector: dict[str, str] | None = None
 
-    def kwargs(self) -> dict[str, Any]:
-        return {"node": self.node, "node_selector": self.node_selector}
+    def spec(self, capacity: int) -> ResourceSpec:
+        return ResourceSpec(capacity=capacity, node=self.node, node_selector=self.node_selector)
 
 
 class PodRequest(BaseModel):
@@ -162,7 +125,7 @@ class PodRequest(BaseModel):
 
 
 def _larger(a: str, b: str) -> str:
-    return a if parse_quantity(a) >= parse_quantity(b) else b
+    return a if quantity.parse(a, field="limits") >= quantity.parse(b, field="limits") else b
 
 
 class Change(BaseModel):
@@ -175,32 +138,26 @@ class Change(BaseModel):
 
 @runtime_checkable
 class Backend(Protocol):
-    """ESCHER's API, as both approaches provide it.
+    """ESCHER's API, as both approaches provide it (extender.esl.backends).
 
-    `domain`: pods request <domain>/<name>. `scores`: True when the scheduler also honours
-    preferences (the extender's prioritize: escher.io/prefer, escher.io/pack), so soft
-    constraints and bin-packing need no timeouts.
+    `domain`: pods request <domain>/<name>. `in_path`: the extender is in kube-scheduler's
+    path (extender mode), so its prioritize honours preferences (escher.io/prefer,
+    escher.io/pack: soft constraints and bin-packing need no timeouts) and its gang filter
+    places gangs all-or-nothing. Refusals are the core's errors (extender.core.errors) and
+    change nothing.
     """
 
     domain: str
-    scores: bool
+    in_path: bool
 
-    def set_resource(
-        self,
-        name: str,
-        capacity: int,
-        *,
-        node: str | None = None,
-        node_selector: Mapping[str, str] | None = None,
-        node_spec: Mapping[str, str | int] | None = None,
-        num_nodes: int | None = None,
-    ) -> dict[str, int]:
-        """Set `name`'s capacity on the matching nodes (0 removes it there); returns
-        {node: capacity}. Raises BackendError and changes nothing when refused."""
+    def set_resource(self, name: str, spec: ResourceSpec) -> dict[str, int]:
+        """Set `name`'s capacity on the nodes `spec` targets (0 removes it there); returns
+        {node: capacity}."""
         ...
 
     def delete_resource(self, name: str) -> None:
-        """Remove `name` from every node; nothing to do when no node has it."""
+        """Remove `name` from every node, even while pods hold it (they keep running);
+        nothing to do when no node has it."""
         ...
 
     def cluster_state(self) -> ClusterState: ...
@@ -271,9 +228,21 @@ class BaseESL(Generic[P]):
     def full(self, key: str = "") -> str:
         return f"{self.backend.domain}/{self.short(key)}"
 
-    def set(self, short: str, capacity: int, **target: Any) -> dict[str, int]:
-        """set_resource, remembering where the resource now is."""
-        nodes = self.backend.set_resource(short, capacity, **target)
+    def set(
+        self,
+        short: str,
+        capacity: int,
+        node: str | None = None,
+        node_selector: Mapping[str, str] | None = None,
+    ) -> dict[str, int]:
+        """set_resource on a node, the nodes with these labels, or (neither) every node,
+        remembering where the resource now is."""
+        spec = ResourceSpec(
+            capacity=capacity,
+            node=node,
+            node_selector=dict(node_selector) if node_selector is not None else None,
+        )
+        nodes = self.backend.set_resource(short, spec)
         where = self._created.setdefault(short, {})
         for node, cap in nodes.items():
             if cap:

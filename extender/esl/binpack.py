@@ -17,6 +17,8 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from extender.core.names import CPU, MEMORY, PODS
+from extender.core.quantity import amount
 from extender.esl.base import (
     UNBOUNDED,
     BaseESL,
@@ -29,7 +31,6 @@ from extender.esl.base import (
     room,
 )
 from extender.policy import ClusterState
-from extender.resources import CPU, MEMORY, PODS, amount
 
 NAME = "binpack"
 
@@ -46,15 +47,15 @@ class BinPack(BaseESL[BinPackParams]):
     Params: ClassVar[type[ESLParams]] = BinPackParams
 
     def need(self) -> dict[str, int]:
-        need = {PODS: 1, CPU: amount(CPU, self.params.cpu)}
+        need = {PODS: 1, CPU: amount(CPU, self.params.cpu, field="cpu")}
         if self.params.memory:
-            need[MEMORY] = amount(MEMORY, self.params.memory)
+            need[MEMORY] = amount(MEMORY, self.params.memory, field="memory")
         return need
 
     def apply(self) -> None:
         if self.where(self.short()):
             return
-        if self.backend.scores:
+        if self.backend.in_path:
             self.set(self.short(), UNBOUNDED)
             return
         for node in self._next_nodes(self.backend.cluster_state(), self.params.start_nodes):
@@ -72,7 +73,7 @@ class BinPack(BaseESL[BinPackParams]):
         return sorted((n for n, r in rooms.items() if r > 0), key=lambda n: (rooms[n], n))[:k]
 
     def step(self) -> list[Change]:
-        if self.backend.scores:
+        if self.backend.in_path:
             return []
         state = self.backend.cluster_state()
         need = self.need()
@@ -93,5 +94,5 @@ class BinPack(BaseESL[BinPackParams]):
         limits = {self.full(): "1", CPU: self.params.cpu}
         if self.params.memory:
             limits[MEMORY] = self.params.memory
-        annotations = {f"{self.backend.domain}/pack": self.short()} if self.backend.scores else {}
+        annotations = {f"{self.backend.domain}/pack": self.short()} if self.backend.in_path else {}
         return PodRequest(limits=limits, annotations=annotations)

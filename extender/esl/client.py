@@ -89,11 +89,17 @@ class PolicyClient:
             node_spec=dict(node_spec) if node_spec is not None else None,
             num_nodes=num_nodes,
         )
+        return self.put_resource(name, spec)
+
+    def put_resource(self, name: str, spec: ResourceSpec) -> SetResourceResult:
+        """PUT /v1/resources/{name} with a ResourceSpec."""
         body = spec.model_dump(exclude_none=True)
         return SetResourceResult.model_validate(self._call("PUT", f"/v1/resources/{name}", body))
 
-    def delete_resource(self, name: str) -> DeleteResourceResult:
-        return DeleteResourceResult.model_validate(self._call("DELETE", f"/v1/resources/{name}"))
+    def delete_resource(self, name: str, force: bool = False) -> DeleteResourceResult:
+        """Remove the resource everywhere; refused (409) while pods hold it unless `force`."""
+        path = f"/v1/resources/{name}" + ("?force=true" if force else "")
+        return DeleteResourceResult.model_validate(self._call("DELETE", path))
 
     def get_resource(self, name: str) -> ResourceState:
         return ResourceState.model_validate(self._call("GET", f"/v1/resources/{name}"))

@@ -18,6 +18,8 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from extender.core.names import CPU, MEMORY, PODS
+from extender.core.quantity import amount
 from extender.esl.base import (
     Backend,
     BaseESL,
@@ -26,13 +28,11 @@ from extender.esl.base import (
     ESLParams,
     Key,
     Memory,
-    NoRoom,
     PodRequest,
-    Unsatisfiable,
     room,
 )
+from extender.esl.errors import NoRoom, Unsatisfiable
 from extender.policy import ClusterState
-from extender.resources import CPU, MEMORY, PODS, amount
 
 NAME = "colocation"
 
@@ -82,9 +82,9 @@ class Colocation(BaseESL[ColocationParams]):
         p = self.params
         need = {PODS: 1, **self._extra}
         if p.cpu:
-            need[CPU] = amount(CPU, p.cpu)
+            need[CPU] = amount(CPU, p.cpu, field="cpu")
         if p.memory:
-            need[MEMORY] = amount(MEMORY, p.memory)
+            need[MEMORY] = amount(MEMORY, p.memory, field="memory")
         return need
 
     def apply(self) -> None:

@@ -14,7 +14,8 @@ fewer than `pods` are placed within `timeout_seconds`, `step()` moves to the nex
 application resubmits its pending pods. Timeouts on both approaches: a prioritize score
 cannot choose between request vectors, only between nodes.
 
-Parts are given as ESL instances (Python) or as {kind, params} (HTTP, via the registry).
+Parts are given as ESL instances (Python), or as {kind, params} over HTTP, from which
+extender.esl.registry builds them (this module does not know the other ESLs).
 `step()` steps every dynamic part. Called by applications and the /v1/esl endpoints.
 """
 
@@ -33,15 +34,11 @@ from extender.esl.base import (
     Change,
     Count,
     Dynamic,
-    ESLError,
     ESLParams,
-    InvalidParameters,
     PodRequest,
-    UnknownKey,
-    Unsatisfiable,
-    parse_params,
     totals,
 )
+from extender.esl.errors import ESLError, InvalidParameters, UnknownKey, Unsatisfiable
 from extender.policy import ClusterState
 
 NAME = "compose"
@@ -68,27 +65,6 @@ class Placer(Protocol):
     def constrain(self, extra: dict[str, int]) -> None: ...
 
 
-def build(parts: Sequence[Part], backend: Backend) -> list[ESL]:
-    """ESL instances from {kind, params}, errors naming the part's field."""
-    from extender.esl.registry import REGISTRY  # the registry lists this module too
-
-    out: list[ESL] = []
-    for i, part in enumerate(parts):
-        cls = REGISTRY.get(part.kind)
-        if cls is None or cls.NAME == NAME:
-            kinds = ", ".join(k for k in REGISTRY if k != NAME)
-            raise InvalidParameters(
-                f"parts.{i}.kind: {part.kind!r} is not an ESL to compose ({kinds})",
-                f"parts.{i}.kind",
-            )
-        try:
-            params = parse_params(cls.Params, part.params)
-        except InvalidParameters as e:
-            raise InvalidParameters(f"parts.{i}.params.{e}", f"parts.{i}.params.{e.field}") from e
-        out.append(cls(backend, params))
-    return out
-
-
 class Compose(BaseESL[ComposeParams]):
     NAME = NAME
     PREFIX = "compose"
@@ -102,7 +78,10 @@ class Compose(BaseESL[ComposeParams]):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(backend, params)
-        self.parts = list(parts) if parts is not None else build(params.parts, backend)
+        if parts is None:
+            # Over HTTP, extender.esl.registry builds the parts from params.parts.
+            raise InvalidParameters("parts: a composition is built from its parts", "parts")
+        self.parts = list(parts)
         if len(self.parts) < 2:
             raise InvalidParameters("parts: a composition needs at least two parts", "parts")
         keyed = [p for p in self.parts if p.request_keys() != [""]]

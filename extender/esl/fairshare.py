@@ -19,7 +19,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from extender.esl.base import Change, Count, ESLParams, Key, PodRequest, per_node
-from extender.esl.queues import Resizer, weighted_shares, within
+from extender.esl.shares import Resizer, weighted_shares, within
 
 NAME = "fairshare"
 

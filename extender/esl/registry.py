@@ -2,18 +2,15 @@
 
 REGISTRY is to ESLs what extender.filters.REGISTRY is to plugins: the /v1/esl endpoints and
 compositions find an ESL by its NAME here. To add an ESL: write a module in this package
-with a NAME and a class following extender.esl.base.ESL, and list it below.
+with a NAME and a class following extender.esl.base.ESL, and list it below. `build` makes an
+instance from {kind, params}, compositions' parts included (the compose module itself knows
+no other ESL).
 
-The gang ESL (escher_harness.bench.puregang.PureGang) is not listed: it does not fit the shape. It
-creates and deletes the gang's pods itself, attempt after attempt, and its resource lives
-only as long as one attempt; there is no apply / requests_for split for an application to
-create pods with.
-
-Instances is the service's store of ESLs created over HTTP (extender.esl.routes): one lock
-per instance serialises its calls, and each has its own LedgerBackend so whether its
-changes were confirmed on the nodes is known per call. Created by extender.service, which
-runs `step_all` every STEP_SECONDS: the instances' dynamic policies advance without a client
-calling POST /v1/esl/{id}/step.
+Instances is the service's store of ESLs created over HTTP (extender.http.esl): one lock per
+instance serialises its calls, each has its own LedgerBackend so whether its changes were
+confirmed on the nodes is known per call, and there are at most `limit` of them. Created by
+extender.service, which runs `run` in a thread: every STEP_SECONDS the instances' dynamic
+policies advance without a client calling POST /v1/esl/{id}/step.
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ from extender.esl import (
     colocation,
     compose,
     fairshare,
+    gang,
     loadbalance,
     locality,
     queues,
@@ -39,14 +37,14 @@ from extender.esl import (
     soft,
 )
 from extender.esl.backends import LedgerBackend
-from extender.esl.base import (
-    ESL,
-    Change,
-    Dynamic,
-    ESLError,
+from extender.esl.base import ESL, Backend, Change, Dynamic, Signalled, parse_params
+from extender.esl.errors import (
+    InstanceExists,
+    InstanceNotFound,
     InvalidParameters,
-    Signalled,
-    parse_params,
+    TooMany,
+    UnknownKind,
+    Unsupported,
 )
 
 log = logging.getLogger(__name__)
@@ -62,21 +60,35 @@ REGISTRY: dict[str, type[ESL]] = {
     fairshare.NAME: fairshare.FairShare,
     soft.NAME: soft.Soft,
     compose.NAME: compose.Compose,
+    gang.NAME: gang.Gang,
 }
 
 STEP_SECONDS = 1.0
 
 
-class UnknownKind(ESLError):
-    status = 404
-
-
-class NotFound(ESLError):
-    status = 404
-
-
-class Conflict(ESLError):
-    status = 409
+def build(kind: str, data: Any, backend: Backend) -> ESL:
+    """An ESL instance of `kind` from raw parameters (a composition's parts too), or
+    UnknownKind / InvalidParameters naming the field."""
+    cls = REGISTRY.get(kind)
+    if cls is None:
+        raise UnknownKind(f"unknown ESL kind {kind[:64]!r}; one of {', '.join(REGISTRY)}", "kind")
+    params = parse_params(cls.Params, data)
+    if cls is not compose.Compose:
+        return cls(backend, params)
+    assert isinstance(params, compose.ComposeParams)
+    parts: list[ESL] = []
+    for i, part in enumerate(params.parts):
+        if part.kind == compose.NAME or part.kind not in REGISTRY:
+            kinds = ", ".join(k for k in REGISTRY if k != compose.NAME)
+            raise InvalidParameters(
+                f"parts.{i}.kind: {part.kind[:64]!r} is not an ESL to compose ({kinds})",
+                f"parts.{i}.kind",
+            )
+        try:
+            parts.append(build(part.kind, part.params, backend))
+        except InvalidParameters as e:
+            raise InvalidParameters(f"parts.{i}.params.{e}", f"parts.{i}.params.{e.field}") from e
+    return compose.Compose(backend, params, parts=parts)
 
 
 @dataclass
@@ -92,24 +104,29 @@ class Instance:
 
 
 class Instances:
-    def __init__(self, backend: Callable[[], LedgerBackend]) -> None:
+    def __init__(self, backend: Callable[[], LedgerBackend], limit: int = 1000) -> None:
         self._backend = backend
+        self.limit = limit
         self._lock = threading.Lock()
         self._items: dict[str, Instance] = {}
         self._seq = itertools.count(1)
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def create(self, kind: str, body: Any) -> Instance:
         """Validate, construct and apply; nothing is left behind when any of it fails."""
-        cls = REGISTRY.get(kind)
-        if cls is None:
-            raise UnknownKind(f"unknown ESL kind {kind!r}; one of {', '.join(REGISTRY)}", "kind")
-        params = parse_params(cls.Params, body)
-        iid = f"{kind}-{params.name}"
         backend = self._backend()
-        inst = Instance(iid, kind, cls(backend, params), backend, time.time())
+        esl = build(kind, body, backend)
+        iid = f"{kind}-{esl.params.name}"
+        inst = Instance(iid, kind, esl, backend, time.time())
         with self._lock:
             if iid in self._items:
-                raise Conflict(f"ESL {iid} exists; delete it first or choose another name", "name")
+                raise InstanceExists(
+                    f"ESL {iid} exists; delete it first or choose another name", "name"
+                )
+            if len(self._items) >= self.limit:
+                raise TooMany(f"the service runs {self.limit} ESL instances, its limit", "kind")
             self._items[iid] = inst  # reserved now: a concurrent create of it is refused
         try:
             with inst.lock:
@@ -125,7 +142,7 @@ class Instances:
         with self._lock:
             inst = self._items.get(iid)
         if inst is None:
-            raise NotFound(f"no ESL instance {iid!r}", "id")
+            raise InstanceNotFound(f"no ESL instance {iid[:64]!r}", "id")
         return inst
 
     def all(self) -> list[Instance]:
@@ -136,7 +153,7 @@ class Instances:
         inst = self.get(iid)
         esl = inst.esl
         if not isinstance(esl, Dynamic):
-            raise Conflict(f"{inst.kind} does not change over time: it has no step", "id")
+            raise Unsupported(f"{inst.kind} does not change over time: it has no step", "id")
         with inst.lock:
             inst.backend.begin()
             if backlog is not None:
@@ -152,7 +169,7 @@ class Instances:
         inst = self.get(iid)
         esl = inst.esl
         if not isinstance(esl, Signalled):
-            raise Conflict(f"{inst.kind} takes no signals", "id")
+            raise Unsupported(f"{inst.kind} takes no signals", "id")
         with inst.lock:
             inst.backend.begin()
             inst.last_changes = esl.signal(key)
@@ -178,7 +195,7 @@ class Instances:
                 continue
             try:
                 self.step(inst.id)
-            except NotFound:
+            except InstanceNotFound:
                 continue  # deleted meanwhile
             except Exception as e:
                 log.warning("ESL step failed", extra={"esl": inst.id, "error": str(e)})

@@ -59,12 +59,13 @@ class Soft(BaseESL[SoftParams]):
         self.since = 0.0
 
     def _alt(self, i: int) -> dict[str, int]:
-        return self.set(self.short(str(i)), UNBOUNDED, **self.params.alternatives[i].kwargs())
+        alt = self.params.alternatives[i]
+        return self.set(self.short(str(i)), UNBOUNDED, alt.node, alt.node_selector)
 
     def apply(self) -> None:
         if self.where(self.short(str(self.current))):
             return
-        if not self.backend.scores:
+        if not self.backend.in_path:
             self._alt(self.current)
             self.since = self.clock()
             return
@@ -78,7 +79,7 @@ class Soft(BaseESL[SoftParams]):
             self.set(self.short(), UNBOUNDED, node=node)
 
     def step(self) -> list[Change]:
-        if self.backend.scores or self.current + 1 >= len(self.params.alternatives):
+        if self.backend.in_path or self.current + 1 >= len(self.params.alternatives):
             return []
         state = self.backend.cluster_state()
         placed = sum(totals(state, self.full(str(i)))[1] for i in range(self.current + 1))
@@ -96,7 +97,7 @@ class Soft(BaseESL[SoftParams]):
 
     def requests_for(self, key: str = "") -> PodRequest:
         self.check_key(key)
-        if not self.backend.scores:
+        if not self.backend.in_path:
             return PodRequest(limits={self.full(str(self.current)): "1"})
         prefer = ",".join(self.short(str(i)) for i in range(len(self.params.alternatives)))
         return PodRequest(

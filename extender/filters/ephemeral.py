@@ -1,18 +1,19 @@
 """EphemeralResourceFit: the ledger's answer to "does this node have room?".
 
 The filter is kube-scheduler's NodeResourcesFit for the ephemeral resources the extender
-owns, counted against the ledger, which also holds pods accepted for binding but not yet
-bound. The scorer prefers nodes where the requested ephemeral resources are least used,
-as NodeResourcesFit's LeastAllocated does for cpu and memory.
+owns, counted against the ledger, which also holds pods accepted at bind but not yet bound
+and is the truth when a capacity was lowered before the nodes show it. The scorer prefers
+nodes where the requested ephemeral resources are least used, as NodeResourcesFit's
+LeastAllocated does for cpu and memory. Run by extender.verbs through the registry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from extender.filters.base import PluginContext, PodInfo, Rejection
-from extender.filters.reservation import holds_reservation
-from extender.ledger import Ledger
+from extender.core.ledger import Ledger
+from extender.core.plugins import PASS, Verdict
+from extender.core.pod import PodInfo, Rejection
 from extender.wire import MAX_SCORE
 
 NAME = "EphemeralResourceFit"
@@ -21,17 +22,14 @@ NAME = "EphemeralResourceFit"
 class EphemeralResourceFit:
     name = NAME
 
-    def __init__(self, ctx: PluginContext | None = None) -> None:
-        pass  # needs nothing but the ledger
-
-    def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, Rejection]:
-        # A gang member's reservation already holds its ephemeral amounts.
-        if not pod.ephemeral or holds_reservation(pod, ledger):
-            return {}
-        return {
+    def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Verdict:
+        if not pod.ephemeral:
+            return PASS
+        rejected = {
             node: Rejection(str(s), s.unresolvable)
             for node, s in ledger.shortfalls(nodes, pod.ephemeral).items()
         }
+        return Verdict(rejected) if rejected else PASS
 
     def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
         return {

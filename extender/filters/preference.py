@@ -15,19 +15,18 @@ extender's weight: 100 points) outweighs the spread of NodeResourcesFit's least-
 This is the soft-constraint ESL's extender approach (extender.esl.soft, extender.esl.binpack):
 no timeout, no resubmission.
 
-Pods without these annotations get EphemeralResourceFit's least-allocated score: the verbs
-average their scorers, which would halve a preference, so this one plugin serves both.
-Only pods with ephemeral requests are scored at all (extender.verbs). Called by
-extender.verbs through the registry; reads the ledger only.
+Pods without these annotations get EphemeralResourceFit's least-allocated score (averaging
+two scorers would halve a preference, so this one plugin serves both). Run by extender.verbs
+through the registry; reads the ledger only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from extender.filters.base import PluginContext, PodInfo
+from extender.core.ledger import Ledger, NodeView
+from extender.core.pod import PodInfo
 from extender.filters.ephemeral import EphemeralResourceFit
-from extender.ledger import Ledger, NodeView
 from extender.wire import MAX_SCORE
 
 NAME = "Preference"
@@ -45,12 +44,12 @@ def matches(alt: str, view: NodeView, prefix: str) -> bool:
 class Preference:
     name = NAME
 
-    def __init__(self, ctx: PluginContext | None = None) -> None:
-        self._fit = EphemeralResourceFit(ctx)
+    def __init__(self) -> None:
+        self._fit = EphemeralResourceFit()
 
     def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
-        pack = pod.annotations.get(ledger.prefix + "pack", "").strip()
-        prefer = pod.annotations.get(ledger.prefix + "prefer", "")
+        pack = pod.marks.get(ledger.prefix + "pack", "").strip()
+        prefer = pod.marks.get(ledger.prefix + "prefer", "")
         alts = [a.strip() for a in prefer.split(",") if a.strip()]
         scores = None
         if pack:

@@ -1,17 +1,19 @@
 """ReservationFit: keep other pods off the cpu, memory and pods that gangs have reserved.
 
 kube-scheduler's NodeResourcesFit does not know the extender's reservations, so while any
-exists, every pod's physical requests are checked against the ledger, where reservations
-count as used. A pod holding a reservation itself is not checked: its place is already
-counted. With no reservation anywhere this plugin costs one integer comparison.
+exists, a pod's physical requests are checked against the ledger on the nodes that hold
+reservations (everywhere else kube-scheduler's own check is the same one). A gang member on
+its reserved place never gets here: the gang filter's verdict is final. With no reservation
+anywhere this plugin costs one dictionary lookup. Run by extender.verbs through the registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from extender.filters.base import PluginContext, PodInfo, Rejection
-from extender.ledger import HolderKind, Ledger
+from extender.core.ledger import Ledger
+from extender.core.plugins import PASS, Verdict
+from extender.core.pod import PodInfo, Rejection
 
 NAME = "ReservationFit"
 
@@ -19,18 +21,11 @@ NAME = "ReservationFit"
 class ReservationFit:
     name = NAME
 
-    def __init__(self, ctx: PluginContext) -> None:
-        self.ctx = ctx
-
-    def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, Rejection]:
-        if not ledger.reservations or holds_reservation(pod, ledger):
-            return {}
-        return {
+    def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Verdict:
+        if not ledger.reserved_nodes():
+            return PASS
+        rejected = {
             node: Rejection(f"{s.resource} on this node is reserved for a gang")
-            for node, s in ledger.physical_shortfalls(nodes, pod.amounts).items()
+            for node, s in ledger.physical_shortfalls(nodes, pod.requests).items()
         }
-
-
-def holds_reservation(pod: PodInfo, ledger: Ledger) -> bool:
-    h = ledger.holding(pod.uid)
-    return h is not None and h.kind is HolderKind.RESERVATION
+        return Verdict(rejected) if rejected else PASS

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload, pod_manifest
-from extender.adapters.client import api_client
 from extender.esl.client import PolicyClient
 
 

@@ -24,7 +24,7 @@ ClusterFactory = Callable[..., ClusterInfo]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # pytest resets warning filters around each test, undoing extender.adapters.client's; the
+    # pytest resets warning filters around each test, undoing escher_harness.kubeclient's; the
     # local apiserver's certificate is self-signed and only ever reached on loopback.
     config.addinivalue_line(
         "filterwarnings",

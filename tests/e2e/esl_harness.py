@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
 from escher_harness.workload import Placement, Workload, pod_manifest
-from extender.adapters.client import api_client
-from extender.esl.backends import ExtenderBackend, NodeBackend
+from extender.adapters.nodestatus import NodeBackend
+from extender.esl.backends import ExtenderBackend
 from extender.esl.base import ESL, Backend, PodRequest
 from extender.esl.client import PolicyClient
 

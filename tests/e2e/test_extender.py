@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
 from escher_harness.workload import Placement, Workload, pod_manifest
-from extender.adapters.client import api_client
 from extender.esl.client import PolicyAPIError, PolicyClient
 
 pytestmark = pytest.mark.e2e

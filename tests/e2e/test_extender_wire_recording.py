@@ -34,8 +34,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from escher_harness.kubeclient import api_client
 from escher_harness.pytest_plugin import ClusterFactory
-from extender.adapters.client import api_client
 
 pytestmark = pytest.mark.e2e
 

@@ -30,6 +30,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from escher_harness.kubeclient import api_client
 from escher_harness.localcluster import ClusterInfo
 from escher_harness.localcluster.paths import cache_dir, scheduler_config_dir
 from escher_harness.peers import (
@@ -45,7 +46,6 @@ from escher_harness.peers import (
 )
 from escher_harness.pytest_plugin import ClusterFactory
 from escher_harness.workload import Placement, Workload, pod_manifest
-from extender.adapters.client import api_client
 
 pytestmark = pytest.mark.e2e
 

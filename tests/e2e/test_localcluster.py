@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from escher_harness.kubeclient import api_client
 from escher_harness.localcluster import (
     ClusterError,
     ClusterInfo,
@@ -30,7 +31,6 @@ from escher_harness.localcluster import (
     up,
 )
 from escher_harness.pytest_plugin import ClusterFactory
-from extender.adapters.client import api_client
 
 pytestmark = pytest.mark.e2e
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.processes import is_running
 from escher_harness.workload import Workload, pod_manifest
-from extender.adapters.client import api_client
 from extender.esl.client import PolicyClient
 
 pytestmark = pytest.mark.e2e

@@ -25,7 +25,7 @@ from typing import Any
 from escher_harness import localcluster
 from escher_harness.bench import approaches, trace
 from escher_harness.bench.apimetrics import write_requests
-from extender.adapters.client import api_client
+from escher_harness.kubeclient import api_client
 
 LOCUSTFILE = approaches.REPO / "loadtests" / "gang_locustfile.py"
 

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from escher_harness.workload import pod_manifest
+from extender.core.names import CPU, MEMORY, PODS
+from extender.core.quantity import amount
 from extender.esl.client import PolicyClient
-from extender.policy import ClusterState
-from extender.resources import CPU, MEMORY, PODS, amount
+from extender.esl.gang import plan
 
 NAME = "gang"
 
@@ -59,25 +60,6 @@ class GangResult:
     pods: tuple[str, ...] = ()
 
 
-def plan(state: ClusterState, members: int, need: Mapping[str, int], use: str) -> dict[str, int]:
-    """Members per node (the nodes with most room first), or {} when the gang does not fit.
-
-    `use` is "available" (room now) or "capacity" (room in an empty cluster).
-    """
-    room: dict[str, int] = {}
-    for node, res in state.nodes.items():
-        fits = [getattr(res[r], use) // v if r in res else 0 for r, v in need.items() if v]
-        room[node] = min(fits) if fits else 0
-    placed: dict[str, int] = {}
-    left = members
-    for node in sorted(room, key=lambda n: (-room[n], n)):
-        if left <= 0 or room[node] <= 0:
-            break
-        placed[node] = min(room[node], left)
-        left -= placed[node]
-    return placed if left <= 0 else {}
-
-
 class PureGang:
     def __init__(
         self,
@@ -96,7 +78,11 @@ class PureGang:
         self.sleep = sleep
 
     def run(self, req: GangRequest) -> GangResult:
-        need = {CPU: amount(CPU, req.cpu), MEMORY: amount(MEMORY, req.memory), PODS: 1}
+        need = {
+            CPU: amount(CPU, req.cpu, field="cpu"),
+            MEMORY: amount(MEMORY, req.memory, field="memory"),
+            PODS: 1,
+        }
         resource = f"gang-{req.name}"
         full = f"{self.domain}/{resource}"
         end = time.monotonic() + req.deadline
@@ -127,11 +113,11 @@ class PureGang:
                     )
                 timeout = min(req.attempt_timeout, max(0.0, end - time.monotonic()))
                 if self.pods.bound(names, timeout) == req.members:
-                    self.policy.delete_resource(resource)  # the pods stay bound
+                    self.policy.delete_resource(resource, force=True)  # the pods stay bound
                     result.completed, result.pods = True, tuple(names)
                     return result
                 self.pods.delete(names)
-                self.policy.delete_resource(resource)
+                self.policy.delete_resource(resource, force=True)
                 result.rollbacks += 1
                 self.on_event("rollback", req.name)
             if time.monotonic() + backoff > end:

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from escher_harness import localcluster
 from escher_harness.bench.stats import summary
+from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload, pod_manifest
-from extender.adapters.client import api_client
 from extender.esl.client import PolicyClient
 
 RESOURCE = "tput"

@@ -28,6 +28,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import FailToCreateError
 
+from escher_harness.kubeclient import api_client
 from escher_harness.localcluster import config
 from escher_harness.localcluster.binaries import Binaries, find_binaries
 from escher_harness.localcluster.clusterdir import ClusterDir, State, write_json
@@ -49,7 +50,6 @@ from escher_harness.localcluster.processes import (
     spawn,
     stop,
 )
-from extender.adapters.client import api_client
 
 _EXTENDED_RESOURCE = re.compile(
     r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"

@@ -1,30 +1,29 @@
-"""The /v1/esl endpoints: ESLs created, stepped and deleted over HTTP, inside the service.
+"""The /v1/esl endpoints: ESLs created, stepped, signalled and deleted over HTTP.
 
-Mounted by extender.app under the policy API's bearer token and readiness checks. Instances
-run on the service's own ledger (extender.esl.backends.LedgerBackend) and live in the
-service's store (extender.esl.registry.Instances), whose loop steps the dynamic ones every
-second; POST .../step does one step at once (and takes the application's backlog).
-
-Errors are ESLErrors, answered by extender.app as {"error", "field"}: 400 for a body that is
-not JSON, 404 for an unknown kind, instance or key, 409 for a name in use, a policy with no
-step, or no room now, 422 for invalid or impossible parameters (the field named).
+Instances run on the service's own ledger (extender.esl.backends.LedgerBackend) and live in
+the service's store (extender.esl.registry.Instances), whose thread steps the dynamic ones
+every second; POST .../step does one step at once (and takes the application's backlog).
+ESL calls run in worker threads: they read the cluster state and wait for the write-back.
+Errors are the ESLs' and the core's own (extender.esl.errors, extender.core.errors), answered
+by the one table (extender.http.errors). Mounted by extender.app, behind readiness and the
+caller's authorization.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+import msgspec
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
-from extender.esl.base import Change, Dynamic, ESLError, PodRequest
-from extender.esl.registry import REGISTRY, Instance, Instances
-
-
-class BadBody(ESLError):
-    status = 400
+from extender.esl.base import Change, Dynamic, PodRequest
+from extender.esl.registry import REGISTRY, Instance
+from extender.http.deps import Runtime, caller, ready
+from extender.http.errors import ERROR_RESPONSES
+from extender.wire import BadRequest
 
 
 class InstanceView(BaseModel):
@@ -85,20 +84,39 @@ async def _json(request: Request) -> Any:
     if not raw.strip():
         return None
     try:
-        return json.loads(raw)
-    except ValueError as e:
-        raise BadBody(f"body is not valid JSON: {e}") from e
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as e:
+        raise BadRequest(f"body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise BadRequest("body is nested too deeply") from None
 
 
 def _body_schema() -> dict[str, Any]:
-    # One body per kind: documented as the union of every ESL's parameters.
-    kinds = [cls.Params.model_json_schema() for cls in REGISTRY.values()]
+    # One body per kind: documented as the union of every ESL's parameters, whose schemas
+    # extender.app adds to the components (esl_components).
+    kinds = [{"$ref": f"#/components/schemas/{cls.Params.__name__}"} for cls in REGISTRY.values()]
     body = {"application/json": {"schema": {"oneOf": kinds}}}
     return {"requestBody": {"required": True, "content": body}}
 
 
-def router(store: Instances) -> APIRouter:
-    r = APIRouter(prefix="/v1/esl", tags=["esl"])
+def esl_components() -> dict[str, Any]:
+    """The JSON schemas of every ESL's parameters, as OpenAPI components."""
+    _, defs = models_json_schema(
+        [(cls.Params, "validation") for cls in REGISTRY.values()],
+        ref_template="#/components/schemas/{model}",
+    )
+    components: dict[str, Any] = defs.get("$defs", {})
+    return components
+
+
+def router(rt: Runtime) -> APIRouter:
+    store = rt.esls
+    r = APIRouter(
+        prefix="/v1/esl",
+        tags=["esl"],
+        dependencies=[Depends(ready), caller("esl")],
+        responses={k: v for k, v in ERROR_RESPONSES.items() if k != 413},
+    )
 
     @r.post(
         "/{kind}",
@@ -114,44 +132,47 @@ def router(store: Instances) -> APIRouter:
         body = await _json(request)
         # apply() waits for the write-back: not on the event loop.
         inst = await run_in_threadpool(store.create, kind, body)
-        return _reply(inst, response, 201)
+        return await run_in_threadpool(_reply, inst, response, 201)
 
     @r.get("", response_model=list[InstanceView])
-    def list_instances() -> list[InstanceView]:
+    async def list_instances() -> list[InstanceView]:
         """Every ESL instance the service runs."""
-        return [_view(i) for i in store.all()]
+        return await run_in_threadpool(lambda: [_view(i) for i in store.all()])
 
     @r.get("/{iid}", response_model=InstanceView)
-    def get(iid: str) -> InstanceView:
-        return _view(store.get(iid))
+    async def get(iid: str) -> InstanceView:
+        return await run_in_threadpool(lambda: _view(store.get(iid)))
 
     @r.post(
         "/{iid}/step",
         response_model=InstanceView,
         responses={202: {"model": InstanceView, "description": "stepped, not yet durable"}},
     )
-    def step(iid: str, response: Response, body: StepBody | None = None) -> InstanceView:
+    async def step(iid: str, response: Response, body: StepBody | None = None) -> InstanceView:
         """One step of a dynamic policy now (the service also steps it every second)."""
-        return _reply(store.step(iid, body.backlog if body else None), response)
+        backlog = body.backlog if body else None
+        inst = await run_in_threadpool(store.step, iid, backlog)
+        return await run_in_threadpool(_reply, inst, response)
 
     @r.post(
         "/{iid}/signal/{key}",
         response_model=InstanceView,
         responses={202: {"model": InstanceView, "description": "signalled, not yet durable"}},
     )
-    def signal(iid: str, key: str, response: Response) -> InstanceView:
+    async def signal(iid: str, key: str, response: Response) -> InstanceView:
         """Tell a sequencing instance that stage `key` finished: the next stage may run."""
-        return _reply(store.signal(iid, key), response)
+        inst = await run_in_threadpool(store.signal, iid, key)
+        return await run_in_threadpool(_reply, inst, response)
 
     @r.delete(
         "/{iid}",
         response_model=DeleteView,
         responses={202: {"model": DeleteView, "description": "removed, not yet durable"}},
     )
-    def delete(iid: str, response: Response) -> DeleteView:
+    async def delete(iid: str, response: Response) -> DeleteView:
         """Remove every resource the instance created, then forget it. 200 once they are
         gone from the ledger and the write-back confirmed it on the nodes."""
-        inst, removed = store.delete(iid)
+        inst, removed = await run_in_threadpool(store.delete, iid)
         ledger = inst.backend.ledger
         durable = inst.backend.durable and not any(ledger.has_resource(x) for x in removed)
         response.status_code = 200 if durable else 202

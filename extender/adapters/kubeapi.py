@@ -1,0 +1,213 @@
+"""The service's client of the Kubernetes API: async, pooled, rate-limited, on the event loop.
+
+Where the server is and how to authenticate comes from the official kubernetes client's
+loaders (a kubeconfig, or the pod's service account with its rotated token), so every auth
+form they support works here. Requests go through one httpx.AsyncClient: no thread is held
+while the API server answers, binds and patches run concurrently over a connection pool,
+and the GIL is not held by reader threads. Requests other than watches share a token bucket
+(qps, burst), the same budget kube-scheduler's clientConnection gives itself.
+
+Every failure is an ApiError, and `reason` maps it to a short, bounded label for metrics and
+logs: this module is the one place that reads the API server's Status objects. Used by the
+other adapters (cluster view, write-back, binder, leader election, authentication).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+
+class ApiError(Exception):
+    """A Kubernetes API call failed. `status` is the HTTP status (0: no answer)."""
+
+    def __init__(self, status: int, message: str, what: str = "") -> None:
+        self.status = status
+        self.message = message
+        super().__init__(f"{what}: {message}" if what else message)
+
+    @property
+    def reason(self) -> str:
+        """A short label: unreachable, unauthorized, forbidden, not_found, conflict, gone,
+        throttled, server_error, rejected."""
+        s = self.status
+        if s == 0:
+            return "unreachable"
+        return {
+            401: "unauthorized",
+            403: "forbidden",
+            404: "not_found",
+            409: "conflict",
+            410: "gone",
+            429: "throttled",
+        }.get(s, "server_error" if s >= 500 else "rejected")
+
+
+class _Status(msgspec.Struct):
+    message: str = ""
+    reason: str = ""
+    code: int = 0
+
+
+def status_message(body: bytes, fallback: str) -> str:
+    """The message of a Status object the API server answered with, else `fallback`."""
+    try:
+        status = msgspec.json.decode(body, type=_Status)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return fallback
+    return status.message or status.reason or fallback
+
+
+class _Bucket:
+    """A token bucket: `qps` tokens a second, at most `burst` saved up."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = float(burst)
+        self.tokens = float(burst)
+        self.at = time.monotonic()
+
+    async def take(self) -> None:
+        while True:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.qps)
+            self.at = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return
+            await asyncio.sleep((1 - self.tokens) / self.qps)
+
+
+class KubeAPI:
+    def __init__(
+        self,
+        kubeconfig: Path | None = None,
+        *,
+        in_cluster: bool = False,
+        qps: float = 50.0,
+        burst: int = 100,
+        max_connections: int = 64,
+    ) -> None:
+        cfg = k8s_client.Configuration()
+        if in_cluster:
+            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=None if kubeconfig is None else str(kubeconfig),
+                client_configuration=cfg,
+            )
+        self._cfg = cfg
+        verify: ssl.SSLContext | bool
+        if cfg.verify_ssl:
+            verify = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+            if cfg.cert_file:
+                verify.load_cert_chain(cfg.cert_file, cfg.key_file)
+        else:
+            verify = ssl.create_default_context()
+            verify.check_hostname = False
+            verify.verify_mode = ssl.CERT_NONE
+            if cfg.cert_file:
+                verify.load_cert_chain(cfg.cert_file, cfg.key_file)
+        self.host = cfg.host
+        self._http = httpx.AsyncClient(
+            base_url=cfg.host,
+            verify=verify,
+            timeout=httpx.Timeout(30.0, connect=5.0),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+        )
+        self._bucket = _Bucket(qps, burst)
+
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        # Calls the loader's refresh hook: a rotated service-account token is re-read.
+        auth = self._cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if auth:
+            headers["Authorization"] = auth
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+        what: str = "",
+    ) -> bytes:
+        """One call; the body of a 2xx reply, else ApiError."""
+        await self._bucket.take()
+        try:
+            resp = await self._http.request(
+                method,
+                path,
+                params=params,
+                content=body,
+                headers=self._headers(content_type or ("application/json" if body else None)),
+                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            )
+        except httpx.HTTPError as e:
+            raise ApiError(
+                0, f"the API server is unreachable: {type(e).__name__}: {e}", what
+            ) from e
+        if resp.status_code >= 300:
+            message = status_message(resp.content, f"HTTP {resp.status_code}")
+            raise ApiError(resp.status_code, f"HTTP {resp.status_code}: {message}", what)
+        return resp.content
+
+    @asynccontextmanager
+    async def watch(
+        self, path: str, params: Mapping[str, str], read_timeout: float
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """A watch's newline-delimited JSON events, as they arrive (not rate-limited: one
+        long request)."""
+        try:
+            async with self._http.stream(
+                "GET",
+                path,
+                params=params,
+                headers=self._headers(),
+                timeout=httpx.Timeout(read_timeout, connect=5.0),
+            ) as resp:
+                if resp.status_code >= 300:
+                    body = await resp.aread()
+                    message = status_message(body, f"HTTP {resp.status_code}")
+                    raise ApiError(resp.status_code, f"HTTP {resp.status_code}: {message}", path)
+                yield _lines(resp)
+        except httpx.HTTPError as e:
+            raise ApiError(0, f"the watch broke: {type(e).__name__}: {e}", path) from e
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+async def _lines(resp: httpx.Response) -> AsyncIterator[bytes]:
+    buf = b""
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        while (i := buf.find(b"\n")) >= 0:
+            line, buf = buf[:i], buf[i + 1 :]
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
+
+
+def merge_patch(body: Any) -> tuple[bytes, str]:
+    """A JSON merge patch (RFC 7386) body and its content type."""
+    return msgspec.json.encode(body), "application/merge-patch+json"

@@ -1,0 +1,252 @@
+"""Leader election over a coordination.k8s.io Lease, as kube-scheduler's own (client-go's).
+
+Replicas compete for one Lease; the holder renews it every retry period. A replica that sees
+another holder waits until the lease was not renewed for leaseDuration (by its own clock,
+from when it last saw the record change) before it takes it over, with the Lease's
+resourceVersion as precondition so two cannot both win.
+
+Fencing: a leader counts itself the leader only until renewDeadline after its last
+successful renew (`is_leader()` reads the monotonic clock each time). renewDeadline is below
+leaseDuration, so a leader that cannot renew (the API server is away, or the process was
+paused) stops writing before another replica may win the lease; a paused process resumed
+later finds its time long past and writes nothing. Writes themselves carry preconditions
+too (the write-back's resourceVersion, the Binding's UID).
+
+`check()` runs at start: it fails with a message naming the problem when the service
+account may not use Leases, or when the Lease belongs to replicas of another resource domain.
+Created and run by extender.service, which is told of every change of leadership.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import msgspec
+
+from extender.adapters.kubeapi import ApiError, KubeAPI
+
+log = logging.getLogger(__name__)
+
+DOMAIN_ANNOTATION = "extender.escher.io/resource-domain"
+
+
+class LeaderElectionError(Exception):
+    """Leader election cannot work as configured; the message says why."""
+
+
+class _Meta(msgspec.Struct, omit_defaults=True):
+    name: str = ""
+    namespace: str = ""
+    resourceVersion: str = ""
+    annotations: dict[str, str] = {}
+
+
+class _Spec(msgspec.Struct, omit_defaults=True):
+    holderIdentity: str = ""
+    leaseDurationSeconds: int = 0
+    acquireTime: str | None = None
+    renewTime: str | None = None
+    leaseTransitions: int = 0
+
+
+class _Lease(msgspec.Struct, omit_defaults=True):
+    apiVersion: str = "coordination.k8s.io/v1"
+    kind: str = "Lease"
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: _Spec = msgspec.field(default_factory=_Spec)
+
+
+class _Access(msgspec.Struct):
+    class _Status(msgspec.Struct):
+        allowed: bool = False
+
+    status: _Status = msgspec.field(default_factory=_Status)
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{os.getpid()}"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: KubeAPI,
+        namespace: str,
+        name: str,
+        identity: str,
+        domain: str,
+        lease_duration: float,
+        renew_deadline: float,
+        retry_period: float,
+        on_change: Callable[[bool], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.domain = domain
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.on_change = on_change
+        self.clock = clock
+        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self._renewed_at: float | None = None  # monotonic, at the start of the last renew
+        self._observed: _Spec | None = None
+        self._observed_at = 0.0
+        self._leading = False
+        self.holder = ""  # who holds the lease, as last seen
+
+    def is_leader(self) -> bool:
+        at = self._renewed_at
+        return at is not None and self.clock() < at + self.renew_deadline
+
+    async def check(self) -> None:
+        """Fail (LeaderElectionError) unless this replica may use the Lease and the Lease is
+        not another domain's."""
+        for verb in ("get", "create", "update"):
+            body = msgspec.json.encode(
+                {
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": "SelfSubjectAccessReview",
+                    "spec": {
+                        "resourceAttributes": {
+                            "group": "coordination.k8s.io",
+                            "resource": "leases",
+                            "namespace": self.namespace,
+                            "name": "" if verb == "create" else self.name,
+                            "verb": verb,
+                        }
+                    },
+                }
+            )
+            reply = await self.api.request(
+                "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body
+            )
+            if not msgspec.json.decode(reply, type=_Access).status.allowed:
+                raise LeaderElectionError(
+                    f"leader election is enabled but this service account may not {verb} "
+                    f"leases (coordination.k8s.io) in namespace {self.namespace}: grant it "
+                    "the RBAC of deploy/base/extender-rbac.yaml"
+                )
+        try:
+            lease = await self._get()
+        except ApiError as e:
+            if e.status == 404:
+                return
+            raise
+        theirs = lease.metadata.annotations.get(DOMAIN_ANNOTATION)
+        if theirs is not None and theirs != self.domain:
+            raise LeaderElectionError(
+                f"lease {self.namespace}/{self.name} belongs to replicas of resource domain "
+                f"{theirs!r}, not {self.domain!r}: every replica must use the same domain "
+                "(or give each domain its own lease name)"
+            )
+
+    async def run(self) -> None:
+        """Try to acquire, then keep renewing, every retry period (until cancelled)."""
+        while True:
+            started = self.clock()
+            try:
+                won = await self._try()
+            except ApiError as e:
+                won = False
+                log.warning("leader election: %s", e, extra={"reason": e.reason})
+            if won:
+                self._renewed_at = started
+            self._settle()
+            await asyncio.sleep(self.retry_period)
+
+    def _settle(self) -> None:
+        leading = self.is_leader()
+        if leading != self._leading:
+            self._leading = leading
+            log.info(
+                "leadership changed",
+                extra={"leader": leading, "identity": self.identity, "lease": self.path},
+            )
+            self.on_change(leading)
+
+    async def _get(self) -> _Lease:
+        return msgspec.json.decode(await self.api.request("GET", self.path), type=_Lease)
+
+    async def _try(self) -> bool:
+        now = self.clock()
+        try:
+            lease = await self._get()
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            return await self._create()
+        spec = lease.spec
+        self.holder = spec.holderIdentity
+        if spec != self._observed:
+            self._observed, self._observed_at = spec, now
+        mine = spec.holderIdentity == self.identity
+        expired = self._observed_at + (spec.leaseDurationSeconds or self.lease_duration) <= now
+        if spec.holderIdentity and not mine and not expired:
+            return False
+        stamp = _now()
+        new = _Spec(
+            holderIdentity=self.identity,
+            leaseDurationSeconds=round(self.lease_duration),
+            acquireTime=spec.acquireTime if mine else stamp,
+            renewTime=stamp,
+            leaseTransitions=spec.leaseTransitions + (0 if mine else 1),
+        )
+        meta = lease.metadata
+        annotations = dict(meta.annotations)
+        annotations[DOMAIN_ANNOTATION] = self.domain
+        body = _Lease(
+            metadata=_Meta(
+                name=self.name,
+                namespace=self.namespace,
+                resourceVersion=meta.resourceVersion,  # precondition: nobody wrote since
+                annotations=annotations,
+            ),
+            spec=new,
+        )
+        try:
+            await self.api.request("PUT", self.path, body=msgspec.json.encode(body))
+        except ApiError as e:
+            if e.status == 409:
+                return False  # another replica wrote first
+            raise
+        self._observed, self._observed_at, self.holder = new, now, self.identity
+        return True
+
+    async def _create(self) -> bool:
+        stamp = _now()
+        body = _Lease(
+            metadata=_Meta(
+                name=self.name,
+                namespace=self.namespace,
+                annotations={DOMAIN_ANNOTATION: self.domain},
+            ),
+            spec=_Spec(
+                holderIdentity=self.identity,
+                leaseDurationSeconds=round(self.lease_duration),
+                acquireTime=stamp,
+                renewTime=stamp,
+            ),
+        )
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+        try:
+            await self.api.request("POST", path, body=msgspec.json.encode(body))
+        except ApiError as e:
+            if e.status == 409:
+                return False
+            raise
+        self.holder = self.identity
+        return True

@@ -1,0 +1,596 @@
+"""The ledger: ephemeral resources per node and what holds them. Pure Python, no I/O.
+
+Per node it keeps what the cluster view reports (labels, taints, the physical allocatable:
+cpu, memory, pods and foreign extended resources) and the ephemeral resources the policy API
+created (full name -> capacity). Holders take amounts on one node: a pod that is bound
+(observed from the API server), one the extender accepted at bind that the API server has
+not confirmed yet (bind is asynchronous, so several may be in flight), or a reservation
+(a gang's places, held before its pods are placed).
+
+Invariant: no decision taken here lets an ephemeral resource on a node go over capacity.
+Observations of what the cluster already did (a pod plain kube-scheduler bound) are recorded
+as facts even when they exceed capacity; they then block further placements.
+
+Concurrency. Every change is atomic (all of it or none, under one lock held only for work
+proportional to what changes) and bumps `version`. Readers never take the lock: each node is
+an immutable NodeView that a change replaces, so `node()` and the filter's index lookups see
+either the old or the new node, never half of one, and `snapshot()` is a copy of a dict of
+pointers. Totals for metrics are maintained as changes happen.
+
+Called by the scheduling verbs and the gang feature (decisions), the policy API and the ESLs
+(capacities), the cluster view (facts from the API server) and the write-back (what to
+persist, through `subscribe`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from extender.core.errors import Conflict, CoreError, UnknownNode
+from extender.core.objects import Taint
+
+
+class HolderKind(StrEnum):
+    POD = "pod"  # bound, as observed from the API server
+    ASSUMED = "assumed"  # accepted for binding, not yet observed bound
+    RESERVATION = "reservation"  # places held for pods that have not been placed yet
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """Amounts that one holder takes on one node. `owner` groups holdings (a gang's key)."""
+
+    holder: str
+    node: str
+    amounts: Mapping[str, int]
+    kind: HolderKind
+    owner: str = ""
+    priority: int = 0  # of a pod: who may preempt it
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """Why a node cannot take an amount of a resource (a decision, returned as a value)."""
+
+    node: str
+    resource: str
+    requested: int
+    available: int
+    capacity: int
+
+    @property
+    def unresolvable(self) -> bool:
+        """True when evicting every holder would still not make room."""
+        return self.capacity < self.requested
+
+    def __str__(self) -> str:
+        # Node-independent, as NodeResourcesFit words it: kube-scheduler counts nodes per
+        # distinct reason ("0/4 nodes are available: 3 Insufficient escher.io/x, ...").
+        if self.capacity == 0:
+            return f"node(s) lack {self.resource}"
+        return f"Insufficient {self.resource}"
+
+    @property
+    def detail(self) -> str:
+        return (
+            f"{self.node}: {self.resource} requested {self.requested}, "
+            f"available {self.available} of {self.capacity}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """One node at one moment. Never mutated: a change makes a new one."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    physical: Mapping[str, int] = field(default_factory=dict)
+    ephemeral: Mapping[str, int] = field(default_factory=dict)
+    used: Mapping[str, int] = field(default_factory=dict)
+
+    def capacity(self, resource: str) -> int:
+        return self.ephemeral.get(resource, self.physical.get(resource, 0))
+
+    def available(self, resource: str) -> int:
+        return max(0, self.capacity(resource) - self.used.get(resource, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A consistent copy of the whole ledger at one version (dicts of immutable parts)."""
+
+    version: int
+    nodes: Mapping[str, NodeView]
+    holdings: Mapping[str, Holding]
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """What the metrics report, maintained as changes happen (no scan of the nodes)."""
+
+    version: int
+    nodes: int
+    resources: int
+    holdings: Mapping[HolderKind, int]
+
+
+Listener = Callable[[int, frozenset[str]], None]
+
+
+class Ledger:
+    """Thread-safe; every public method is atomic; reads take no lock."""
+
+    def __init__(self, domain: str = "escher.io") -> None:
+        # Resources under this domain are ephemeral: the ledger decides them. Others (cpu,
+        # memory, foreign extended resources) are only counted: kube-scheduler checks them.
+        self.prefix = domain + "/"
+        self._lock = threading.Lock()
+        self._version = 0
+        self._nodes: dict[str, NodeView] = {}
+        self._holdings: dict[str, Holding] = {}
+        # Ephemeral resource -> node -> free units: the filter's index.
+        self._free: dict[str, dict[str, int]] = {}
+        # Node -> reservation holdings on it: ReservationFit checks only these nodes.
+        self._reserved: dict[str, int] = {}
+        # Node -> its holders (preemption and node removal look at one node's holders).
+        self._on_node: dict[str, set[str]] = {}
+        self._kinds = dict.fromkeys(HolderKind, 0)
+        self._listeners: list[Listener] = []
+
+    # ---- observation (no lock) ----------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call `listener(version, nodes whose ephemeral capacity changed)` after changes.
+
+        Called with the lock held, on whatever thread made the change: a listener only
+        records and wakes, never blocks.
+        """
+        self._listeners.append(listener)
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:  # only so the two copies are of the same version
+            return Snapshot(self._version, dict(self._nodes), dict(self._holdings))
+
+    def node(self, name: str) -> NodeView | None:
+        return self._nodes.get(name)
+
+    def node_names(self) -> list[str]:
+        return list(self._nodes)
+
+    def holding(self, holder: str) -> Holding | None:
+        return self._holdings.get(holder)
+
+    def has_resource(self, resource: str) -> bool:
+        return bool(self._free.get(resource))
+
+    def nodes_with(self, resource: str) -> Mapping[str, int]:
+        """Free units of an ephemeral resource, per node that has it (a live read-only view:
+        copy it before iterating while others may change the ledger)."""
+        return self._free.get(resource, {})
+
+    def reserved_nodes(self) -> Mapping[str, int]:
+        """Nodes holding reservations (and how many); empty when there are none."""
+        return self._reserved
+
+    def totals(self) -> Totals:
+        return Totals(self._version, len(self._nodes), len(self._free), dict(self._kinds))
+
+    # ---- decisions --------------------------------------------------------------------------
+
+    def shortfalls(self, nodes: Iterable[str], request: Mapping[str, int]) -> dict[str, Shortfall]:
+        """For each node that cannot take `request` (ephemeral amounts), the first reason.
+
+        The filter's hot path: index lookups only, no lock (each node's free amount is read
+        atomically; bind re-checks under the lock).
+        """
+        out: dict[str, Shortfall] = {}
+        items = list(request.items())
+        if len(items) == 1:
+            (res, want), *_ = items
+            free = self._free.get(res, {})
+            for name in nodes:
+                if free.get(name, 0) < want:
+                    out[name] = self._shortfall(name, res, want)
+            return out
+        for name in nodes:
+            for res, want in items:
+                if self._free.get(res, {}).get(name, 0) < want:
+                    out[name] = self._shortfall(name, res, want)
+                    break
+        return out
+
+    def _shortfall(self, name: str, res: str, want: int) -> Shortfall:
+        view = self._nodes.get(name)
+        if view is None:
+            return Shortfall(name, res, want, 0, 0)
+        cap = view.ephemeral.get(res, 0)
+        return Shortfall(name, res, want, max(0, cap - view.used.get(res, 0)), cap)
+
+    def free_fractions(self, nodes: Iterable[str], request: Mapping[str, int]) -> dict[str, float]:
+        """Per node, the mean fraction of each requested resource left free after placing
+        `request` (0.0 when it does not fit): the basis of least-allocated scoring."""
+        if not request:
+            return {}
+        wants = list(request.items())
+        out: dict[str, float] = {}
+        for name in nodes:
+            view = self._nodes.get(name)
+            total = 0.0
+            if view is not None:
+                for res, want in wants:
+                    cap = view.ephemeral.get(res, 0)
+                    left = cap - view.used.get(res, 0) - want
+                    if cap > 0 and left > 0:
+                        total += left / cap
+            out[name] = total / len(wants)
+        return out
+
+    def physical_shortfalls(
+        self, nodes: Iterable[str], amounts: Mapping[str, int]
+    ) -> dict[str, Shortfall]:
+        """Of `nodes`, those holding reservations whose physical allocatable, less everything
+        held (reservations included), cannot take `amounts`. Nodes without reservations are
+        not checked: kube-scheduler's own NodeResourcesFit already did, over the same pods."""
+        reserved = self._reserved
+        if not reserved:
+            return {}
+        wants = [(r, v) for r, v in amounts.items() if not r.startswith(self.prefix)]
+        out: dict[str, Shortfall] = {}
+        for name in nodes:
+            if name not in reserved:
+                continue
+            view = self._nodes.get(name)
+            if view is None:
+                continue
+            for res, want in wants:
+                cap = view.physical.get(res)
+                if cap is None:
+                    continue  # not reported by the node: not ours to judge
+                free = cap - view.used.get(res, 0)
+                if free < want:
+                    out[name] = Shortfall(name, res, want, max(0, free), cap)
+                    break
+        return out
+
+    def hold(
+        self,
+        holder: str,
+        node: str,
+        amounts: Mapping[str, int],
+        kind: HolderKind = HolderKind.ASSUMED,
+        owner: str = "",
+        priority: int = 0,
+    ) -> Shortfall | None:
+        """Take `amounts` on `node` for `holder` if its ephemeral resources have room.
+
+        Idempotent for the same holder on the same node; a holder moving to another node
+        releases its old place in the same step. Returns the shortfall, or None when held.
+        Only ephemeral resources are checked; the rest are counted.
+        """
+        with self._lock:
+            view = self._nodes.get(node)
+            if view is None:
+                res = next(iter(amounts), "node")
+                return Shortfall(node, res, amounts.get(res, 0), 0, 0)
+            old = self._holdings.get(holder)
+            if (
+                old is not None
+                and old.node == node
+                and old.amounts == amounts
+                and old.kind in (kind, HolderKind.POD)
+            ):
+                return None  # already held (a bound pod stays the fact it is)
+            credit = old.amounts if old is not None and old.node == node else {}
+            short = self._check(view, amounts, credit, physical=False)
+            if short is not None:
+                return short
+            self._put(Holding(holder, node, dict(amounts), kind, owner, priority))
+            self._changed(frozenset())
+            return None
+
+    def reserve(
+        self, owner: str, places: Sequence[tuple[str, str, Mapping[str, int]]]
+    ) -> Shortfall | None:
+        """Hold every place (holder, node, amounts) as a reservation of `owner`, or none.
+
+        Unlike `hold`, physical resources are checked too: a reservation is taken for pods
+        kube-scheduler has not placed yet, so nothing else has checked them. A holder already
+        held on the same node is credited with what it holds (re-reserving, or turning an
+        assumed holding back into a reservation).
+        """
+        with self._lock:
+            need: dict[str, dict[str, int]] = {}
+            credit: dict[str, dict[str, int]] = {}
+            for holder, node, amounts in places:
+                per = need.setdefault(node, {})
+                for res, v in amounts.items():
+                    per[res] = per.get(res, 0) + v
+                old = self._holdings.get(holder)
+                if old is not None and old.node == node:
+                    mine = credit.setdefault(node, {})
+                    for res, v in old.amounts.items():
+                        mine[res] = mine.get(res, 0) + v
+            for node, per in need.items():
+                view = self._nodes.get(node)
+                if view is None:
+                    return Shortfall(node, "node", 1, 0, 0)
+                short = self._check(view, per, credit.get(node, {}), physical=True)
+                if short is not None:
+                    return short
+            for holder, node, amounts in places:
+                self._put(Holding(holder, node, dict(amounts), HolderKind.RESERVATION, owner))
+            if places:
+                self._changed(frozenset())
+            return None
+
+    def _check(
+        self,
+        view: NodeView,
+        amounts: Mapping[str, int],
+        credit: Mapping[str, int],
+        physical: bool,
+    ) -> Shortfall | None:
+        for res, want in amounts.items():
+            if want <= 0:
+                continue
+            if res.startswith(self.prefix):
+                cap = view.ephemeral.get(res, 0)
+            elif physical and res in view.physical:
+                cap = view.physical[res]
+            else:
+                continue  # not ours to judge
+            free = cap - view.used.get(res, 0) + credit.get(res, 0)
+            if free < want:
+                return Shortfall(view.name, res, want, max(0, free), cap)
+        return None
+
+    def holders_on(self, node: str) -> list[Holding]:
+        with self._lock:
+            return [self._holdings[h] for h in self._on_node.get(node, ())]
+
+    def observe_bound(
+        self, holder: str, node: str, amounts: Mapping[str, int], priority: int = 0
+    ) -> None:
+        """Record a pod the API server reports bound to `node`: a fact, never refused.
+
+        Replaces any assumed holding or reservation for the same holder. A node not known
+        yet is created (its status arrives with the node's own event).
+        """
+        with self._lock:
+            old = self._holdings.get(holder)
+            if (
+                old is not None
+                and old.kind is HolderKind.POD
+                and old.node == node
+                and old.amounts == amounts
+                and old.priority == priority
+            ):
+                return
+            if node not in self._nodes:
+                self._nodes[node] = NodeView(node)
+            self._put(Holding(holder, node, dict(amounts), HolderKind.POD, priority=priority))
+            self._changed(frozenset())
+
+    def convert(self, old: str, new: str, amounts: Mapping[str, int]) -> bool:
+        """Hand `old`'s place to `new` (assumed, on the same node), in one step: a reserved
+        place taken by the pod it was for. `amounts` must not exceed what `old` held (the
+        caller checked), so nothing is re-checked. False when `old` is not held."""
+        with self._lock:
+            h = self._holdings.get(old)
+            if h is None:
+                return False
+            self._drop(old)
+            self._put(Holding(new, h.node, dict(amounts), HolderKind.ASSUMED, h.owner, h.priority))
+            self._changed(frozenset())
+            return True
+
+    def release(self, holder: str) -> bool:
+        with self._lock:
+            if holder not in self._holdings:
+                return False
+            self._drop(holder)
+            self._changed(frozenset())
+            return True
+
+    def release_all(self, holders: Iterable[str]) -> int:
+        """Release every one of `holders` that is held, in one step."""
+        with self._lock:
+            gone = [h for h in holders if h in self._holdings]
+            for h in gone:
+                self._drop(h)
+            if gone:
+                self._changed(frozenset())
+            return len(gone)
+
+    # ---- holdings, under the lock --------------------------------------------------------
+
+    def _put(self, h: Holding) -> None:
+        if h.holder in self._holdings:
+            self._drop(h.holder)
+        self._holdings[h.holder] = h
+        self._on_node.setdefault(h.node, set()).add(h.holder)
+        self._kinds[h.kind] += 1
+        if h.kind is HolderKind.RESERVATION:
+            self._reserved[h.node] = self._reserved.get(h.node, 0) + 1
+        self._add_used(h.node, h.amounts, +1)
+
+    def _drop(self, holder: str) -> None:
+        h = self._holdings.pop(holder)
+        here = self._on_node[h.node]
+        here.discard(holder)
+        if not here:
+            del self._on_node[h.node]
+        self._kinds[h.kind] -= 1
+        if h.kind is HolderKind.RESERVATION:
+            left = self._reserved[h.node] - 1
+            if left:
+                self._reserved[h.node] = left
+            else:
+                del self._reserved[h.node]
+        if h.node in self._nodes:
+            self._add_used(h.node, h.amounts, -1)
+
+    def _add_used(self, node: str, amounts: Mapping[str, int], sign: int) -> None:
+        view = self._nodes[node]
+        used = dict(view.used)
+        for res, v in amounts.items():
+            left = used.get(res, 0) + sign * v
+            if left > 0:
+                used[res] = left
+            else:
+                used.pop(res, None)
+        self._set_view(replace(view, used=used))
+
+    def _set_view(self, view: NodeView) -> None:
+        """Install a node's new view and bring the free index up to date for it."""
+        old = self._nodes.get(view.name)
+        self._nodes[view.name] = view
+        names = set(view.ephemeral)
+        if old is not None:
+            names |= old.ephemeral.keys()
+        for res in names:
+            cap = view.ephemeral.get(res)
+            index = self._free.get(res)
+            if cap is None:
+                if index is not None:
+                    index.pop(view.name, None)
+                    if not index:
+                        del self._free[res]
+                continue
+            if index is None:
+                index = self._free[res] = {}
+            index[view.name] = cap - view.used.get(res, 0)
+
+    # ---- nodes (facts from the cluster view) -----------------------------------------------
+
+    def upsert_node(
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        physical: Mapping[str, int],
+        ephemeral: Mapping[str, int] | None = None,
+        taints: Sequence[Taint] = (),
+        unschedulable: bool = False,
+    ) -> bool:
+        """Record a node's labels, taints and physical allocatable; True if anything changed.
+
+        `ephemeral` is given only when the node's written resources are the truth (rebuilding
+        after a restart, or a follower replica adopting the leader's writes); otherwise the
+        ledger's own capacities stand.
+        """
+        with self._lock:
+            old = self._nodes.get(name)
+            eph = dict(ephemeral) if ephemeral is not None else dict(old.ephemeral if old else {})
+            view = NodeView(
+                name,
+                dict(labels),
+                tuple(taints),
+                unschedulable,
+                dict(physical),
+                eph,
+                dict(old.used) if old is not None else {},
+            )
+            if view == old:
+                return False
+            self._set_view(view)
+            # Nothing to write back: adopted capacities came from the node itself.
+            self._changed(frozenset())
+            return True
+
+    def remove_node(self, name: str) -> None:
+        with self._lock:
+            if name not in self._nodes:
+                return
+            for holder in list(self._on_node.get(name, ())):
+                self._drop(holder)
+            view = self._nodes[name]
+            self._set_view(replace(view, ephemeral={}))
+            del self._nodes[name]
+            self._changed(frozenset())
+
+    def learn_nodes(self, names: Iterable[str]) -> list[str]:
+        """Create empty nodes (the standalone mode knows nodes only from requests); returns
+        the new ones. Callers validate the names first."""
+        with self._lock:
+            new = [n for n in names if n not in self._nodes]
+            for n in new:
+                self._nodes[n] = NodeView(n)
+            if new:
+                self._changed(frozenset())
+            return new
+
+    # ---- policy changes --------------------------------------------------------------------
+
+    def set_capacity(self, resource: str, capacity: Mapping[str, int]) -> int:
+        """Set `resource`'s capacity on each given node (0 removes it there). Atomic.
+
+        Raises UnknownNode or Conflict (below what is held) and applies nothing. Returns the
+        new version.
+        """
+        if not resource.startswith(self.prefix):
+            raise CoreError(f"{resource} is not under {self.prefix} the ledger owns", "name")
+        with self._lock:
+            missing = [n for n in capacity if n not in self._nodes]
+            if missing:
+                raise UnknownNode(missing)
+            problems = [
+                f"{n}: {resource} capacity {cap} is below the {held} already allocated"
+                for n, cap in capacity.items()
+                if 0 < cap < (held := self._nodes[n].used.get(resource, 0))
+            ]
+            if problems:
+                raise Conflict("; ".join(problems[:5]), "capacity")
+            changed = []
+            for n, cap in capacity.items():
+                view = self._nodes[n]
+                if view.ephemeral.get(resource, 0) == cap:
+                    continue
+                eph = dict(view.ephemeral)
+                if cap:
+                    eph[resource] = cap
+                else:
+                    eph.pop(resource, None)
+                self._set_view(replace(view, ephemeral=eph))
+                changed.append(n)
+            if changed:
+                self._changed(frozenset(changed))
+            return self._version
+
+    def remove_resource(self, resource: str, force: bool = False) -> list[str]:
+        """Remove `resource` from every node; returns the nodes that had it.
+
+        Refused (Conflict) while pods hold it, unless `force`: then the holders keep running
+        (as with any extended resource removed from a node) and the ledger forgets their
+        share of it.
+        """
+        with self._lock:
+            nodes = list(self._free.get(resource, {}))
+            held = {n: u for n in nodes if (u := self._nodes[n].used.get(resource, 0))}
+            if held and not force:
+                where = ", ".join(f"{n} ({u})" for n, u in sorted(held.items())[:5])
+                raise Conflict(
+                    f"{resource} is held on {len(held)} node(s): {where}; "
+                    "delete with force=true to remove it anyway",
+                    "name",
+                )
+            for n in nodes:
+                view = self._nodes[n]
+                eph = {k: v for k, v in view.ephemeral.items() if k != resource}
+                self._set_view(replace(view, ephemeral=eph))
+            if nodes:
+                self._changed(frozenset(nodes))
+            return nodes
+
+    def _changed(self, nodes: frozenset[str]) -> None:
+        self._version += 1
+        for listener in self._listeners:
+            listener(self._version, nodes)

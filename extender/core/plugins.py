@@ -1,0 +1,46 @@
+"""The plugin protocol of filters and scorers, and the verdict a filter returns.
+
+Laid out as kube-scheduler's framework plugins: each plugin has a name and implements Filter
+and/or Score over a batch of nodes. Decisions are values: a filter returns a Verdict (a
+Rejection per node it turns away), a scorer an integer 0..10 per node. Implemented by
+extender.filters and extender.gang; run by extender.verbs in the registry's order
+(extender.filters.REGISTRY). Plugins read the ledger, never the Kubernetes API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from extender.core.ledger import Ledger
+from extender.core.pod import PodInfo, Rejection
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a filter decided: the nodes it turned away, each with why. `final`: the nodes it
+    passed need no other filter's say (a gang member on its reserved node: the reservation
+    already holds everything it requests)."""
+
+    rejected: Mapping[str, Rejection] = field(default_factory=dict)
+    final: bool = False
+
+
+PASS = Verdict()
+
+
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Verdict:
+        """Which of `nodes` cannot take `pod`, each with its reason."""
+        ...
+
+
+class ScorePlugin(Protocol):
+    name: str
+
+    def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
+        """A score in 0..10 for each of `nodes` (missing nodes score 0)."""
+        ...

@@ -1,0 +1,123 @@
+"""PodInfo: what the extender's decisions read of a pod, computed once per pod.
+
+Built from the decoded Pod (extender.core.objects) wherever a pod enters: kube-scheduler's
+filter, prioritize and preempt calls (extender.verbs) and the cluster view's pod events
+(extender.adapters.view). It keeps only what some decision reads, so a cache of them is
+bounded by the number of pods and not by what a pod's metadata carries: the requests in the
+ledger's units (extender.core.podrequests), the few labels and annotations the extender
+defines (`Keys`), and, for gang members, the constraints planning needs. Rejection is the
+other half of a decision: why a node cannot take the pod. Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from extender.core.constraints import Constraints, constraints_of
+from extender.core.errors import InvalidValue
+from extender.core.objects import Pod
+from extender.core.podrequests import pod_requests
+
+# scheduler-plugins' label naming a pod's PodGroup: accepted as a gang name too, so pods
+# written for Coscheduling are gangs here without relabelling.
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+# A value of one of the extender's own keys longer than this is refused: nothing legitimate
+# needs more (a prefer list of alternatives, a gang name), and caches stay small.
+MAX_VALUE = 4096
+_DONE = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """The label and annotation names the extender defines, under the resource domain."""
+
+    gang: str  # label: the gang's name
+    gang_min: str  # annotation: the gang's minimum members
+    gang_timeout: str  # annotation: seconds a gang may stay reserved but incomplete
+    prefer: str  # annotation: ordered soft alternatives (extender.filters.preference)
+    pack: str  # annotation: bin-pack on this resource
+
+    @classmethod
+    def for_domain(cls, domain: str) -> Keys:
+        return cls(
+            *(f"{domain}/{k}" for k in ("gang", "gang-min", "gang-timeout", "prefer", "pack"))
+        )
+
+    def labels(self) -> tuple[str, ...]:
+        return (self.gang, COSCHEDULING_LABEL)
+
+    def annotations(self) -> tuple[str, ...]:
+        return (self.gang_min, self.gang_timeout, self.prefer, self.pack)
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    # Everything the pod occupies, in the ledger's units, and the ephemeral subset of it.
+    requests: Mapping[str, int]
+    ephemeral: Mapping[str, int]
+    # Only the extender's own keys (Keys), the labels and annotations merged.
+    marks: Mapping[str, str]
+    gang: str  # the gang's name, "" for a pod of no gang
+    priority: int
+    node: str  # spec.nodeName: "" while pending
+    done: bool  # Succeeded or Failed: holds nothing any more
+    terminating: bool
+    # Where the pod may run, for gang members only (planning reads it); None otherwise.
+    constraints: Constraints | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def needs_extender(self) -> bool:
+        """Whether any filter or scorer has something to say about this pod by itself."""
+        return bool(self.ephemeral or self.gang or self.marks)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a node cannot take the pod. `unresolvable`: preemption could not help."""
+
+    reason: str
+    unresolvable: bool = False
+
+
+def pod_info(pod: Pod, keys: Keys, prefix: str) -> PodInfo:
+    """The PodInfo of a decoded pod. Raises InvalidQuantity or InvalidValue naming the field
+    (relative to the pod: `spec.containers[0]...`, `metadata.annotations[...]`)."""
+    meta, spec = pod.metadata, pod.spec
+    requests = pod_requests(spec)
+    marks: dict[str, str] = {}
+    for source, names, where in (
+        (meta.labels, keys.labels(), "labels"),
+        (meta.annotations, keys.annotations(), "annotations"),
+    ):
+        for k in names:
+            v = source.get(k)
+            if v is not None:
+                if len(v) > MAX_VALUE:
+                    raise InvalidValue(
+                        f"metadata.{where}[{k}] is longer than {MAX_VALUE} characters",
+                        f"metadata.{where}[{k}]",
+                    )
+                marks[k] = v
+    gang = marks.get(keys.gang) or marks.get(COSCHEDULING_LABEL) or ""
+    return PodInfo(
+        uid=meta.uid,
+        namespace=meta.namespace or "default",
+        name=meta.name,
+        requests=requests,
+        ephemeral={r: v for r, v in requests.items() if r.startswith(prefix)},
+        marks=marks,
+        gang=gang,
+        priority=spec.priority or 0,
+        node=spec.node_name,
+        done=pod.status.phase in _DONE,
+        terminating=meta.deletion_timestamp is not None,
+        constraints=constraints_of(spec) if gang else None,
+    )

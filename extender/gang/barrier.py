@@ -1,0 +1,43 @@
+"""The bind barrier: a gang's members wait at bind until enough of them are there.
+
+kube-scheduler binds every pod in its own goroutine, through the extender's bind verb. A
+member's bind waits here, on the event loop (no thread is held), until the gang's minimum
+is at bind or bound; then every waiting member binds at once. A barrier belongs to one
+reservation of one gang: it is opened when the gang is ready, and cancelled (waking every
+waiter with the reason) when the reservation is released or the gang ends, so nothing
+outlives its gang. Created and driven by the gang manager; awaited by extender.verbs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class Barrier:
+    def __init__(self) -> None:
+        self.waiting: set[str] = set()  # uids of members waiting at bind
+        self._event = asyncio.Event()
+        self._cancelled = ""
+
+    @property
+    def is_open(self) -> bool:
+        return self._event.is_set() and not self._cancelled
+
+    def open(self) -> None:
+        self._event.set()
+
+    def cancel(self, reason: str) -> None:
+        """Wake every waiter with `reason`: the place they were to bind to is gone."""
+        self._cancelled = reason
+        self._event.set()
+
+    async def wait(self, uid: str, timeout: float) -> str:
+        """Wait until open: "" to bind now, else why not (cancelled, or timed out)."""
+        self.waiting.add(uid)
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            return f"not enough members reached bind within {timeout:g}s"
+        finally:
+            self.waiting.discard(uid)
+        return self._cancelled

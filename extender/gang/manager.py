@@ -1,0 +1,447 @@
+"""The gang manager: every gang's members, its reservation and its barrier, from birth to end.
+
+How all-or-nothing holds although kube-scheduler places one pod at a time and binds
+asynchronously, with no reject-and-wake cycle:
+
+1. Members are learnt from the pod informer (extender.core.events), as Coscheduling's
+   PodGroupManager is: pending and bound members alike, with their requests and constraints.
+   A gang exists while it has members; when the last is gone (deleted or finished) its state
+   is destroyed, so a gang re-created under the same name is a new gang.
+2. At the first member's filter, a place is planned for the whole gang at once
+   (extender.gang.plan): for every known member, each with its own requests and constraints,
+   and for members not created yet ("ghosts", shaped like the member being filtered), and
+   reserved in the ledger in one atomic step (which checks cpu, memory and pods too). If the
+   gang does not fit, nothing is held: two gangs that cannot both fit never deadlock.
+3. Each member's filter passes only its reserved node; a member arriving later takes a ghost
+   place that suits it, or the gang is planned again. No pod is written to.
+4. Bind is a barrier (extender.gang.barrier): a member waits until the gang's minimum is at
+   bind or bound, then all bind at once. A bound member's place becomes the bound pod.
+5. A reservation not complete within the gang's timeout is released; the gang retries after
+   an exponential backoff.
+Bound members count as members and keep their nodes: after a restart (or a failover) the
+rest of a partly bound gang is planned around them, so a gang is completed, never left.
+
+Runs on the event loop only (informer events, filter and bind all arrive there), so it takes
+no lock; the ledger it reserves in is thread-safe. Fed by the cluster view, called by the
+gang filter (extender.gang.plugin), the bind verb (extender.verbs) and the service's expiry
+tick; read by GET /v1/gangs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from extender.core.constraints import Constraints
+from extender.core.events import PodChange, PodEvent
+from extender.core.ledger import Ledger, NodeView
+from extender.core.plugins import Verdict
+from extender.core.pod import Keys, PodInfo, Rejection
+from extender.gang.barrier import Barrier
+from extender.gang.plan import Want, plan
+from extender.gang.spec import GangSpec, InvalidGang, gang_spec
+
+
+class Phase(StrEnum):
+    WAITING = "waiting"  # no places held: members are turned away, with why
+    RESERVED = "reserved"  # a place held for every member still to be bound
+    BOUND = "bound"  # the minimum is bound: further members are ordinary pods
+
+
+@dataclass
+class Member:
+    pod: PodInfo
+    # Where kube-scheduler found it feasible (kept only when its constraints are ones the
+    # extender cannot evaluate), and the nodes kube-scheduler refused it since.
+    feasible: frozenset[str] | None = None
+    excluded: set[str] = field(default_factory=set)
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.pod.node)
+
+    @property
+    def constraints(self) -> Constraints | None:
+        return self.pod.constraints
+
+
+@dataclass
+class Slot:
+    """One reserved place. `holder` is its ledger holding; `member` the uid it is for
+    (None: a member not created yet)."""
+
+    holder: str
+    node: str
+    amounts: dict[str, int]
+    member: str | None = None
+
+
+@dataclass
+class Gang:
+    spec: GangSpec
+    generation: int
+    members: dict[str, Member] = field(default_factory=dict)  # uid -> member, arrival order
+    phase: Phase = Phase.WAITING
+    slots: list[Slot] = field(default_factory=list)
+    barrier: Barrier | None = None
+    expires: float = 0.0  # monotonic: when the reservation is released if incomplete
+    retry_at: float = 0.0  # monotonic: no new reservation before (backoff)
+    attempts: int = 0  # reservations made
+    timeouts: int = 0
+    reason: str = ""
+    # Members whose Binding was created and that the informer has not reported bound yet.
+    committed: set[str] = field(default_factory=set)
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+    def bound_count(self) -> int:
+        return sum(1 for uid, m in self.members.items() if m.bound or uid in self.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """A member's place at its gang's barrier."""
+
+    barrier: Barrier
+    gang: str
+
+
+class GangManager:
+    def __init__(
+        self,
+        ledger: Ledger,
+        keys: Keys,
+        clock: Callable[[], float] = time.monotonic,
+        backoff: tuple[float, float] = (1.0, 60.0),
+    ) -> None:
+        self.ledger = ledger
+        self.keys = keys
+        self.clock = clock
+        self.backoff = backoff
+        self._gangs: dict[str, Gang] = {}
+        self._member_of: dict[str, str] = {}  # uid -> gang key
+        self._generations = itertools.count(1)
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def gangs(self) -> list[Gang]:
+        return list(self._gangs.values())
+
+    def gang(self, key: str) -> Gang | None:
+        return self._gangs.get(key)
+
+    def __len__(self) -> int:
+        return len(self._gangs)
+
+    # ---- the informer's feed ---------------------------------------------------------------
+
+    def on_pod(self, event: PodEvent) -> None:
+        """Learn of a pod added, changed or gone (subscribed to the cluster view's events)."""
+        pod = event.pod
+        if event.change is PodChange.GONE or pod is None or pod.terminating or not pod.gang:
+            self._forget(event.uid)
+            return
+        try:
+            spec = gang_spec(pod, self.keys)
+        except InvalidGang:
+            self._forget(pod.uid)  # its filter says why; nothing to plan for it
+            return
+        if spec is not None:
+            self._learn(spec, pod)
+
+    def _learn(self, spec: GangSpec, pod: PodInfo) -> tuple[Gang, Member]:
+        key = self._member_of.get(pod.uid)
+        if key is not None and key != spec.key:
+            self._forget(pod.uid)  # relabelled into another gang
+        g = self._gangs.get(spec.key)
+        if g is None:
+            g = self._gangs[spec.key] = Gang(spec, next(self._generations))
+        m = g.members.get(pod.uid)
+        if m is None:
+            m = g.members[pod.uid] = Member(pod)
+            self._member_of[pod.uid] = spec.key
+        was_bound = m.bound
+        if pod.node or not was_bound:  # a stale filter request must not unbind a member
+            m.pod = pod
+        if m.bound and not was_bound:
+            self._on_bound(g, m)
+        return g, m
+
+    def _forget(self, uid: str) -> None:
+        key = self._member_of.pop(uid, None)
+        if key is None:
+            return
+        g = self._gangs[key]
+        g.members.pop(uid, None)
+        g.committed.discard(uid)
+        for slot in g.slots:
+            if slot.member == uid:
+                slot.member = None  # the place waits for a replacement
+        if not g.members:
+            self._release(g, f"gang {key} ended: its members are gone")
+            del self._gangs[key]
+
+    def _on_bound(self, g: Gang, m: Member) -> None:
+        """A member is seen bound: its place is the bound pod now, not a reservation."""
+        g.committed.discard(m.pod.uid)
+        for slot in g.slots:
+            if slot.member == m.pod.uid:
+                self.ledger.release(slot.holder)
+                g.slots.remove(slot)
+                break
+        self._settle(g)
+
+    def _settle(self, g: Gang) -> None:
+        """Bound once the minimum is bound; else open the barrier if enough are at bind."""
+        if g.bound_count() >= g.spec.min_members:
+            self._release(g, "")
+            g.phase = Phase.BOUND
+            g.reason = ""
+        elif g.barrier is not None and self._ready(g):
+            g.barrier.open()
+
+    # ---- filter ----------------------------------------------------------------------------
+
+    def filter(self, pod: PodInfo, nodes: Sequence[str]) -> Verdict | None:
+        """What a gang member may do now: pass only its reserved node, or wait (with why).
+        None for a pod that is not a gang member, or whose gang is already bound."""
+        try:
+            spec = gang_spec(pod, self.keys)
+        except InvalidGang as e:
+            return _all(nodes, str(e), unresolvable=True)
+        if spec is None:
+            return None
+        g = self._gangs.get(spec.key)
+        if g is not None and g.spec.min_members != spec.min_members:
+            return _all(
+                nodes,
+                f"gang {spec.key}: members disagree on {self.keys.gang_min}: pod {pod.name} "
+                f"says {spec.min_members}, others {g.spec.min_members}",
+                unresolvable=True,
+            )
+        g, m = self._learn(spec, pod)
+        if g.phase is Phase.BOUND:
+            return None
+        if m.constraints is not None and m.constraints.unevaluable:
+            m.feasible = frozenset(nodes)
+        if g.phase is Phase.RESERVED:
+            verdict = self._reserved(g, m, nodes)
+            if verdict is not None:
+                return verdict
+        return self._try_reserve(g, m, nodes)
+
+    def _reserved(self, g: Gang, m: Member, nodes: Sequence[str]) -> Verdict | None:
+        """The verdict of a reserved gang, or None when it must be planned again."""
+        slot = self._slot_of(g, m, nodes)
+        if slot is None:
+            if all(s.member is not None for s in g.slots):
+                why = f"gang {g.key} is reserved for its first {g.spec.min_members} members"
+                return _all(nodes, why)
+            self._release(g, f"member {m.pod.name} fits none of the reserved places")
+            return None
+        if slot.node in nodes:
+            why = f"gang {g.key} reserved node {slot.node} for this pod"
+            return Verdict({n: Rejection(why) for n in nodes if n != slot.node}, final=True)
+        # kube-scheduler's own filters refused the reserved node: plan again without it.
+        m.excluded.add(slot.node)
+        self._release(g, f"kube-scheduler refused node {slot.node} for member {m.pod.name}")
+        return None
+
+    def _slot_of(self, g: Gang, m: Member, nodes: Sequence[str]) -> Slot | None:
+        uid = m.pod.uid
+        for slot in g.slots:
+            if slot.member == uid:
+                return slot
+        offered = set(nodes)
+        for slot in g.slots:
+            if slot.member is None and slot.node in offered and self._suits(m, slot):
+                slot.member = uid
+                return slot
+        return None
+
+    def _suits(self, m: Member, slot: Slot) -> bool:
+        """Whether a place planned for a member to come suits member `m`."""
+        if any(v > slot.amounts.get(r, 0) for r, v in m.pod.requests.items()):
+            return False
+        if slot.node in m.excluded or (m.feasible is not None and slot.node not in m.feasible):
+            return False
+        view = self.ledger.node(slot.node)
+        return view is not None and (m.constraints is None or not m.constraints.check(view))
+
+    def _try_reserve(self, g: Gang, m: Member, nodes: Sequence[str]) -> Verdict:
+        now = self.clock()
+        if now < g.retry_at:
+            g.reason = (
+                f"gang {g.key}: backing off after its reservation expired "
+                f"({g.timeouts} time(s)): next try in {g.retry_at - now:.1f}s"
+            )
+            return _all(nodes, g.reason)
+        pending = [x for x in g.members.values() if not x.bound]
+        unknown = [
+            x.pod.name
+            for x in pending
+            if x.constraints is not None and x.constraints.unevaluable and x.feasible is None
+        ]
+        if unknown:
+            g.reason = (
+                f"gang {g.key}: waiting for kube-scheduler to try member(s) "
+                f"{', '.join(sorted(unknown)[:5])}, whose constraints only it can evaluate"
+            )
+            return _all(nodes, g.reason)
+        wants = self._wants(g, m, pending)
+        views = self._views(nodes)
+        places = plan(wants, views, self.ledger.prefix)
+        if places is None:
+            return self._no_room(g, wants, nodes)
+        generation = f"{g.key}#{g.generation}.{g.attempts + 1}"
+        slots = [
+            Slot(f"{generation}/{i}", places[w.ref], dict(w.amounts), None)
+            for i, w in enumerate(wants)
+        ]
+        short = self.ledger.reserve(generation, [(s.holder, s.node, s.amounts) for s in slots])
+        if short is not None:  # taken meanwhile by a concurrent change: plan again later
+            g.reason = f"gang {g.key} does not fit now: {short.detail}"
+            return _all(nodes, g.reason)
+        for w, s in zip(wants, slots, strict=True):
+            if w.ref in g.members:
+                s.member = w.ref
+        g.slots = slots
+        g.phase = Phase.RESERVED
+        g.attempts += 1
+        g.expires = now + g.spec.timeout
+        g.barrier = Barrier()
+        waiting = g.spec.min_members - g.bound_count() - len(pending)
+        g.reason = (
+            f"gang {g.key}: places reserved; waiting for {waiting} more member(s) to be created"
+            if waiting > 0
+            else ""
+        )
+        verdict = self._reserved(g, m, nodes)
+        assert verdict is not None  # m was planned a place among the offered nodes
+        return verdict
+
+    def _wants(self, g: Gang, m: Member, pending: list[Member]) -> list[Want]:
+        """A want for each member still to be bound (m first), then ghosts shaped like m."""
+        need = g.spec.min_members - g.bound_count()
+        ordered = [m] + [x for x in pending if x is not m]
+        wants = [
+            Want(
+                x.pod.uid,
+                x.pod.requests,
+                x.constraints,
+                x.feasible,
+                frozenset(x.excluded),
+            )
+            for x in ordered[:need]
+        ]
+        for i in range(need - len(wants)):
+            wants.append(Want(f"ghost-{i}", m.pod.requests, m.constraints, m.feasible))
+        return wants
+
+    def _views(self, nodes: Sequence[str]) -> list[NodeView]:
+        """Every node, the ones kube-scheduler offered for this member first."""
+        ledger = self.ledger
+        offered = [v for n in nodes if (v := ledger.node(n)) is not None]
+        seen = set(nodes)
+        return offered + [v for n in ledger.node_names() if n not in seen and (v := ledger.node(n))]
+
+    def _no_room(self, g: Gang, wants: list[Want], nodes: Sequence[str]) -> Verdict:
+        shape = ", ".join(f"{r}={v}" for r, v in sorted(wants[0].amounts.items()))
+        ever = plan(wants, self._views(nodes), self.ledger.prefix, empty=True)
+        if ever is None:
+            g.reason = (
+                f"gang {g.key} can never fit: {len(wants)} member(s) of {shape} need more "
+                "than the nodes they may use have, even empty"
+            )
+            return _all(nodes, g.reason, unresolvable=True)
+        g.reason = (
+            f"gang {g.key} does not fit now: no set of nodes has room for {len(wants)} "
+            f"member(s) of {shape}; waiting for resources to free"
+        )
+        return _all(nodes, g.reason)
+
+    # ---- bind ------------------------------------------------------------------------------
+
+    def arrive(self, uid: str, node: str) -> Ticket | str | None:
+        """A member reached bind on `node`: its ticket to wait on, or why it may not bind.
+        None when the pod is no gang member, or its gang is already bound."""
+        key = self._member_of.get(uid)
+        if key is None:
+            return None
+        g = self._gangs[key]
+        if g.phase is Phase.BOUND:
+            return None
+        slot = next((s for s in g.slots if s.member == uid), None)
+        if g.phase is not Phase.RESERVED or g.barrier is None or slot is None:
+            return f"gang {key}: no place is reserved for this pod; {g.reason or 'retrying'}"
+        if slot.node != node:
+            return f"gang {key}: this pod's place is reserved on {slot.node}, not {node}"
+        g.barrier.waiting.add(uid)
+        if self._ready(g):
+            g.barrier.open()
+        return Ticket(g.barrier, key)
+
+    def _ready(self, g: Gang) -> bool:
+        at_bind = len(g.barrier.waiting) if g.barrier is not None else 0
+        return g.bound_count() + at_bind >= g.spec.min_members
+
+    def bound(self, uid: str, node: str) -> None:
+        """The Binding of a member was created: its place becomes an assumed holding of the
+        pod until the informer reports it bound."""
+        key = self._member_of.get(uid)
+        g = self._gangs.get(key) if key is not None else None
+        if g is None:
+            return
+        m = g.members.get(uid)
+        if m is None:
+            return
+        for slot in g.slots:
+            if slot.member == uid:
+                self.ledger.convert(slot.holder, uid, m.pod.requests)
+                g.slots.remove(slot)
+                break
+        g.committed.add(uid)
+        self._settle(g)
+
+    # ---- time ---------------------------------------------------------------------------------
+
+    def expire(self) -> int:
+        """Release every reservation past its timeout (none with members at bind: they are
+        released when they time out there). Returns how many were released."""
+        now = self.clock()
+        released = 0
+        for g in self._gangs.values():
+            if g.phase is not Phase.RESERVED or now < g.expires:
+                continue
+            if g.barrier is not None and g.barrier.waiting:
+                continue
+            g.timeouts += 1
+            for m in g.members.values():
+                m.excluded.clear()  # what kube-scheduler refused then may fit next time
+            lo, hi = self.backoff
+            g.retry_at = now + min(hi, lo * 2 ** (g.timeouts - 1))
+            self._release(g, f"gang {g.key}: its reservation expired after {g.spec.timeout:g}s")
+            released += 1
+        return released
+
+    def _release(self, g: Gang, why: str) -> None:
+        """Give back every reserved place and wake the barrier's waiters with `why`."""
+        if g.slots:
+            self.ledger.release_all(s.holder for s in g.slots)
+            g.slots = []
+        if g.barrier is not None:
+            g.barrier.cancel(why or f"gang {g.key} was released")
+            g.barrier = None
+        if g.phase is Phase.RESERVED:
+            g.phase = Phase.WAITING
+        if why:
+            g.reason = why
+
+
+def _all(nodes: Sequence[str], reason: str, unresolvable: bool = False) -> Verdict:
+    return Verdict(dict.fromkeys(nodes, Rejection(reason, unresolvable)))

@@ -1,0 +1,29 @@
+"""Gang: the filter plugin of the gang feature (see extender.gang.manager for how it works).
+
+Passes a gang member only the node reserved for it (a final verdict: the reservation
+already holds everything it requests, so no other filter need look), or turns every node
+away with why the gang waits. Pods of no gang, and members of a gang already bound, are left
+to the other filters. Registered in extender.filters.REGISTRY; run by extender.verbs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from extender.core.ledger import Ledger
+from extender.core.plugins import PASS, Verdict
+from extender.core.pod import PodInfo
+from extender.gang.manager import GangManager
+
+
+class GangFilter:
+    name = "Gang"
+
+    def __init__(self, gangs: GangManager) -> None:
+        self.gangs = gangs
+
+    def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Verdict:
+        if not pod.gang:
+            return PASS
+        verdict = self.gangs.filter(pod, nodes)
+        return PASS if verdict is None else verdict

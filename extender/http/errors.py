@@ -1,0 +1,163 @@
+"""Every error the service can answer with, mapped to its HTTP status in one table.
+
+Each layer raises its own few typed errors (the core's in extender.core.errors, the wire's
+BadRequest, the ESLs' in extender.esl.errors, this layer's below); none of them knows HTTP.
+Here each type gets its status, and every error reply has one shape: {"error": message,
+"field": the offending field or absent}. The handlers are installed by extender.app.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from extender.core import errors as core
+from extender.core.quantity import InvalidQuantity
+from extender.esl import errors as esl
+from extender.wire import BadRequest
+
+
+class HTTPError(Exception):
+    """An error of this layer: it names the field like the others do."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class NotReady(HTTPError):
+    """The ledger is not rebuilt yet, or this replica is not the leader."""
+
+
+class Unauthorized(HTTPError):
+    """No or a wrong credential."""
+
+
+class Forbidden(HTTPError):
+    """The caller is known but may not do this."""
+
+
+class PayloadTooLarge(HTTPError):
+    pass
+
+
+class RequestTimeout(HTTPError):
+    pass
+
+
+STATUS: dict[type[Exception], int] = {
+    BadRequest: 400,
+    InvalidQuantity: 422,
+    core.InvalidValue: 422,
+    core.NoMatch: 422,
+    core.UnknownNode: 404,
+    core.NotFound: 404,
+    core.Conflict: 409,
+    core.CoreError: 422,
+    esl.InvalidParameters: 422,
+    esl.Unsatisfiable: 422,
+    esl.NoRoom: 409,
+    esl.UnknownKey: 404,
+    esl.UnknownKind: 404,
+    esl.InstanceNotFound: 404,
+    esl.InstanceExists: 409,
+    esl.Unsupported: 409,
+    esl.TooMany: 429,
+    Unauthorized: 401,
+    Forbidden: 403,
+    PayloadTooLarge: 413,
+    RequestTimeout: 408,
+    NotReady: 503,
+}
+
+
+def status_of(e: Exception) -> int:
+    for cls in type(e).__mro__:
+        status = STATUS.get(cls)
+        if status is not None:
+            return status
+    return 500
+
+
+class ErrorReply(BaseModel):
+    """The body of every error reply."""
+
+    error: str
+    field: str | None = None
+
+
+def error_response(status: int, message: str, field: str | None = None) -> JSONResponse:
+    body: dict[str, str] = {"error": message}
+    if field:
+        body["field"] = field
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    status: {"model": ErrorReply, "description": what}
+    for status, what in (
+        (400, "The body is not what the route takes (malformed JSON, wrong types)."),
+        (401, "No or a wrong credential."),
+        (403, "The caller may not do this."),
+        (413, "The body is too large."),
+        (422, "A value is invalid or cannot be satisfied; `field` names it."),
+        (503, "Not ready: the ledger is being rebuilt, or this replica is not the leader."),
+    )
+}
+
+
+log = logging.getLogger(__name__)
+
+
+def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> None:
+    """Install the handlers: every error above by the table, FastAPI's validation errors as
+    422 naming the field, Starlette's 404 and 405 (with Allow) in the same shape."""
+
+    async def known(request: Request, e: Exception) -> Response:
+        status = status_of(e)
+        on_client_error(request, status)
+        return error_response(status, str(e), getattr(e, "field", None))
+
+    for cls in STATUS:
+        app.add_exception_handler(cls, known)
+
+    async def validation(request: Request, e: Exception) -> Response:
+        assert isinstance(e, RequestValidationError)
+        err = e.errors()[0]
+        on_client_error(request, 422 if err["type"] != "json_invalid" else 400)
+        if err["type"] == "json_invalid":
+            return error_response(400, "body is not valid JSON")
+        loc = ".".join(str(p) for p in err["loc"] if p != "body") or "body"
+        return error_response(422, f"{loc}: {err['msg']}", loc)
+
+    app.add_exception_handler(RequestValidationError, validation)
+
+    async def http(request: Request, e: Exception) -> Response:
+        assert isinstance(e, StarletteHTTPException)
+        on_client_error(request, e.status_code)
+        path = request.url.path[:200]
+        if e.status_code == 404:
+            return error_response(404, f"no such path: {request.method} {path}")
+        if e.status_code == 405:
+            response = error_response(405, f"method {request.method} is not allowed on {path}")
+            allow = (e.headers or {}).get("Allow")
+            if allow:
+                response.headers["Allow"] = allow
+            return response
+        return error_response(e.status_code, str(e.detail))
+
+    app.add_exception_handler(StarletteHTTPException, http)
+
+    async def internal(request: Request, e: Exception) -> Response:
+        # A defect, not the caller's fault: logged with its traceback, never sent.
+        log.exception("internal error", extra={"path": request.url.path[:200]})
+        return error_response(500, "internal error (logged)")
+
+    app.add_exception_handler(Exception, internal)

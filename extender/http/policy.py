@@ -1,0 +1,110 @@
+"""ESCHER's policy API over HTTP: /v1/resources/{name} and /v1/cluster-state.
+
+Work proportional to the nodes (applying a resource everywhere, rendering the cluster
+state) runs in a worker thread, so the event loop stays free for kube-scheduler's verbs;
+waiting for the write-back to make a change durable is awaited on the loop, holding no
+thread. A change answers 200 once it is on the Node objects and 202 when the configured wait
+ran out first (the write-back keeps trying; `durable: false` says so). Mounted by
+extender.app, behind readiness and the caller's authorization (extender.http.deps).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+from starlette.concurrency import run_in_threadpool
+
+from extender import policy
+from extender.core import names
+from extender.http.deps import Runtime, caller, ready
+from extender.http.errors import ERROR_RESPONSES
+from extender.policy import (
+    ClusterState,
+    DeleteResourceResult,
+    ResourceSpec,
+    ResourceState,
+    SetResourceResult,
+)
+
+_JSON = "application/json"
+
+
+def router(rt: Runtime) -> APIRouter:
+    settings = rt.settings
+    r = APIRouter(
+        prefix="/v1",
+        tags=["policy"],
+        dependencies=[Depends(ready)],
+        responses={k: v for k, v in ERROR_RESPONSES.items() if k != 413},
+    )
+    set_seconds = rt.metrics.request_seconds.labels("set_resource")
+
+    @r.put(
+        "/resources/{name}",
+        dependencies=[caller("resources")],
+        responses={202: {"model": SetResourceResult, "description": "applied, not yet durable"}},
+    )
+    async def set_resource(name: str, spec: ResourceSpec, response: Response) -> SetResourceResult:
+        """ESCHER's set_resource: create, resize or (capacity 0) remove an ephemeral resource
+        on a node, the nodes with these labels, the nodes whose available resources cover a
+        vector, or every node (at most num_nodes of them)."""
+        with set_seconds.time():
+            full, capacity, version = await run_in_threadpool(
+                policy.set_resource,
+                rt.ledger,
+                settings.resource_domain,
+                name,
+                spec,
+                not settings.kube,
+            )
+            durable = await rt.wait_durable(version, list(capacity))
+        response.status_code = 200 if durable else 202
+        return SetResourceResult(resource=full, nodes=capacity, version=version, durable=durable)
+
+    @r.get("/resources/{name}", dependencies=[caller("resources")])
+    async def get_resource(name: str) -> ResourceState:
+        """One ephemeral resource: capacity, allocated and available per node."""
+        full = names.full_name(settings.resource_domain, name)
+        return await run_in_threadpool(policy.resource_state, rt.ledger.snapshot(), full)
+
+    @r.delete(
+        "/resources/{name}",
+        dependencies=[caller("resources")],
+        responses={202: {"model": DeleteResourceResult, "description": "removed, not yet durable"}},
+    )
+    async def delete_resource(
+        name: str,
+        response: Response,
+        force: Annotated[
+            bool,
+            Query(description="Remove it even while pods hold it (they keep running)."),
+        ] = False,
+    ) -> DeleteResourceResult:
+        """Remove an ephemeral resource from every node. Refused (409) while pods hold it,
+        unless `force`: then the holders keep running, as with any extended resource removed
+        from a node, and new pods can no longer request it."""
+        full, nodes, version = await run_in_threadpool(
+            policy.delete_resource, rt.ledger, settings.resource_domain, name, force
+        )
+        durable = await rt.wait_durable(version, nodes)
+        response.status_code = 200 if durable else 202
+        return DeleteResourceResult(resource=full, removed_from=nodes, durable=durable)
+
+    @r.get(
+        "/cluster-state",
+        dependencies=[caller("resources")],
+        response_model=ClusterState,
+        response_class=Response,
+        responses={
+            200: {"content": {_JSON: {"schema": {"$ref": "#/components/schemas/ClusterState"}}}}
+        },
+    )
+    async def cluster_state() -> Response:
+        """ESCHER's get_cluster_state: per node, capacity / allocated / available of the
+        physical (cpu in millicores, memory in bytes, pods) and ephemeral resources."""
+        snap = rt.ledger.snapshot()
+        body = await run_in_threadpool(lambda: policy.cluster_state(snap).model_dump_json())
+        return Response(body, media_type=_JSON)
+
+    return r

@@ -1,0 +1,74 @@
+"""Running the service: its start, its HTTP listeners, and its stop.
+
+The service starts first (a misconfiguration it cannot retry past ends here, with one line
+on stderr and exit status 2), then uvicorn serves the app: on `port` everything, or, with
+`verbs_port`, the policy API there and kube-scheduler's verbs on a second TLS listener that
+requires a client certificate signed by `verbs_client_ca_file` when one is given. Both use
+the header-timeout protocol (extender.http.server) and refuse requests beyond
+`max_concurrency` with 503. SIGTERM stops both and then the service. Called by extender.cli.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import sys
+
+import uvicorn
+
+from extender.app import create_app
+from extender.http.server import protocol
+from extender.service import Service, StartupError
+from extender.settings import Settings
+
+
+def run(settings: Settings) -> int:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvicorn[standard] brings it
+        return asyncio.run(_serve(settings))
+    return uvloop.run(_serve(settings))
+
+
+def _configs(settings: Settings, app: object) -> list[uvicorn.Config]:
+    s = settings
+    common: dict[str, object] = {
+        "log_config": None,
+        "access_log": False,
+        "lifespan": "off",
+        "http": protocol(s.header_timeout_seconds),
+        "limit_concurrency": s.max_concurrency,
+        "ssl_certfile": str(s.tls_cert_file) if s.tls_cert_file else None,
+        "ssl_keyfile": str(s.tls_key_file) if s.tls_key_file else None,
+    }
+    configs = [uvicorn.Config(app, host=s.host, port=s.port, **common)]  # type: ignore[arg-type]
+    if s.verbs_port is not None:
+        mtls: dict[str, object] = {}
+        if s.verbs_client_ca_file is not None:
+            mtls = {"ssl_ca_certs": str(s.verbs_client_ca_file), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+        configs.append(
+            uvicorn.Config(app, host=s.host, port=s.verbs_port, **common, **mtls)  # type: ignore[arg-type]
+        )
+    return configs
+
+
+async def _serve(settings: Settings) -> int:
+    service = Service(settings)
+    app = create_app(settings, service, lifecycle=False)
+    try:
+        await service.start()
+    except StartupError as e:
+        print(f"escher-extender serve: {e}", file=sys.stderr)
+        await service.stop()
+        return 2
+    servers = [uvicorn.Server(c) for c in _configs(settings, app)]
+    try:
+        tasks = [asyncio.create_task(s.serve()) for s in servers]
+        # uvicorn's signal handling reaches one server: when one stops, stop them all.
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for s in servers:
+            s.should_exit = True
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await service.stop()
+    return 0 if all(s.started for s in servers) else 1
