@@ -97,7 +97,9 @@ class KubeAPI:
         qps: float = 50.0,
         burst: int = 100,
         max_connections: int = 64,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        """`transport` replaces the network (unit tests give an httpx.MockTransport)."""
         cfg = k8s_client.Configuration()
         if in_cluster:
             k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
@@ -126,6 +128,7 @@ class KubeAPI:
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
             ),
+            transport=transport,
         )
         self._bucket = _Bucket(qps, burst)
 
