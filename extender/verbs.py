@@ -174,7 +174,7 @@ class Verbs:
         names = self._names(args)
         self.filtered.remember(pod)
         if not pod.needs_extender and not self.ledger.reserved_nodes():
-            return _filter_reply(args, names, {})
+            return _filter_reply(args, names, names, {})
         failed: dict[str, Rejection] = {}
         remaining: Sequence[str] = names
         for plugin in self.filters:
@@ -184,7 +184,7 @@ class Verbs:
                 remaining = [n for n in remaining if n not in verdict.rejected]
             if verdict.final or not remaining:
                 break
-        return _filter_reply(args, remaining, failed)
+        return _filter_reply(args, names, remaining, failed)
 
     # ---- prioritize ------------------------------------------------------------------------
 
@@ -269,7 +269,7 @@ class Verbs:
 
 
 def _filter_reply(
-    args: ExtenderArgs, passed: Sequence[str], failed: dict[str, Rejection]
+    args: ExtenderArgs, names: Sequence[str], passed: Sequence[str], failed: dict[str, Rejection]
 ) -> ExtenderFilterResult:
     soft = {n: r.reason for n, r in failed.items() if not r.unresolvable}
     hard = {n: r.reason for n, r in failed.items() if r.unresolvable}
@@ -282,7 +282,7 @@ def _filter_reply(
     items = args.Nodes.items
     if failed:
         keep = set(passed)
-        items = [raw for raw, name in zip(items, node_names(args), strict=True) if name in keep]
+        items = [raw for raw, name in zip(items, names, strict=True) if name in keep]
     nodes = NodeList(
         apiVersion=args.Nodes.apiVersion,
         kind=args.Nodes.kind,

@@ -35,8 +35,9 @@ class BadRequest(Exception):
         self.field = field
 
 
-class _Wire(Struct, frozen=True, gc=False, omit_defaults=True):
-    """Go's field names as they are (no JSON tags upstream); unknown fields are skipped."""
+class _Wire(Struct, frozen=True, gc=False):
+    """Go's field names as they are (no JSON tags upstream); unknown fields are skipped.
+    Replies carry every field, as Go's encoding/json writes them (null and "" included)."""
 
 
 # ---- filter and prioritize -----------------------------------------------------------------

@@ -162,11 +162,11 @@ class GangManager:
         if g is None:
             g = self._gangs[spec.key] = Gang(spec, next(self._generations))
         m = g.members.get(pod.uid)
+        was_bound = m is not None and m.bound
         if m is None:
             m = g.members[pod.uid] = Member(pod)
             self._member_of[pod.uid] = spec.key
-        was_bound = m.bound
-        if pod.node or not was_bound:  # a stale filter request must not unbind a member
+        elif pod.node or not was_bound:  # a stale filter request must not unbind a member
             m.pod = pod
         if m.bound and not was_bound:
             self._on_bound(g, m)

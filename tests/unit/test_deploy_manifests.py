@@ -22,8 +22,6 @@ import pytest
 import yaml
 
 from extender.cli import build_parser
-from extender.service import Service
-from extender.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -41,7 +39,7 @@ LEAST_PRIVILEGE = {
     ("events.k8s.io", "events", "create"),
 }
 # Extender mode binds pods itself (bindVerb) and annotates gang members' pods.
-PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
+PLACEMENT = {("", "pods/binding", "create")}
 EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
 
 Doc = dict[str, Any]
@@ -141,26 +139,12 @@ def test_pure_mode_cannot_place_pods_and_extender_mode_does_through_its_own_role
     assert triples(find(docs, "ClusterRole", "escher-extender-placement")["rules"]) == PLACEMENT
 
 
-def test_pod_patches_are_held_to_the_gang_annotations_by_an_admission_policy() -> None:
-    docs = overlay("extender")
-    policy = find(docs, "ValidatingAdmissionPolicy", "escher-extender-pod-annotations")["spec"]
-    (condition,) = policy["matchConditions"]
-    namespace, name = EXTENDER_SA
-    user = f"system:serviceaccount:{namespace}:{name}"
-    assert condition["expression"] == f'request.userInfo.username == "{user}"'
-    assert policy["failurePolicy"] == "Fail"
-    # The keys it lets through are the ones the service's gang annotator writes.
-    keys = Service(Settings(kube=False)).gangs.keys
-    variables = {v["name"]: v["expression"] for v in policy["variables"]}
-    assert variables["keys"] == f"['{keys.node}', '{keys.until}']"
-    (rule,) = policy["validations"]
-    assert rule["reason"] == "Forbidden"
-    binding = find(docs, "ValidatingAdmissionPolicyBinding", "escher-extender-pod-annotations")
-    assert binding["spec"] == {
-        "policyName": "escher-extender-pod-annotations",
-        "validationActions": ["Deny"],
-    }
-    assert not [d for d in overlay("pure") if d["kind"].startswith("ValidatingAdmission")]
+def test_nothing_writes_to_pods() -> None:
+    for mode in MODES:
+        docs = overlay(mode)
+        assert not any(r[1] == "pods" and r[2] != "get" and r[2] not in ("list", "watch")
+                       for r in triples(granted(docs, EXTENDER_SA)))  # fmt: skip
+        assert not [d for d in docs if d["kind"].startswith("ValidatingAdmission")]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -207,7 +191,10 @@ def test_the_scheduler_config_is_a_second_profile_named_escher_scheduler(mode: s
 def test_the_extender_mode_config_is_the_local_one_plus_https_to_the_service() -> None:
     deployed = scheduler_config("extender")
     local = yaml.safe_load((REPO / "scheduler-config" / "extender.yaml").read_text())
-    assert deployed["profiles"][0]["pluginConfig"] == local["profiles"][0]["pluginConfig"]
+    assert deployed["percentageOfNodesToScore"] == local["percentageOfNodesToScore"] == 100
+    assert [p.get("pluginConfig") for p in deployed["profiles"]] == [
+        p.get("pluginConfig") for p in local["profiles"]
+    ]
     (extender,) = deployed["extenders"]
     (local_extender,) = local["extenders"]
     # The same verbs, weights, timeout, caching and ignorable as the local control plane's.

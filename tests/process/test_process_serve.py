@@ -68,7 +68,10 @@ def test_standalone_over_tls(cert: tuple[Path, Path]) -> None:
     ("args", "message"),
     [
         (["--no-kube", "--tls-cert", "/x.crt"], "tls_cert_file and tls_key_file must be given"),
-        (["--no-kube", "--domain", "Bad_Domain"], "resource_domain 'Bad_Domain' must be"),
+        (
+            ["--no-kube", "--domain", "Bad_Domain"],
+            "resource_domain: resource domain 'Bad_Domain' must be",
+        ),
         (["--no-kube", "--port", "70000"], "port: Input should be less than or equal to 65535"),
         (["--mode", "other"], "invalid choice: 'other'"),
     ],

@@ -1,4 +1,5 @@
-"""The ledger: capacity invariants, atomic policy changes, holdings and snapshots."""
+"""The ledger: capacity invariants, atomic policy changes, holdings, the filter's index,
+snapshots and totals."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import threading
 
 import pytest
 
-from extender.ledger import BelowAllocated, HolderKind, Ledger, LedgerError, UnknownNode
+from extender.core.errors import Conflict, CoreError, UnknownNode
+from extender.core.ledger import HolderKind, Ledger
 
 R = "escher.io/r"
 S = "escher.io/s"
@@ -103,12 +105,12 @@ def test_set_capacity_is_atomic() -> None:
     lg = ledger("a", "b", cap=2)
     lg.hold("p", "a", {R: 2})
     v = lg.version
-    with pytest.raises(BelowAllocated) as e:
+    with pytest.raises(Conflict) as e:
         lg.set_capacity(R, {"a": 1, "b": 5})
     assert "a: escher.io/r capacity 1 is below the 2 already allocated" in str(e.value)
     with pytest.raises(UnknownNode):
         lg.set_capacity(R, {"b": 5, "zz": 1})
-    with pytest.raises(LedgerError):
+    with pytest.raises(CoreError):
         lg.set_capacity("example.com/x", {"a": 1})
     assert lg.version == v
     assert lg.node("b").ephemeral == {R: 2}  # type: ignore[union-attr]
@@ -122,15 +124,27 @@ def test_capacity_zero_removes_even_when_held() -> None:
     assert lg.hold("q", "a", {R: 1}) is not None
 
 
-def test_remove_resource_and_release_owner() -> None:
+def test_remove_resource_and_release_all() -> None:
     lg = ledger("a", "b", cap=3)
     lg.set_capacity(S, {"a": 1})
     assert sorted(lg.remove_resource(R)) == ["a", "b"]
     assert lg.remove_resource(R) == []
     assert lg.has_resource(S) and not lg.has_resource(R)
-    lg.hold("g1-0", "a", {S: 1}, HolderKind.RESERVATION, owner="gang/g1")
-    assert lg.release_owner("gang/g1") == 1
-    assert lg.node("a").used == {}  # type: ignore[union-attr]
+    assert lg.reserve("gang/g1", [("g1-0", "a", {S: 1}), ("g1-1", "b", {"cpu": 1000})]) is None
+    assert lg.reserved_nodes() == {"a": 1, "b": 1}
+    assert lg.release_all(["g1-0", "g1-1", "nobody"]) == 2
+    assert lg.node("a").used == {} and lg.reserved_nodes() == {}  # type: ignore[union-attr]
+
+
+def test_a_held_resource_is_removed_only_by_force() -> None:
+    lg = ledger("a", "b", cap=2)
+    lg.hold("p", "a", {R: 1})
+    v = lg.version
+    with pytest.raises(Conflict, match="held on 1 node"):
+        lg.remove_resource(R)
+    assert lg.version == v and lg.node("a").ephemeral == {R: 2}  # type: ignore[union-attr]
+    assert sorted(lg.remove_resource(R, force=True)) == ["a", "b"]
+    assert lg.holding("p") is not None  # the pod keeps running: its holding stays counted
 
 
 def test_listener_sees_capacity_changes_with_versions() -> None:
@@ -195,3 +209,56 @@ def test_concurrent_holds_never_overcommit() -> None:
         held = sum(h.amounts[R] for h in snap.holdings.values() if h.node == n)
         assert held == snap.nodes[n].used.get(R, 0) <= 7
     assert won
+
+
+def test_the_filter_index_is_capacity_minus_used() -> None:
+    lg = ledger("a", "b", cap=3)
+    lg.hold("p", "a", {R: 2})
+    lg.observe_bound("q", "b", {R: 5})  # a fact over capacity
+    assert dict(lg.nodes_with(R)) == {"a": 1, "b": -2}
+    lg.set_capacity(R, {"a": 0})
+    assert dict(lg.nodes_with(R)) == {"b": -2}
+    lg.remove_node("b")
+    assert dict(lg.nodes_with(R)) == {} and not lg.has_resource(R)
+
+
+def test_reserve_checks_physical_resources_and_is_all_or_nothing() -> None:
+    lg = ledger("a", "b", cap=1)
+    short = lg.reserve("g", [("s0", "a", {"cpu": 3000}), ("s1", "a", {"cpu": 2000})])
+    assert short is not None and short.resource == "cpu" and short.requested == 5000
+    assert lg.holding("s0") is None and lg.reserved_nodes() == {}
+    assert lg.reserve("g", [("s0", "a", {"cpu": 3000, R: 1}), ("s1", "b", {"cpu": 4000})]) is None
+    # Non-gang pods are checked on reserved nodes only: "b" is full, "a" has 1000m left.
+    assert set(lg.physical_shortfalls(["a", "b"], {"cpu": 1000})) == {"b"}
+    assert set(lg.physical_shortfalls(["a", "b"], {"cpu": 1500})) == {"a", "b"}
+
+
+def test_convert_hands_a_reserved_place_to_its_pod() -> None:
+    lg = ledger("a", cap=2)
+    assert lg.reserve("g", [("slot", "a", {R: 2, "cpu": 1000})]) is None
+    assert lg.convert("slot", "pod-uid", {R: 1, "cpu": 500})
+    h = lg.holding("pod-uid")
+    assert h is not None and h.kind is HolderKind.ASSUMED and h.node == "a"
+    assert lg.holding("slot") is None and lg.reserved_nodes() == {}
+    assert lg.node("a").used == {R: 1, "cpu": 500}  # type: ignore[union-attr]
+    assert not lg.convert("slot", "x", {R: 1})
+
+
+def test_totals_follow_the_holdings() -> None:
+    lg = ledger("a", "b", cap=2)
+    lg.hold("p", "a", {R: 1})
+    lg.observe_bound("q", "b", {R: 1})
+    lg.reserve("g", [("s", "b", {"cpu": 100})])
+    t = lg.totals()
+    assert (t.nodes, t.resources) == (2, 1)
+    assert t.holdings == {HolderKind.ASSUMED: 1, HolderKind.POD: 1, HolderKind.RESERVATION: 1}
+    assert [h.holder for h in lg.holders_on("b")] in (["q", "s"], ["s", "q"])
+
+
+def test_adopting_a_nodes_capacities_is_not_something_to_write_back() -> None:
+    lg = Ledger("escher.io")
+    seen: list[frozenset[str]] = []
+    lg.subscribe(lambda v, nodes: seen.append(nodes))
+    lg.upsert_node("a", {}, {"cpu": 1000}, {R: 3})
+    lg.set_capacity(R, {"a": 4})
+    assert seen == [frozenset(), frozenset({"a"})]

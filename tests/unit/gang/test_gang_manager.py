@@ -1,0 +1,426 @@
+"""The gang manager over a real ledger: reservation at the first member's filter (with places
+for members not created yet), each member's own constraints, the bind barrier, expiry and
+backoff, membership changes, name reuse, restarts and churn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import pytest
+
+from extender.core.events import PodChange, PodEvent
+from extender.core.ledger import HolderKind, Ledger
+from extender.core.objects import Pod, Taint
+from extender.core.plugins import Verdict
+from extender.core.pod import Keys, PodInfo, pod_info
+from extender.gang.barrier import Barrier
+from extender.gang.manager import GangManager, Phase, Ticket
+from extender.gang.status import gang_status
+
+KEYS = Keys.for_domain("escher.io")
+NODES = [f"n{i}" for i in range(4)]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def cluster(cpu: int = 4000, taints: dict[str, Taint] | None = None) -> Ledger:
+    lg = Ledger("escher.io")
+    for n in NODES:
+        taint = (taints or {}).get(n)
+        lg.upsert_node(
+            n,
+            {"name": n},
+            {"cpu": cpu, "memory": 8 << 30, "pods": 10},
+            {},
+            (taint,) if taint else (),
+        )
+    return lg
+
+
+def member(
+    gang: str,
+    i: int,
+    *,
+    size: int = 3,
+    cpu: str = "1",
+    timeout: float = 30,
+    node: str = "",
+    **spec: Any,
+) -> PodInfo:
+    raw = {
+        "metadata": {
+            "name": f"{gang}-{i}",
+            "namespace": "default",
+            "uid": f"{gang}-{i}-uid",
+            "labels": {"escher.io/gang": gang},
+            "annotations": {
+                "escher.io/gang-min": str(size),
+                "escher.io/gang-timeout": str(timeout),
+            },
+        },
+        "spec": {
+            "containers": [{"resources": {"requests": {"cpu": cpu}}}],
+            "nodeName": node,
+            **spec,
+        },
+    }
+    return pod_info(msgspec.json.decode(msgspec.json.encode(raw), type=Pod), KEYS, "escher.io/")
+
+
+def manager(lg: Ledger | None = None, clock: Clock | None = None) -> GangManager:
+    return GangManager(lg or cluster(), KEYS, clock=clock or Clock(), backoff=(2.0, 8.0))
+
+
+def upsert(gm: GangManager, pod: PodInfo) -> None:
+    gm.on_pod(PodEvent(PodChange.UPSERT, pod.uid, pod))
+
+
+def gone(gm: GangManager, pod: PodInfo) -> None:
+    gm.on_pod(PodEvent(PodChange.GONE, pod.uid, None))
+
+
+def passed(verdict: Verdict | None, nodes: Sequence[str] = NODES) -> list[str]:
+    assert verdict is not None
+    return [n for n in nodes if n not in verdict.rejected]
+
+
+def reserved(lg: Ledger) -> int:
+    return lg.totals().holdings[HolderKind.RESERVATION]
+
+
+def test_the_first_members_filter_reserves_the_whole_gang() -> None:
+    lg = cluster()
+    gm = manager(lg)
+    first = member("g", 0)
+    upsert(gm, first)
+    verdict = gm.filter(first, NODES)
+    assert verdict is not None and verdict.final
+    (node,) = passed(verdict)
+    g = gm.gang("default/g")
+    assert g is not None and g.phase is Phase.RESERVED
+    assert reserved(lg) == 3  # one place each for the two members not created yet
+    assert "waiting for 2 more member(s) to be created" in g.reason
+    # The others take the places kept for them, each passing straight to its own node.
+    nodes = {node}
+    for i in (1, 2):
+        pod = member("g", i)
+        upsert(gm, pod)
+        (mine,) = passed(gm.filter(pod, NODES))
+        nodes.add(mine)
+    assert reserved(lg) == 3 and all(s.member for s in g.slots)
+
+
+def test_a_member_pinned_by_node_selector_is_planned_where_its_selector_allows() -> None:
+    lg = cluster(cpu=1000)  # one member per node
+    gm = manager(lg)
+    pods = [member("g", 0), member("g", 1, nodeSelector={"name": "n3"}), member("g", 2)]
+    for p in pods:
+        upsert(gm, p)
+    assert passed(gm.filter(pods[0], NODES)) != ["n3"]
+    assert passed(gm.filter(pods[1], NODES)) == ["n3"]
+
+
+def test_members_that_tolerate_different_taints_each_get_a_node_they_tolerate() -> None:
+    taints = {
+        "n0": Taint(key="a", effect="NoSchedule"),
+        "n1": Taint(key="a", effect="NoSchedule"),
+        "n2": Taint(key="b", effect="NoSchedule"),
+        "n3": Taint(key="b", effect="NoSchedule"),
+    }
+    gm = manager(cluster(cpu=1000, taints=taints))
+    tolerate = {
+        "a": [{"key": "a", "operator": "Exists"}],
+        "b": [{"key": "b", "operator": "Exists"}],
+    }
+    pods = [
+        member("g", 0, size=2, tolerations=tolerate["a"]),
+        member("g", 1, size=2, tolerations=tolerate["b"]),
+    ]
+    for p in pods:
+        upsert(gm, p)
+    assert passed(gm.filter(pods[0], NODES))[0] in ("n0", "n1")
+    assert passed(gm.filter(pods[1], NODES))[0] in ("n2", "n3")
+
+
+def test_members_with_different_requests_are_each_planned_their_own() -> None:
+    lg = cluster(cpu=3000)
+    gm = manager(lg)
+    small, big = member("g", 0, size=2, cpu="1"), member("g", 1, size=2, cpu="3")
+    upsert(gm, small)
+    upsert(gm, big)
+    gm.filter(small, NODES)
+    (node,) = passed(gm.filter(big, NODES))
+    view = lg.node(node)
+    assert view is not None and view.used["cpu"] == 3000
+
+
+def test_a_later_member_larger_than_its_kept_place_makes_the_gang_planned_again() -> None:
+    lg = cluster(cpu=2000)
+    gm = manager(lg)
+    small = member("g", 0, size=2, cpu="1")
+    upsert(gm, small)
+    gm.filter(small, NODES)  # the place kept for the other member is shaped like this one
+    big = member("g", 1, size=2, cpu="2")
+    upsert(gm, big)
+    (node,) = passed(gm.filter(big, NODES))
+    g = gm.gang("default/g")
+    assert g is not None and g.phase is Phase.RESERVED and g.attempts == 2
+    assert {s.member: s.amounts["cpu"] for s in g.slots} == {small.uid: 1000, big.uid: 2000}
+    assert lg.node(node).used["cpu"] >= 2000  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("cpu", "unresolvable", "why"),
+    [("3", False, "does not fit now"), ("9", True, "can never fit")],
+)
+def test_a_gang_that_does_not_fit_holds_nothing(cpu: str, unresolvable: bool, why: str) -> None:
+    lg = cluster()
+    lg.observe_bound("other", "n0", {"cpu": 4000})
+    lg.observe_bound("other2", "n1", {"cpu": 4000})
+    lg.observe_bound("other3", "n2", {"cpu": 4000})
+    gm = manager(lg)
+    pod = member("g", 0, size=2, cpu=cpu)
+    verdict = gm.filter(pod, NODES)
+    assert verdict is not None and set(verdict.rejected) == set(NODES)
+    assert all(r.unresolvable is unresolvable for r in verdict.rejected.values())
+    assert why in next(iter(verdict.rejected.values())).reason
+    assert reserved(lg) == 0
+
+
+def test_a_node_kube_scheduler_refuses_is_excluded_and_the_gang_planned_again() -> None:
+    lg = cluster()
+    gm = manager(lg)
+    pod = member("g", 0, size=1)
+    (first,) = passed(gm.filter(pod, NODES))
+    # kube-scheduler's own filters turned that node down this time (it is not offered).
+    offered = [n for n in NODES if n != first]
+    (second,) = passed(gm.filter(pod, offered), offered)
+    assert second != first and reserved(lg) == 1
+
+
+def test_constraints_only_kube_scheduler_evaluates_wait_for_its_verdict() -> None:
+    gm = manager()
+    affine = member("g", 1, size=2, affinity={"podAntiAffinity": {"x": 1}})
+    plain = member("g", 0, size=2)
+    upsert(gm, affine)
+    upsert(gm, plain)
+    verdict = gm.filter(plain, NODES)
+    assert verdict is not None and set(verdict.rejected) == set(NODES)
+    assert "whose constraints only it can evaluate" in next(iter(verdict.rejected.values())).reason
+    # Once kube-scheduler has said where it may go, it is planned only there.
+    assert passed(gm.filter(affine, ["n2"]), ["n2"]) == ["n2"]
+    g = gm.gang("default/g")
+    assert g is not None and {s.node for s in g.slots if s.member == affine.uid} == {"n2"}
+
+
+def test_members_disagreeing_on_the_gang_size_are_refused() -> None:
+    gm = manager()
+    gm.filter(member("g", 0, size=2), NODES)
+    verdict = gm.filter(member("g", 1, size=3), NODES)
+    assert verdict is not None and all(r.unresolvable for r in verdict.rejected.values())
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_the_barrier_opens_when_the_minimum_is_at_bind_and_binds_make_the_gang_bound() -> None:
+    lg = cluster()
+    gm = manager(lg)
+    pods = [member("g", i, size=2) for i in range(2)]
+    for p in pods:
+        upsert(gm, p)
+    places = {p.uid: passed(gm.filter(p, NODES))[0] for p in pods}
+
+    async def scenario() -> list[str]:
+        first = gm.arrive(pods[0].uid, places[pods[0].uid])
+        assert isinstance(first, Ticket) and not first.barrier.is_open
+        waiting = asyncio.create_task(first.barrier.wait(pods[0].uid, 5))
+        await asyncio.sleep(0)
+        second = gm.arrive(pods[1].uid, places[pods[1].uid])
+        assert isinstance(second, Ticket) and second.barrier.is_open
+        return [await waiting, await second.barrier.wait(pods[1].uid, 5)]
+
+    assert run(scenario()) == ["", ""]
+    for p in pods:
+        gm.bound(p.uid, places[p.uid])
+    g = gm.gang("default/g")
+    assert g is not None and g.phase is Phase.BOUND and not g.slots
+    assert reserved(lg) == 0 and lg.totals().holdings[HolderKind.ASSUMED] == 2
+    # A bound gang's further members are ordinary pods.
+    assert gm.filter(member("g", 5, size=2), NODES) is None
+    assert gm.arrive(pods[0].uid, places[pods[0].uid]) is None
+
+
+def test_bind_refuses_a_member_on_another_node_or_without_a_place() -> None:
+    gm = manager()
+    pods = [member("g", i, size=2) for i in range(2)]
+    upsert(gm, pods[0])
+    (node,) = passed(gm.filter(pods[0], NODES))
+    other = next(n for n in NODES if n != node)
+    assert f"reserved on {node}, not {other}" in str(gm.arrive(pods[0].uid, other))
+    upsert(gm, pods[1])
+    # Not filtered yet: it holds no place of its own.
+    assert "no place is reserved" in str(gm.arrive(pods[1].uid, node))
+    assert gm.arrive("not-a-member", node) is None
+
+
+def test_a_member_alone_at_the_barrier_times_out_and_keeps_its_place() -> None:
+    lg = cluster()
+    gm = manager(lg)
+    pod = member("g", 0, size=2)
+    (node,) = passed(gm.filter(pod, NODES))
+    ticket = gm.arrive(pod.uid, node)
+    assert isinstance(ticket, Ticket)
+    why = run(ticket.barrier.wait(pod.uid, 0.05))
+    assert "not enough members reached bind" in why
+    assert reserved(lg) == 2 and not ticket.barrier.waiting
+
+
+def test_an_expired_reservation_is_released_and_the_gang_backs_off() -> None:
+    lg, clock = cluster(), Clock()
+    gm = manager(lg, clock)
+    pod = member("g", 0, size=2, timeout=10)
+    gm.filter(pod, NODES)
+    clock.now += 5
+    assert gm.expire() == 0
+    clock.now += 6
+    assert gm.expire() == 1
+    g = gm.gang("default/g")
+    assert g is not None and g.phase is Phase.WAITING and g.timeouts == 1
+    assert reserved(lg) == 0 and "expired after 10s" in g.reason
+    verdict = gm.filter(pod, NODES)  # during the backoff (2s)
+    assert verdict is not None and "backing off" in next(iter(verdict.rejected.values())).reason
+    clock.now += 2.5
+    assert len(passed(gm.filter(pod, NODES))) == 1 and reserved(lg) == 2
+
+
+def test_a_reservation_with_members_waiting_at_bind_is_not_expired_under_them() -> None:
+    clock = Clock()
+    gm = manager(clock=clock)
+    pod = member("g", 0, size=2, timeout=1)
+    (node,) = passed(gm.filter(pod, NODES))
+    ticket = gm.arrive(pod.uid, node)
+    assert isinstance(ticket, Ticket)
+    clock.now += 5
+    assert gm.expire() == 0
+
+
+def test_a_deleted_waiting_member_stops_counting_and_a_replacement_takes_its_place() -> None:
+    lg = cluster()
+    gm = manager(lg)
+    pods = [member("g", i, size=2) for i in range(2)]
+    for p in pods:
+        upsert(gm, p)
+    gm.filter(pods[0], NODES)
+    (node,) = passed(gm.filter(pods[1], NODES))
+    ticket = gm.arrive(pods[1].uid, node)
+    assert isinstance(ticket, Ticket)
+    gone(gm, pods[1])
+    g = gm.gang("default/g")
+    assert g is not None and pods[1].uid not in g.members
+    assert [s.member for s in g.slots].count(None) == 1  # its place waits for a replacement
+    replacement = member("g", 7, size=2)
+    upsert(gm, replacement)
+    assert passed(gm.filter(replacement, NODES)) == [node]
+    assert reserved(lg) == 2
+
+
+def test_a_gang_ends_with_its_members_and_its_name_can_be_reused_all_or_nothing() -> None:
+    lg = cluster()
+    gm = manager(lg)
+    old = [member("g1", i, size=3) for i in range(3)]
+    for p in old:
+        upsert(gm, p)
+        (node,) = passed(gm.filter(p, NODES))
+        upsert(gm, member("g1", int(p.name[-1]), size=3, node=node))  # seen bound
+    first = gm.gang("default/g1")
+    assert first is not None and first.phase is Phase.BOUND
+    for p in old:
+        gone(gm, p)
+    assert gm.gang("default/g1") is None and len(gm) == 0 and reserved(lg) == 0
+    # A new g1 of min 3 with only two members: reserved, but it never completes.
+    new = [member("g1", i + 10, size=3) for i in range(2)]
+    for p in new:
+        upsert(gm, p)
+        assert gm.filter(p, NODES) is not None  # a gang member again, not an ordinary pod
+    g = gm.gang("default/g1")
+    assert g is not None and g.generation != first.generation and g.phase is Phase.RESERVED
+    ticket = gm.arrive(new[0].uid, passed(gm.filter(new[0], NODES))[0])
+    assert isinstance(ticket, Ticket) and not ticket.barrier.is_open
+
+
+def test_after_a_restart_bound_members_count_and_the_rest_is_planned_around_them() -> None:
+    lg = cluster()
+    gm = manager(lg)
+    bound = [member("g", i, size=3, node=f"n{i}") for i in range(2)]
+    pending = member("g", 2, size=3)
+    for p in [*bound, pending]:
+        lg.observe_bound(p.uid, p.node, p.requests) if p.node else None
+        upsert(gm, p)
+    g = gm.gang("default/g")
+    assert g is not None and g.phase is Phase.WAITING and g.bound_count() == 2
+    (node,) = passed(gm.filter(pending, NODES))
+    assert len(g.slots) == 1 and reserved(lg) == 1
+    ticket = gm.arrive(pending.uid, node)
+    assert isinstance(ticket, Ticket) and ticket.barrier.is_open  # 2 bound + 1 at bind
+    upsert(gm, member("g", 2, size=3, node=node))
+    assert g.phase is Phase.BOUND and reserved(lg) == 0
+
+
+def test_a_restart_with_every_member_bound_is_a_bound_gang() -> None:
+    gm = manager()
+    for i in range(2):
+        upsert(gm, member("g", i, size=2, node=f"n{i}"))
+    g = gm.gang("default/g")
+    assert g is not None and g.phase is Phase.BOUND
+
+
+def test_status_says_where_each_member_is_and_why_the_gang_waits() -> None:
+    gm = manager()
+    pods = [member("g", i, size=3) for i in range(2)]
+    for p in pods:
+        upsert(gm, p)
+    gm.filter(pods[0], NODES)
+    g = gm.gang("default/g")
+    assert g is not None
+    status = gang_status(g, gm.clock())
+    assert status.phase == "reserved" and status.min_members == 3
+    states = {m.pod: m.state for m in status.members}
+    assert states == {"default/g-0": "reserved", "default/g-1": "reserved"}
+    assert len(status.unclaimed_places) == 1
+    assert "waiting for 1 more member(s) to be created" in status.reason
+
+
+def test_ten_thousand_gangs_created_and_deleted_leave_no_state() -> None:
+    lg = cluster(cpu=10**9)
+    gm = manager(lg)
+    for k in range(10_000):
+        pods = [member(f"c{k}", i, size=2) for i in range(2)]
+        for p in pods:
+            upsert(gm, p)
+            gm.filter(p, NODES)
+        for p in pods:
+            gone(gm, p)
+    assert len(gm) == 0 and lg.totals().holdings == dict.fromkeys(HolderKind, 0)
+    assert not gm._member_of  # no uid is remembered either
+
+
+def test_a_cancelled_barrier_wakes_its_waiters_with_the_reason() -> None:
+    async def scenario() -> str:
+        barrier = Barrier()
+        waiter = asyncio.create_task(barrier.wait("u", 5))
+        await asyncio.sleep(0)
+        barrier.cancel("gang g ended")
+        return await waiter
+
+    assert run(scenario()) == "gang g ended"
