@@ -116,7 +116,12 @@ class Service:
             self.ledger,
             self.keys,
             self.gangs,
-            [cast(FilterPlugin, filters.REGISTRY[n](self.gangs)) for n in filters.DEFAULT_FILTERS],
+            [
+                cast(FilterPlugin, filters.REGISTRY[n](self.gangs))
+                for n in filters.DEFAULT_FILTERS
+                # Gangs need the pod informer and bind: the standalone mode has neither.
+                if s.kube or n != filters.GangFilter.name
+            ],
             [cast(ScorePlugin, filters.REGISTRY[n](self.gangs)) for n in filters.DEFAULT_SCORERS],
             binder,
             learn_nodes=not s.kube,

@@ -30,4 +30,4 @@ DEFAULT_FILTERS = (GangFilter.name, ephemeral.NAME, reservation.NAME)
 # EphemeralResourceFit's score: averaging two scorers would halve a preference.
 DEFAULT_SCORERS = (preference.NAME,)
 
-__all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORERS", "REGISTRY", "Plugin"]
+__all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORERS", "REGISTRY", "GangFilter", "Plugin"]

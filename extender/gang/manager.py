@@ -54,6 +54,9 @@ class Phase(StrEnum):
 @dataclass
 class Member:
     pod: PodInfo
+    # When it was first learnt from a filter call and not yet from the pod informer
+    # (monotonic); None once the informer confirmed it exists.
+    unconfirmed_since: float | None = None
     # Where kube-scheduler found it feasible (kept only when its constraints are ones the
     # extender cannot evaluate), and the nodes kube-scheduler refused it since.
     feasible: frozenset[str] | None = None
@@ -118,11 +121,18 @@ class GangManager:
         keys: Keys,
         clock: Callable[[], float] = time.monotonic,
         backoff: tuple[float, float] = (1.0, 60.0),
+        max_gangs: int = 100_000,
+        unconfirmed_ttl: float = 60.0,
     ) -> None:
         self.ledger = ledger
         self.keys = keys
         self.clock = clock
         self.backoff = backoff
+        # What a caller of the verbs alone can make the manager hold: members the informer
+        # never confirms are forgotten after unconfirmed_ttl, and there are at most
+        # max_gangs gangs.
+        self.max_gangs = max_gangs
+        self.unconfirmed_ttl = unconfirmed_ttl
         self._gangs: dict[str, Gang] = {}
         self._member_of: dict[str, str] = {}  # uid -> gang key
         self._generations = itertools.count(1)
@@ -151,8 +161,9 @@ class GangManager:
         except InvalidGang:
             self._forget(pod.uid)  # its filter says why; nothing to plan for it
             return
-        if spec is not None:
-            self._learn(spec, pod)
+        if spec is not None and (spec.key in self._gangs or len(self._gangs) < self.max_gangs):
+            _, m = self._learn(spec, pod)
+            m.unconfirmed_since = None
 
     def _learn(self, spec: GangSpec, pod: PodInfo) -> tuple[Gang, Member]:
         key = self._member_of.get(pod.uid)
@@ -164,7 +175,7 @@ class GangManager:
         m = g.members.get(pod.uid)
         was_bound = m is not None and m.bound
         if m is None:
-            m = g.members[pod.uid] = Member(pod)
+            m = g.members[pod.uid] = Member(pod, unconfirmed_since=self.clock())
             self._member_of[pod.uid] = spec.key
         elif pod.node or not was_bound:  # a stale filter request must not unbind a member
             m.pod = pod
@@ -217,6 +228,8 @@ class GangManager:
         if spec is None:
             return None
         g = self._gangs.get(spec.key)
+        if g is None and len(self._gangs) >= self.max_gangs:
+            return _all(nodes, f"gang {spec.key}: the extender tracks {self.max_gangs} gangs")
         if g is not None and g.spec.min_members != spec.min_members:
             return _all(
                 nodes,
@@ -411,9 +424,18 @@ class GangManager:
     # ---- time ---------------------------------------------------------------------------------
 
     def expire(self) -> int:
-        """Release every reservation past its timeout (none with members at bind: they are
-        released when they time out there). Returns how many were released."""
+        """Forget members the informer never confirmed, and release every reservation past
+        its timeout (none with members at bind: they are released when they time out
+        there). Returns how many reservations were released."""
         now = self.clock()
+        stale = [
+            uid
+            for g in self._gangs.values()
+            for uid, m in g.members.items()
+            if m.unconfirmed_since is not None and now - m.unconfirmed_since > self.unconfirmed_ttl
+        ]
+        for uid in stale:  # a pod no informer ever reported: a stray or forged filter call
+            self._forget(uid)
         released = 0
         for g in self._gangs.values():
             if g.phase is not Phase.RESERVED or now < g.expires:

@@ -424,3 +424,27 @@ def test_a_cancelled_barrier_wakes_its_waiters_with_the_reason() -> None:
         return await waiter
 
     assert run(scenario()) == "gang g ended"
+
+
+def test_members_no_informer_ever_confirms_are_forgotten() -> None:
+    lg, clock = cluster(), Clock()
+    gm = GangManager(lg, KEYS, clock=clock, unconfirmed_ttl=60)
+    forged = member("forged", 0, size=2)
+    gm.filter(forged, NODES)  # a filter call for a pod that does not exist
+    real = member("real", 0, size=2)
+    upsert(gm, real)
+    gm.filter(real, NODES)
+    clock.now += 61
+    gm.expire()
+    assert gm.gang("default/forged") is None and gm.gang("default/real") is not None
+    assert not [h for h in lg.snapshot().holdings if h.startswith("default/forged")]
+
+
+def test_the_number_of_gangs_is_bounded() -> None:
+    gm = GangManager(cluster(), KEYS, max_gangs=2)
+    for g in ("a", "b"):
+        upsert(gm, member(g, 0))
+    upsert(gm, member("c", 0))
+    assert gm.gang("default/c") is None
+    verdict = gm.filter(member("c", 0), NODES)
+    assert verdict is not None and "tracks 2 gangs" in next(iter(verdict.rejected.values())).reason
