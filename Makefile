@@ -1,15 +1,20 @@
 # The two commands of the README, and their parts.
 #   make demo   the main job: the quick gang-scheduling comparison on the embedded cluster
-#   make test   lint, type-check and run the whole test suite (unit + end-to-end)
+#   make test   lint, type-check and run the whole test suite, every tier
 # Both create .venv and build the control-plane binaries (and the Coscheduling peer) when
 # they are missing.
+#
+# The test tiers, laid out like the packages:
+#   make unit     tests/unit: starts no process, runs in seconds
+#   make process  tests/process: starts processes (serve, the wheel, lint-imports) but no cluster
+#   make e2e      tests/e2e: the real local control plane
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit e2e binaries peers venv clean
+.PHONY: demo test lint unit process e2e binaries peers venv clean
 
 # The service and, beside it, the harness with the development tools.
 $(STAMP): pyproject.toml harness/pyproject.toml
@@ -35,6 +40,9 @@ lint: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
+
+process: $(STAMP)
+	$(BIN)/pytest tests/process
 
 e2e: $(STAMP) binaries peers
 	$(BIN)/pytest tests/e2e

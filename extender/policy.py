@@ -11,13 +11,16 @@ by the HTTP routes (extender.http.policy), by the ESLs' in-service backend
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Annotated
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 from extender.core import names, quantity
 from extender.core.errors import NoMatch, NotFound, UnknownNode
-from extender.core.ledger import Ledger, Snapshot
+from extender.core.ledger import Ledger, NodeView, Snapshot
 
 Quantity = StrictStr | StrictInt
 Capacity = Annotated[StrictInt, Field(ge=0, le=quantity.MAX)]
@@ -62,7 +65,11 @@ class ResourceSpec(BaseModel):
         return self
 
 
-class Usage(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """One resource on one node. A plain dataclass (pydantic validates and documents it all
+    the same): get_cluster_state makes one per node and resource read."""
+
     capacity: int
     allocated: int
     available: int
@@ -93,7 +100,7 @@ class ClusterState(BaseModel):
     memory in bytes, the rest in units."""
 
     version: int
-    nodes: dict[str, dict[str, Usage]]
+    nodes: Mapping[str, Mapping[str, Usage]]
 
 
 def target_nodes(ledger: Ledger, resource: str, spec: ResourceSpec, learn: bool) -> list[str]:
@@ -179,18 +186,58 @@ def resource_state(snap: Snapshot, full: str) -> ResourceState:
 
 
 def cluster_state(snap: Snapshot) -> ClusterState:
-    """ESCHER's get_cluster_state: per node, capacity/allocated/available of every resource."""
-    nodes: dict[str, dict[str, Usage]] = {}
+    """ESCHER's get_cluster_state: per node, capacity/allocated/available of every resource.
+
+    Lazy: a node's entry, and each resource's Usage, is made when it is read, so an ESL that
+    reads one resource of every node pays for that, not for every resource of every node.
+    """
+    return ClusterState.model_construct(version=snap.version, nodes=_Nodes(snap))
+
+
+class _Nodes(Mapping[str, Mapping[str, Usage]]):
+    def __init__(self, snap: Snapshot) -> None:
+        self._views = snap.nodes
+
+    def __getitem__(self, node: str) -> Mapping[str, Usage]:
+        return _Resources(self._views[node])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._views)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+
+class _Resources(Mapping[str, Usage]):
+    def __init__(self, view: NodeView) -> None:
+        self._view = view
+
+    def __getitem__(self, resource: str) -> Usage:
+        v = self._view
+        cap = v.ephemeral.get(resource, v.physical.get(resource))
+        if cap is None:
+            raise KeyError(resource)
+        return _usage(cap, v.used.get(resource, 0))
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._view.physical
+        yield from (r for r in self._view.ephemeral if r not in self._view.physical)
+
+    def __len__(self) -> int:
+        return len(self._view.physical.keys() | self._view.ephemeral.keys())
+
+
+def cluster_state_json(snap: Snapshot) -> bytes:
+    """get_cluster_state as the JSON the policy API answers, straight from the snapshot."""
+    nodes: dict[str, dict[str, dict[str, int]]] = {}
     for name, v in snap.nodes.items():
-        entry = {r: _usage(cap, v.used.get(r, 0)) for r, cap in v.physical.items()}
-        entry.update({r: _usage(cap, v.used.get(r, 0)) for r, cap in v.ephemeral.items()})
+        entry: dict[str, dict[str, int]] = {}
+        for r, cap in (*v.physical.items(), *v.ephemeral.items()):
+            held = v.used.get(r, 0)
+            entry[r] = {"capacity": cap, "allocated": held, "available": max(0, cap - held)}
         nodes[name] = entry
-    return ClusterState.model_construct(version=snap.version, nodes=nodes)
+    return msgspec.json.encode({"version": snap.version, "nodes": nodes})
 
 
 def _usage(capacity: int, allocated: int) -> Usage:
-    # model_construct: the values are the ledger's own integers; validating 10^4 of them per
-    # call would cost more than the rest of get_cluster_state.
-    return Usage.model_construct(
-        capacity=capacity, allocated=allocated, available=max(0, capacity - allocated)
-    )
+    return Usage(capacity, allocated, max(0, capacity - allocated))

@@ -21,8 +21,9 @@ by its UID (the Binding's precondition), to a node it knows.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from extender import preemption
@@ -63,13 +64,23 @@ class Binder(Protocol):
 
 
 class FilteredPods:
-    """The pods filter saw and bind may still be asked for, by uid: bounded by count and by
-    an estimate of their size, oldest forgotten first; a pod leaves once bound or gone."""
+    """The pods filter saw and bind may still be asked for, by uid: bounded by count, by an
+    estimate of their size and by age (kube-scheduler binds within seconds of its filter, and
+    filters a pending pod again at each retry), oldest forgotten first; a pod leaves once
+    bound or gone."""
 
-    def __init__(self, max_pods: int, max_bytes: int) -> None:
+    def __init__(
+        self,
+        max_pods: int,
+        max_bytes: int,
+        max_age: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_pods = max_pods
         self.max_bytes = max_bytes
-        self._pods: OrderedDict[str, tuple[PodInfo, int]] = OrderedDict()
+        self.max_age = max_age
+        self.clock = clock
+        self._pods: OrderedDict[str, tuple[PodInfo, int, float]] = OrderedDict()
         self.bytes = 0
 
     def __len__(self) -> int:
@@ -79,16 +90,22 @@ class FilteredPods:
         if not pod.uid:
             return
         self.forget(pod.uid)
-        size = _size(pod)
-        self._pods[pod.uid] = (pod, size)
+        size, now = _size(pod), self.clock()
+        self._pods[pod.uid] = (pod, size, now)
         self.bytes += size
-        while self._pods and (len(self._pods) > self.max_pods or self.bytes > self.max_bytes):
-            _, (_, dropped) = self._pods.popitem(last=False)
+        while self._pods:
+            _, dropped, at = next(iter(self._pods.values()))
+            full = len(self._pods) > self.max_pods or self.bytes > self.max_bytes
+            if not full and now - at <= self.max_age:
+                break
+            self._pods.popitem(last=False)
             self.bytes -= dropped
 
     def get(self, uid: str) -> PodInfo | None:
         entry = self._pods.get(uid)
-        return entry[0] if entry is not None else None
+        if entry is None or self.clock() - entry[2] > self.max_age:
+            return None
+        return entry[0]
 
     def forget(self, uid: str) -> None:
         entry = self._pods.pop(uid, None)
@@ -172,7 +189,8 @@ class Verbs:
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
         pod = self.pod(args.Pod)  # first: a request refused for its pod changes nothing
         names = self._names(args)
-        self.filtered.remember(pod)
+        if self.binder is not None:  # only a binding extender is asked to bind it later
+            self.filtered.remember(pod)
         if not pod.needs_extender and not self.ledger.reserved_nodes():
             return _filter_reply(args, names, names, {})
         failed: dict[str, Rejection] = {}

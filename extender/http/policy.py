@@ -104,7 +104,7 @@ def router(rt: Runtime) -> APIRouter:
         """ESCHER's get_cluster_state: per node, capacity / allocated / available of the
         physical (cpu in millicores, memory in bytes, pods) and ephemeral resources."""
         snap = rt.ledger.snapshot()
-        body = await run_in_threadpool(lambda: policy.cluster_state(snap).model_dump_json())
+        body = await run_in_threadpool(policy.cluster_state_json, snap)
         return Response(body, media_type=_JSON)
 
     return r
