@@ -174,14 +174,18 @@ class Verbs:
 
     def _names(self, args: ExtenderArgs) -> list[str]:
         names = node_names(args)
-        if self.learn_nodes and len(self.ledger.node_names()) < self.max_learned_nodes:
-            for i, n in enumerate(names):
+        if self.learn_nodes:
+            node = self.ledger.node
+            new = [(i, n) for i, n in enumerate(names) if node(n) is None]
+            room = self.max_learned_nodes - len(self.ledger.node_names())
+            for i, n in new:
                 try:
                     check_node_name(n)
                 except CoreError as e:
                     field = f"NodeNames[{i}]" if args.NodeNames is not None else f"Nodes[{i}]"
                     raise BadRequest(f"{field}: {e}", field) from None
-            self.ledger.learn_nodes(names[: self.max_learned_nodes])
+            if new and room > 0:
+                self.ledger.learn_nodes([n for _, n in new[:room]])
         return names
 
     # ---- filter ----------------------------------------------------------------------------
@@ -213,15 +217,19 @@ class Verbs:
         pod = self.pod(args.Pod)
         if not (pod.ephemeral or pod.marks) or not self.scorers:
             return []
-        total = dict.fromkeys(names, 0)
-        for plugin in self.scorers:
-            for node, s in plugin.score(pod, names, self.ledger).items():
-                if node in total:
-                    total[node] += s
-        k = len(self.scorers)
+        if len(self.scorers) == 1:  # the common case, without the averaging pass
+            scores = self.scorers[0].score(pod, names, self.ledger)
+        else:
+            total = dict.fromkeys(names, 0)
+            for plugin in self.scorers:
+                for node, s in plugin.score(pod, names, self.ledger).items():
+                    if node in total:
+                        total[node] += s
+            scores = {n: round(s / len(self.scorers)) for n, s in total.items()}
+        get = scores.get
         return [
-            HostPriority(Host=n, Score=min(MAX_SCORE, max(0, round(s / k))))
-            for n, s in total.items()
+            HostPriority(Host=n, Score=s if 0 <= (s := get(n, 0)) <= MAX_SCORE else _clamp(s))
+            for n in names
         ]
 
     # ---- bind ------------------------------------------------------------------------------
@@ -284,6 +292,10 @@ class Verbs:
             if chosen:
                 out[node] = MetaVictims(Pods=[MetaPod(UID=u) for u in chosen], NumPDBViolations=pdb)
         return ExtenderPreemptionResult(NodeNameToMetaVictims=out)
+
+
+def _clamp(score: int) -> int:
+    return 0 if score < 0 else MAX_SCORE
 
 
 def _filter_reply(

@@ -133,8 +133,9 @@ class Ledger:
         self._version = 0
         self._nodes: dict[str, NodeView] = {}
         self._holdings: dict[str, Holding] = {}
-        # Ephemeral resource -> node -> free units: the filter's index.
+        # Ephemeral resource -> node -> free units (the filter's index), and -> capacity.
         self._free: dict[str, dict[str, int]] = {}
+        self._caps: dict[str, dict[str, int]] = {}
         # Node -> reservation holdings on it: ReservationFit checks only these nodes.
         self._reserved: dict[str, int] = {}
         # Node -> its holders (preemption and node removal look at one node's holders).
@@ -220,18 +221,14 @@ class Ledger:
         `request` (0.0 when it does not fit): the basis of least-allocated scoring."""
         if not request:
             return {}
-        wants = list(request.items())
-        out: dict[str, float] = {}
-        for name in nodes:
-            view = self._nodes.get(name)
-            total = 0.0
-            if view is not None:
-                for res, want in wants:
-                    cap = view.ephemeral.get(res, 0)
-                    left = cap - view.used.get(res, 0) - want
-                    if cap > 0 and left > 0:
-                        total += left / cap
-            out[name] = total / len(wants)
+        out = dict.fromkeys(nodes, 0.0)
+        share = 1 / len(request)
+        for res, want in request.items():
+            free, caps = self._free.get(res, {}), self._caps.get(res, {})
+            for name in out:
+                left = free.get(name, 0) - want
+                if left > 0:
+                    out[name] += share * left / caps[name]
         return out
 
     def physical_shortfalls(
@@ -463,12 +460,16 @@ class Ledger:
             if cap is None:
                 if index is not None:
                     index.pop(view.name, None)
+                    self._caps[res].pop(view.name, None)
                     if not index:
                         del self._free[res]
+                        del self._caps[res]
                 continue
             if index is None:
                 index = self._free[res] = {}
+                self._caps[res] = {}
             index[view.name] = cap - view.used.get(res, 0)
+            self._caps[res][view.name] = cap
 
     # ---- nodes (facts from the cluster view) -----------------------------------------------
 

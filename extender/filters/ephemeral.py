@@ -32,7 +32,5 @@ class EphemeralResourceFit:
         return Verdict(rejected) if rejected else PASS
 
     def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
-        return {
-            node: int(MAX_SCORE * free + 0.5)
-            for node, free in ledger.free_fractions(nodes, pod.ephemeral).items()
-        }
+        fractions = ledger.free_fractions(nodes, pod.ephemeral)
+        return {node: int(MAX_SCORE * free + 0.5) for node, free in fractions.items()}
