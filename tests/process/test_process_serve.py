@@ -74,6 +74,12 @@ def test_standalone_over_tls(cert: tuple[Path, Path]) -> None:
         ),
         (["--no-kube", "--port", "70000"], "port: Input should be less than or equal to 65535"),
         (["--mode", "other"], "invalid choice: 'other'"),
+        (["--no-kube", "--leader-elect"], "leader_elect needs the Kubernetes API"),
+        (
+            ["--no-kube", "--verbs-client-ca", "/ca.crt"],
+            "verbs_client_ca_file needs verbs_port",
+        ),
+        (["--no-kube", "--verbs-port", "9999"], "verbs_port serves TLS"),
     ],
 )
 def test_refused_configuration_is_one_clear_line(args: list[str], message: str) -> None:
@@ -86,3 +92,61 @@ def test_refused_configuration_is_one_clear_line(args: list[str], message: str) 
     assert done.returncode != 0
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def openssl(*args: str | Path) -> None:
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> dict[str, Path]:
+    """A CA, a server certificate for 127.0.0.1, and two client certificates: one the CA
+    signed (kube-scheduler's) and one self-signed (anybody's)."""
+    d = {k: tmp_path / k for k in ("ca.key", "ca.crt", "tls.key", "tls.crt", "client.key",
+                                   "client.crt", "rogue.key", "rogue.crt")}  # fmt: skip
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=ca",
+            "-keyout", d["ca.key"], "-out", d["ca.crt"])  # fmt: skip
+    for name, cn, san in (("tls", "127.0.0.1", "IP:127.0.0.1"), ("client", "kube-scheduler", "")):
+        csr = tmp_path / f"{name}.csr"
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}",
+                "-keyout", d[f"{name}.key"], "-out", csr)  # fmt: skip
+        ext = tmp_path / f"{name}.ext"
+        ext.write_text(f"subjectAltName={san}\n" if san else "extendedKeyUsage=clientAuth\n")
+        signed = d[f"{name}.crt"]
+        openssl("x509", "-req", "-in", csr, "-CA", d["ca.crt"], "-CAkey", d["ca.key"],
+                "-CAcreateserial", "-days", "1", "-out", signed, "-extfile", ext)  # fmt: skip
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=rogue",
+            "-keyout", d["rogue.key"], "-out", d["rogue.crt"])  # fmt: skip
+    return d
+
+
+def test_the_verbs_take_only_kube_schedulers_client_certificate(pki: dict[str, Path]) -> None:
+    ports = allocate_ports({"api": None, "verbs": None})
+    proc = serve("--no-kube", "--port", str(ports["api"]), "--verbs-port", str(ports["verbs"]),
+                 "--tls-cert", str(pki["tls.crt"]), "--tls-key", str(pki["tls.key"]),
+                 "--verbs-client-ca", str(pki["ca.crt"]), "--token", "t")  # fmt: skip
+    ca = str(pki["ca.crt"])
+
+    def context(client: str | None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=ca)
+        if client:
+            ctx.load_cert_chain(str(pki[f"{client}.crt"]), str(pki[f"{client}.key"]))
+        return ctx
+
+    body = {"Pod": {"metadata": {"uid": "u"}}, "NodeNames": ["n"]}
+    api, verbs = f"https://127.0.0.1:{ports['api']}", f"https://127.0.0.1:{ports['verbs']}"
+    try:
+        assert wait_ready(api, proc, verify=context(None)).status_code == 200
+        ok = httpx.post(f"{verbs}/filter", json=body, verify=context("client"))
+        assert ok.status_code == 200 and ok.json()["NodeNames"] == ["n"]
+        for client in (None, "rogue"):  # no certificate, or one the CA did not sign
+            with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+                httpx.post(f"{verbs}/filter", json=body, verify=context(client), timeout=5)
+        # The verbs are not served on the API listener, and the API not on the verbs one.
+        elsewhere = httpx.post(f"{api}/filter", json=body, verify=context(None))
+        assert elsewhere.status_code == 404 and "mutual-TLS listener" in elsewhere.text
+        policy = httpx.get(f"{verbs}/v1/cluster-state", verify=context("client"))
+        assert policy.status_code == 404
+    finally:
+        proc.terminate()
+        proc.wait(10)
