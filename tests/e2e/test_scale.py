@@ -1,0 +1,54 @@
+"""At 5,000 nodes, a rare ephemeral resource (on 2 nodes) is found: every pod that fits binds
+promptly in extender mode, and the one that does not fit says why. kube-scheduler stops
+looking after percentageOfNodesToScore of the nodes; with the domain visible to
+NodeResourcesFit and every feasible node scored, the two nodes are always among them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
+from escher_harness.workload import Workload, pod_manifest
+from extender.esl.client import PolicyClient
+
+pytestmark = pytest.mark.e2e
+
+NODES = 5000
+RARE = ("node-17", "node-4242")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[localcluster.ClusterInfo]:
+    d = tmp_path_factory.mktemp("scale")
+    info = localcluster.up(
+        localcluster.ClusterSpec(dir=d / "c", nodes=NODES, mode="extender", timeout=300)
+    )
+    try:
+        yield info
+    finally:
+        localcluster.down(info.dir, keep_logs=True)
+
+
+def test_a_resource_on_two_of_5000_nodes_is_found_for_every_pod_that_fits(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    assert cluster.extender_url and cluster.token
+    with PolicyClient(cluster.extender_url, cluster.token, timeout=60) as policy:
+        resources = [policy.set_resource("rare", 2, node=n).resource for n in RARE]
+    work = Workload(api_client(cluster.kubeconfig))
+    names = [f"rare-{i}" for i in range(5)]
+    started = time.monotonic()
+    for n in names:
+        work.create(pod_manifest(n, limits={resources[0]: "1"}))
+    placed = work.wait(names, timeout=60, bound=4, settle=3)
+    bound = {n: p.node for n, p in placed.items() if p.node}
+    took = time.monotonic() - started
+    print(f"\n4 of 5 pods bound on 2 of {NODES} nodes in {took:.1f}s")
+    assert sorted(bound.values()) == sorted([RARE[0], RARE[0], RARE[1], RARE[1]])
+    (left,) = set(names) - set(bound)
+    assert "Insufficient escher.io/rare" in placed[left].reason, placed[left].reason
+    assert took < 30
