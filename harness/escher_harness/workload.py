@@ -126,6 +126,11 @@ class Workload:
                 return now
             time.sleep(0.1)
 
+    def nodes(self, names: Sequence[str]) -> dict[str, str | None]:
+        """Where each of `names` is bound (None: pending or gone)."""
+        placed = self.placements(names)
+        return {n: placed[n].node if n in placed else None for n in names}
+
     def bound(self, names: Sequence[str], timeout: float) -> int:
         """How many of `names` are bound once all are, or after `timeout`."""
         return sum(1 for p in self.wait(names, timeout).values() if p.node)

@@ -183,16 +183,20 @@ def test_pure_gang_that_cannot_complete_is_rolled_back_leaving_nothing(tmp_path:
         localcluster.down(info.dir, keep_logs=True)
 
 
-def test_pure_gang_completes_and_removes_its_resource(tmp_path: Path) -> None:
+@pytest.mark.parametrize("placeholders", [False, True], ids=["plan", "placeholders"])
+def test_pure_gang_completes_and_removes_its_resource(tmp_path: Path, placeholders: bool) -> None:
     info = localcluster.up(localcluster.ClusterSpec(dir=tmp_path / "q", nodes=2, mode="pure"))
     try:
         assert info.extender_url and info.token
         work = Workload(api_client(info.kubeconfig))
         with PolicyClient(info.extender_url, info.token) as policy:
-            r = PureGang(policy, work).run(GangRequest("ok", 3, cpu="1", attempt_timeout=20))
+            gang = PureGang(policy, work, placeholders=placeholders)
+            r = gang.run(GangRequest("ok", 3, cpu="1", attempt_timeout=20))
             assert r.completed and r.rollbacks == 0
             placed = work.placements(r.pods)
             assert all(p.node for p in placed.values())
+            # The placeholders made way for the members: none is left.
+            assert work.placements([f"ok-1-ph{i}" for i in range(3)]) == {}
         for node in info.nodes:
             assert work.node_resources(node, "escher.io/") == {"capacity": {}, "allocatable": {}}
     finally:

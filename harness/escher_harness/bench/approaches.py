@@ -168,6 +168,9 @@ class _WaiterPods:
     def bound(self, names: Any, timeout: float) -> int:
         return len(names) if self.env.waiter.wait(self.gang, len(names), timeout) else 0
 
+    def nodes(self, names: Any) -> dict[str, str | None]:
+        return self.work.nodes(names)
+
 
 def _pure(env: Env, work: Workload, job: GangJob) -> bool:
     assert env.info.extender_url is not None

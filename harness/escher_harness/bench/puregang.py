@@ -1,20 +1,32 @@
-"""The gang ESL: ESCHER's pure approach to all-or-nothing placement.
+"""ESCHER's pure approach to gang scheduling, run end to end: the runner the benchmark uses.
 
 Uses only the policy API (set_resource / get_cluster_state) and pod creation; plain
-kube-scheduler does the matching. Per attempt: find room for the whole gang in the cluster
-state, create a per-gang ephemeral resource on the chosen nodes with one unit per member
-placed there, create the members each requesting one unit, and wait. If the gang has not fully
-bound within the attempt timeout, roll back (delete the pods and the resource) and retry after
-an exponential backoff. Once complete, the gang's resource is removed (the pods stay bound).
+kube-scheduler does the matching. The gang ESL (extender.esl.gang) plans a gang's resource and
+its members' requests; this runner adds what an ESL cannot do, creating and deleting pods,
+in one of ESCHER's two variants:
 
-What this approach cannot do, as the ESCHER paper admits: there is no transaction, so between
-reading the cluster state and the pods binding, other pods can take the room (the attempt
-then times out and rolls back). Called by the gang benchmark and by applications.
+- **plan** (ESCHER's library variant): find room for the whole gang in the cluster state,
+  create a per-gang resource with one unit per member on the chosen nodes, create the members
+  (each requesting one unit, and its cpu and memory), and wait.
+- **placeholders** (ESCHER's "ghost tasks"): first create one placeholder pod per member
+  requesting the member's cpu and memory, so kube-scheduler itself finds and holds the
+  physical room; once every placeholder is bound, create the gang resource where they
+  landed, delete them and create the members in their place.
+
+Either way, if the gang is not fully bound within the attempt timeout, the attempt is rolled
+back (its pods and its resource deleted) and retried after an exponential backoff; once the
+gang is complete its resource is removed (the pods stay bound).
+
+What neither can do, as the ESCHER paper admits: there is no transaction, so between a plan
+(or a placeholder's deletion) and the members binding, other pods can take the room; the
+attempt then times out and rolls back. Placeholders narrow that window to the replacement.
+Called by the gang benchmark (escher_harness.bench.approaches) and the e2e tests.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,17 +37,21 @@ from extender.core.quantity import amount
 from extender.esl.client import PolicyClient
 from extender.esl.gang import plan
 
-NAME = "gang"
+PLACEHOLDER_LABEL = "harness.escher.io/placeholder-for"
 
 
 class Pods(Protocol):
-    """What the ESL needs of pod creation (escher_harness.workload.Workload has it)."""
+    """What the runner needs of pods (escher_harness.workload.Workload has it)."""
 
     def create(self, manifest: Mapping[str, Any]) -> None: ...
 
     def delete(self, names: Sequence[str]) -> None: ...
 
     def bound(self, names: Sequence[str], timeout: float) -> int: ...
+
+    def nodes(self, names: Sequence[str]) -> dict[str, str | None]:
+        """Where each pod is bound (None: pending)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,7 @@ class GangRequest:
     backoff: float = 0.5
     max_backoff: float = 8.0
     labels: Mapping[str, str] | None = None
+    annotations: Mapping[str, str] | None = None
 
 
 @dataclass
@@ -69,6 +86,7 @@ class PureGang:
         manifest: Callable[..., dict[str, Any]] | None = None,
         on_event: Callable[[str, str], None] = lambda kind, gang: None,
         sleep: Callable[[float], None] = time.sleep,
+        placeholders: bool = False,
     ) -> None:
         self.policy = policy
         self.pods = pods
@@ -76,6 +94,7 @@ class PureGang:
         self.manifest = manifest or pod_manifest
         self.on_event = on_event
         self.sleep = sleep
+        self.placeholders = placeholders
 
     def run(self, req: GangRequest) -> GangResult:
         need = {
@@ -83,41 +102,32 @@ class PureGang:
             MEMORY: amount(MEMORY, req.memory, field="memory"),
             PODS: 1,
         }
-        resource = f"gang-{req.name}"
-        full = f"{self.domain}/{resource}"
         end = time.monotonic() + req.deadline
         backoff = req.backoff
         result = GangResult(completed=False)
         while True:
             state = self.policy.cluster_state()
-            placement = plan(state, req.members, need, "available")
-            if not placement and not plan(state, req.members, need, "capacity"):
+            if not plan(state, req.members, need, "capacity"):
                 result.reason = (
                     f"gang {req.name} can never fit: {req.members} members of cpu {req.cpu}, "
                     f"memory {req.memory}"
                 )
                 return result
+            timeout = min(req.attempt_timeout, max(0.0, end - time.monotonic()))
+            if self.placeholders:
+                placement = self._hold(req, result.attempts + 1, timeout)
+            else:
+                placement = plan(state, req.members, need, "available")
             if placement:
                 result.attempts += 1
-                names = [f"{req.name}-{result.attempts}-{i}" for i in range(req.members)]
-                for node, k in placement.items():
-                    self.policy.set_resource(resource, k, node=node)
-                for n in names:
-                    self.pods.create(
-                        self.manifest(
-                            n,
-                            limits={full: "1"},
-                            requests={CPU: req.cpu, MEMORY: req.memory},
-                            labels=req.labels,
-                        )
-                    )
-                timeout = min(req.attempt_timeout, max(0.0, end - time.monotonic()))
-                if self.pods.bound(names, timeout) == req.members:
-                    self.policy.delete_resource(resource, force=True)  # the pods stay bound
-                    result.completed, result.pods = True, tuple(names)
+                names = self._attempt(req, result.attempts, placement, timeout)
+                if names:
+                    result.completed, result.pods = True, names
                     return result
-                self.pods.delete(names)
-                self.policy.delete_resource(resource, force=True)
+                result.rollbacks += 1
+                self.on_event("rollback", req.name)
+            elif self.placeholders:
+                result.attempts += 1
                 result.rollbacks += 1
                 self.on_event("rollback", req.name)
             if time.monotonic() + backoff > end:
@@ -125,3 +135,48 @@ class PureGang:
                 return result
             self.sleep(backoff)
             backoff = min(backoff * 2, req.max_backoff)
+
+    def _hold(self, req: GangRequest, attempt: int, timeout: float) -> dict[str, int]:
+        """Placeholders hold the physical room: members per node where they all landed, or
+        {} (and they are deleted) when they did not all bind in time."""
+        names = [f"{req.name}-{attempt}-ph{i}" for i in range(req.members)]
+        for n in names:
+            self.pods.create(
+                self.manifest(
+                    n,
+                    requests={CPU: req.cpu, MEMORY: req.memory},
+                    labels={**(req.labels or {}), PLACEHOLDER_LABEL: req.name},
+                )
+            )
+        if self.pods.bound(names, timeout) < req.members:
+            self.pods.delete(names)
+            return {}
+        where = self.pods.nodes(names)
+        self.pods.delete(names)  # the members replace them
+        return dict(Counter(n for n in where.values() if n))
+
+    def _attempt(
+        self, req: GangRequest, attempt: int, placement: Mapping[str, int], timeout: float
+    ) -> tuple[str, ...]:
+        """One attempt on `placement`: the members' names once all are bound, or () after a
+        rollback."""
+        resource = f"gang-{req.name}"
+        full = f"{self.domain}/{resource}"
+        names = [f"{req.name}-{attempt}-{i}" for i in range(req.members)]
+        for node, k in placement.items():
+            self.policy.set_resource(resource, k, node=node)
+        for n in names:
+            self.pods.create(
+                self.manifest(
+                    n,
+                    limits={full: "1"},
+                    requests={CPU: req.cpu, MEMORY: req.memory},
+                    labels=req.labels,
+                    annotations=req.annotations,
+                )
+            )
+        bound = self.pods.bound(names, timeout) == req.members
+        if not bound:
+            self.pods.delete(names)
+        self.policy.delete_resource(resource, force=True)  # the bound pods keep their units
+        return tuple(names) if bound else ()
