@@ -242,3 +242,17 @@ def test_extender_command() -> None:
         "--domain",
         "example.com",
     ]
+
+
+def test_kwok_command() -> None:
+    command = config.kwok_command(Path("/b/kwok"), kubeconfig=KUBECONFIG, stages=Path("/s.yaml"))
+    assert command == [
+        "/b/kwok",
+        f"--kubeconfig={KUBECONFIG}",
+        # Exactly one node selector: the project's fake nodes, no others.
+        "--manage-nodes-with-annotation-selector=harness.escher.io/fake-node=true",
+        "--node-lease-duration-seconds=0",  # no controller-manager reads leases
+        "--config=/s.yaml",
+    ]
+    # No kubelet API: kwok serves one only with a node port or a server address.
+    assert not any(a.startswith(("--node-port", "--server-address")) for a in command)

@@ -1,6 +1,6 @@
 """Pure rendering of everything the control plane is started with: the kubeconfig, the token
 file, the KubeSchedulerConfiguration, and the command lines of etcd, kube-apiserver,
-kube-scheduler and the extender service.
+kube-scheduler, kwok and the extender service.
 
 Called by cluster.up, which writes the results into the cluster directory; nothing here starts
 a process, and only the scheduler-config helpers read files.
@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 import yaml
 
 from escher_harness.localcluster.errors import ClusterError
+from escher_harness.localcluster.fakenodes import FAKE_NODE_ANNOTATION
 from escher_harness.localcluster.paths import scheduler_config_dir
 
 Mode = Literal["none", "extender", "pure"]
@@ -195,6 +196,20 @@ def scheduler_command(
     if feature_gates:
         command.append(f"--feature-gates={format_feature_gates(feature_gates)}")
     return command
+
+
+def kwok_command(binary: Path, *, kubeconfig: Path, stages: Path) -> list[str]:
+    """The kwok controller as the fake nodes' kubelets: it manages the nodes carrying
+    fakenodes.FAKE_NODE_ANNOTATION and plays `stages`. No node leases (no controller-manager
+    reads them); no --node-port or --server-address, so it serves no kubelet API (nor a health
+    endpoint: cluster.up knows it is ready once it has taken the nodes over)."""
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=true",
+        "--node-lease-duration-seconds=0",
+        f"--config={stages}",
+    ]
 
 
 def extender_command(
