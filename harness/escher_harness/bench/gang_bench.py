@@ -273,9 +273,10 @@ Latency: from a gang's submission to its last member bound. *Max partial*: most 
 some but not all members bound at one moment. *Partial pod·s*: pod-seconds held by
 incomplete gangs. *Writes/gang*: kube-apiserver write requests (events and leases excluded)
 during the run per gang submitted; they include kwok's (a pod status patch per bound pod, a
-node status patch per node every 20-45 s), the same for every approach per pod and second. *Policy LOC*: non-blank, non-comment lines of the gang
-logic (extender: gang.py, filters/gang.py, filters/reservation.py, kube/annotator.py; pure:
-esl/gang.py; peers: their plugin packages from the Go module cache).
+node status patch per node every 20-45 s), the same for every approach per pod and second.
+*Policy LOC*: non-blank, non-comment lines of the gang logic (extender: gang.py,
+filters/gang.py, filters/reservation.py, kube/annotator.py; pure: esl/gang.py; peers: their
+plugin packages from the Go module cache).
 
 {table}
 

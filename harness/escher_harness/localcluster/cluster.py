@@ -562,29 +562,15 @@ def _create_nodes(
             say(f"nodes {done}/{total}")
 
     workers = 16
-    with api_client(kubeconfig, pool_size=workers) as api:
-        try:
-            create_nodes(api, names, shape, workers=workers, progress=report)
-        except ApiException as e:
-            raise ClusterError(
-                f"creating the fake nodes failed: {e.status} {e.reason}: {e.body}"
-            ) from None
-        except urllib3.exceptions.HTTPError as e:
-            raise ClusterError(f"creating the fake nodes failed: {e}") from None
+    with api_client(kubeconfig, pool_size=workers) as api, _api_errors("creating the fake nodes"):
+        create_nodes(api, names, shape, workers=workers, progress=report)
 
 
 def _wait_for_kwok(
     record: ProcessRecord, kubeconfig: Path, nodes: tuple[str, ...], deadline: float
 ) -> None:
-    with api_client(kubeconfig) as api:
-        try:
-            kwok.wait_for_nodes(api, nodes, deadline=deadline, alive=lambda: start_failure(record))
-        except ApiException as e:
-            raise ClusterError(
-                f"watching kwok take the nodes over failed: {e.status} {e.reason}"
-            ) from None
-        except urllib3.exceptions.HTTPError as e:
-            raise ClusterError(f"watching kwok take the nodes over failed: {e}") from None
+    with api_client(kubeconfig) as api, _api_errors("watching kwok take the nodes over"):
+        kwok.wait_for_nodes(api, nodes, deadline=deadline, alive=lambda: start_failure(record))
 
 
 def _environment(cdir: ClusterDir) -> dict[str, str]:
@@ -597,19 +583,23 @@ def _environment(cdir: ClusterDir) -> dict[str, str]:
 def _create_manifest_objects(
     kubeconfig: Path, manifests: tuple[Manifest, ...], deadline: float
 ) -> None:
-    with api_client(kubeconfig) as api:
+    with api_client(kubeconfig) as api, _api_errors("creating the manifests' objects"):
         try:
             create_manifests(api, manifests, deadline=deadline)
         except ManifestError as e:
             raise ClusterError(str(e)) from None
-        except ApiException as e:
-            raise ClusterError(
-                f"creating the manifests' objects failed: {e.status} {e.reason}: {e.body}"
-            ) from None
-        except FailToCreateError as e:
-            raise ClusterError(f"creating the manifests' objects failed: {e}") from None
-        except urllib3.exceptions.HTTPError as e:
-            raise ClusterError(f"creating the manifests' objects failed: {e}") from None
+
+
+@contextlib.contextmanager
+def _api_errors(doing: str) -> Iterator[None]:
+    """Turn the API's and the transport's errors into a one-line ClusterError saying what
+    was being done."""
+    try:
+        yield
+    except ApiException as e:
+        raise ClusterError(f"{doing} failed: {e.status} {e.reason}: {e.body}") from None
+    except (FailToCreateError, urllib3.exceptions.HTTPError) as e:
+        raise ClusterError(f"{doing} failed: {e}") from None
 
 
 def _executable(path: Path, what: str) -> Path:
