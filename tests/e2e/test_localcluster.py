@@ -31,6 +31,7 @@ from escher_harness.localcluster import (
     status,
     up,
 )
+from escher_harness.localcluster.binaries import bin_dir
 from escher_harness.pytest_plugin import ClusterFactory
 from extender.adapters.client import api_client
 
@@ -187,6 +188,26 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
     finally:
         r = subprocess.run([*cli, "down", "--dir", str(d)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    assert processes_mentioning(str(d)) == []
+
+
+def test_kwok_exiting_fails_the_start_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real control plane, and a kwok that refuses to start.
+    real = bin_dir()
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    for name in ("etcd", "kube-apiserver", "kube-scheduler"):
+        (bins / name).symlink_to(real / name)
+    (bins / "kwok").write_text("#!/bin/sh\necho 'no stages found' >&2\nexit 3\n")
+    (bins / "kwok").chmod(0o755)
+    monkeypatch.setenv("ESCHER_BIN_DIR", str(bins))
+    d = tmp_path / "cluster"
+    with pytest.raises(ClusterError) as e:
+        up(ClusterSpec(dir=d, nodes=2))
+    assert str(e.value).startswith("kwok exited during start-up with exit code 3")
+    assert "no stages found" in str(e.value)
     assert processes_mentioning(str(d)) == []
 
 

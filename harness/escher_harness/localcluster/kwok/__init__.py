@@ -69,15 +69,16 @@ def wait_for_nodes(
         if (reason := alive()) is not None:
             raise ClusterError(reason)
 
-    if not list_then_watch(
+    taken_over = list_then_watch(
         client.CoreV1Api(api).list_node,
         seen=seen,
         done=lambda: not waiting,
         deadline=deadline,
         between=check_alive,
         request_seconds=1,
-    ):
-        check_alive()
+    )
+    check_alive()  # also when there was nothing to wait for (no nodes)
+    if not taken_over:
         raise ClusterError(
             f"kwok did not take over {len(waiting)} of the fake nodes in time "
             f"(e.g. {min(waiting)}, still without status.phase {TAKEN_OVER_PHASE})"
