@@ -1,8 +1,9 @@
 """kube-scheduler's extender wire types (k8s.io/kube-scheduler/extender/v1, v1.37), exactly.
 
 The Go types carry no JSON tags, so kube-scheduler sends the Go field names, capitalised
-(`Pod`, `Nodes`, `NodeNames`); tests/fixtures/ holds requests recorded from the real
-kube-scheduler. Go's encoding/json reads replies case-insensitively; we reply capitalised.
+(`Pod`, `Nodes`, `NodeNames`); tests/fixtures/kube-scheduler-v1.37/ holds requests recorded
+from the real kube-scheduler. Go's encoding/json reads replies case-insensitively; we reply
+capitalised.
 
 Requests are decoded once, with msgspec, into only the fields some decision reads
 (extender.core.objects): a value of the wrong JSON type, malformed JSON or nesting too deep

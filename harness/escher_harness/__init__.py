@@ -2,8 +2,9 @@
 
 Packages and modules:
   escher_harness.localcluster  the embedded control plane (etcd, kube-apiserver, kube-scheduler,
-                               fake nodes) as processes on loopback, its CLI and Python API
-  escher_harness.workload      pods as a workload: create, watch, wait for placement
+                               kwok, fake nodes) as processes on loopback, its CLI and Python API
+  escher_harness.workload      pods as a workload: create, watch, wait for placement and phases
+  escher_harness.listwatch     list, then watch, until the API shows a condition
   escher_harness.peers         the in-framework gang peers (Coscheduling, native gangs)
   escher_harness.bench         the benchmarks (extender, gang, esl) and their figures
   escher_harness.demo          a two-minute tour on the embedded cluster

@@ -3,26 +3,39 @@
 Used by the benchmarks and tests/e2e/test_gang_peers.py to submit the same gang to each peer
 the ESCHER extender is compared with, through the API:
 
-- coscheduling: scheduler-plugins' Coscheduling (kube-scheduler-plugins with
+- coscheduling: scheduler-plugins' Coscheduling (kube-scheduler-plugins v0.34.7 with
   scheduler-config/coscheduling.yaml): a `scheduling.x-k8s.io/v1alpha1` PodGroup (a CRD) with
   spec.minMember, and pods labelled `scheduling.x-k8s.io/pod-group: <PodGroup name>`.
-- native: Kubernetes v1.36's own gang scheduling (kube-scheduler with the GenericWorkload and
-  GangScheduling feature gates, scheduler-config/native.yaml): a `scheduling.k8s.io/v1alpha2`
-  PodGroup with spec.schedulingPolicy.gang.minCount, and pods naming it in
-  spec.schedulingGroup.podGroupName. A Workload object is not needed: it is only the template
-  controllers stamp PodGroups from (PodGroup.spec.podGroupTemplateRef is optional), and the
-  scheduler reads PodGroups alone.
+- native: Kubernetes v1.37's own gang scheduling, beta in 1.37 (kube-scheduler with
+  scheduler-config/native.yaml and the cluster set-up NATIVE_FEATURE_GATES and
+  NATIVE_RUNTIME_CONFIG): a `scheduling.k8s.io/v1beta1` PodGroup with
+  spec.schedulingPolicy.gang.minCount, and pods naming it in
+  spec.schedulingGroup.podGroupName (the same pod field as in 1.36; only the group's API
+  version moved, v1alpha2 is gone).
+
+What 1.37.1 needs, read from its sources: one feature gate, GenericWorkload (beta, off by
+default, pkg/features/kube_features.go). It serves the Workload and PodGroup storage, keeps
+pods' spec.schedulingGroup, and adds the GangScheduling plugin to kube-scheduler's default
+profile (pkg/scheduler/apis/config/v1/default_plugins.go); the GangScheduling gate of 1.36 no
+longer exists, and kube-apiserver refuses an unknown gate. scheduling.k8s.io/v1beta1 is in
+kube-apiserver's beta versions disabled by default (pkg/controlplane/instance.go), hence the
+runtime config. A Workload object is still not needed: PodGroup.spec.workloadRef is optional
+(required only with parentCompositePodGroupName, pkg/apis/scheduling/validation),
+kube-scheduler has informers for PodGroups (and CompositePodGroups, behind their own gate) but
+none for Workloads, and its GangScheduling plugin finds a pod's group by
+spec.schedulingGroup.podGroupName alone (pkg/scheduler/framework/plugins/gangscheduling).
 
 The group object is created before the pods, so no member is ever seen without its group.
-Both PodGroup kinds go through CustomObjectsApi, which only builds /apis/<group>/<version>
-paths: the Python client has no typed class for the first (a CRD) nor for v1alpha2 (it ships
-scheduling v1alpha3, the API of a later Kubernetes).
+Both PodGroup kinds go through CustomObjectsApi: the first is a CRD, and for the second the
+typed SchedulingV1beta1Api exists only in kubernetes clients >= 37, while one generic path
+serves both peers and the older clients the harness allows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -35,7 +48,10 @@ COSCHEDULING_VERSION = "v1alpha1"
 # apis/scheduling/v1alpha1.PodGroupLabel).
 COSCHEDULING_LABEL = f"{COSCHEDULING_GROUP}/pod-group"
 NATIVE_GROUP = "scheduling.k8s.io"
-NATIVE_VERSION = "v1alpha2"
+NATIVE_VERSION = "v1beta1"
+# The cluster set-up (ClusterSpec feature_gates and runtime_config) the native peer needs.
+NATIVE_FEATURE_GATES: Final[Mapping[str, bool]] = {"GenericWorkload": True}
+NATIVE_RUNTIME_CONFIG: Final[Mapping[str, str]] = {f"{NATIVE_GROUP}/{NATIVE_VERSION}": "true"}
 _PODGROUPS = "podgroups"
 _PROTECTION_FINALIZER = f"{NATIVE_GROUP}/podgroup-protection"
 
@@ -124,7 +140,7 @@ def submit_native_gang(
     namespace: str = "default",
     scheduler_name: str = "default-scheduler",
 ) -> Gang:
-    """A scheduling.k8s.io/v1alpha2 PodGroup `name` with a gang policy (minCount =
+    """A scheduling.k8s.io/v1beta1 PodGroup `name` with a gang policy (minCount =
     min_member) and `size` pods `<name>-<i>` requesting (and limited to) cpu and memory each,
     each naming the PodGroup in spec.schedulingGroup."""
     _check(size, min_member)

@@ -1,8 +1,11 @@
-"""Pods as a workload: create pods that request resources, watch them get scheduled.
+"""Pods as a workload: create pods that request resources, watch them get scheduled, run
+and finish.
 
 Used by the demo, the benchmarks and the end-to-end tests to drive the real kube-scheduler.
-Pods are never run (the local control plane has no kubelet): a pod is "placed" once
-kube-scheduler (or the extender's bind) sets spec.nodeName.
+A pod is "placed" once kube-scheduler (or the extender's bind) sets spec.nodeName. With kwok
+(the local control plane's default) a placed pod then goes Running, and one made with a
+run_time goes Succeeded that long after (escher_harness.localcluster.kwok): wait_phase
+watches for that. Without kwok placed pods stay Pending.
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
+
+from escher_harness.listwatch import list_then_watch
+from escher_harness.localcluster.kwok import RUN_TIME_ANNOTATION, format_run_time
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
@@ -27,9 +33,14 @@ def pod_manifest(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     scheduler_name: str = "default-scheduler",
+    run_time: float | None = None,
 ) -> dict[str, Any]:
-    """A pod that only asks to be placed. Extended resources go in limits, as Kubernetes
-    requires (requests, if given, must equal limits)."""
+    """A pod that asks to be placed. Extended resources go in limits, as Kubernetes requires
+    (requests, if given, must equal limits). With `run_time` (seconds, >= 0) kwok moves it
+    from Running to Succeeded that long after it went Running; without, it runs until deleted.
+    ValueError for a run_time kwok cannot read (negative, infinite, NaN)."""
+    if run_time is not None:
+        annotations = {**(annotations or {}), RUN_TIME_ANNOTATION: format_run_time(run_time)}
     resources: dict[str, Any] = {}
     if limits:
         resources["limits"] = dict(limits)
@@ -56,6 +67,16 @@ class Placement:
     name: str
     node: str | None  # None: still pending
     reason: str  # why it is pending (the PodScheduled condition), or ""
+
+
+@dataclass
+class Progress:
+    """What a watch saw of one pod: when it was first seen bound and first seen in each
+    phase (time.monotonic()). A state the pod was already in when the watch began counts as
+    seen when the watch listed it."""
+
+    bound: float | None = None
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -161,6 +182,34 @@ class Workload:
                 if stop.is_set():
                     w.stop()
                     break
+
+    def wait_phase(self, names: Iterable[str], phase: str, timeout: float) -> dict[str, Progress]:
+        """Watch `names` until every one has been seen in `phase` (e.g. "Running",
+        "Succeeded") or `timeout` passes, and return what was seen of each, also of the
+        phases on the way (a pod never seen is missing). One list, then watch events: no
+        polling interval blurs the times."""
+        wanted = set(names)
+        progress: dict[str, Progress] = {}
+
+        def seen(pod: client.V1Pod, deleted: bool) -> None:
+            name = pod.metadata.name if pod.metadata else ""
+            if deleted or name not in wanted or pod.spec is None:
+                return
+            now = time.monotonic()
+            mine = progress.setdefault(name, Progress())
+            if mine.bound is None and pod.spec.node_name:
+                mine.bound = now
+            if pod.status is not None and pod.status.phase:
+                mine.phases.setdefault(pod.status.phase, now)
+
+        list_then_watch(
+            self.core.list_namespaced_pod,
+            self.namespace,
+            seen=seen,
+            done=lambda: all(n in progress and phase in progress[n].phases for n in wanted),
+            deadline=time.monotonic() + timeout,
+        )
+        return progress
 
     def watch_bound(self, want: int, stop: threading.Event) -> dict[str, float]:
         """When each pod was first seen bound (time.monotonic()), until `want` are or `stop`

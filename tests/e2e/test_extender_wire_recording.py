@@ -1,9 +1,9 @@
-"""Records what kube-scheduler v1.36 really sends to an extender, and keeps it as fixtures.
+"""Records what kube-scheduler v1.37 really sends to an extender, and keeps it as fixtures.
 
 A stand-in extender (stdlib HTTP server on 127.0.0.1: filter passes every node, prioritize
 scores them, no bind verb) is named by a user-supplied KubeSchedulerConfiguration; a pod is
 scheduled through it with nodeCacheCapable true and false. The recordings settle the wire
-format: tests/fixtures/kube-scheduler-v1.36/{filter-nodenames,filter-nodelist,
+format: tests/fixtures/kube-scheduler-v1.37/{filter-nodenames,filter-nodelist,
 prioritize-nodenames}.json. A fresh recording must have the fixture's key structure (values
 such as uids and timestamps vary). After a deliberate change (a new Kubernetes version, other
 fake nodes), rewrite the fixtures with ESCHER_UPDATE_WIRE_FIXTURES=1.
@@ -39,7 +39,7 @@ from escher_harness.pytest_plugin import ClusterFactory
 
 pytestmark = pytest.mark.e2e
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "kube-scheduler-v1.36"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "kube-scheduler-v1.37"
 UPDATE = os.environ.get("ESCHER_UPDATE_WIRE_FIXTURES") == "1"
 
 

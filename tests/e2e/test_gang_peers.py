@@ -1,7 +1,8 @@
 """The benchmark's in-framework gang-scheduling peers on the real local control plane.
 
-For each peer (`coscheduling`: scheduler-plugins' kube-scheduler-plugins with its PodGroup CRD;
-`native`: kube-scheduler v1.36's GangScheduling plugin), with gangs submitted by
+For each peer (`coscheduling`: scheduler-plugins' kube-scheduler-plugins v0.34.7 with its
+PodGroup CRD, a scheduler built against Kubernetes 1.34 talking to the 1.37 kube-apiserver;
+`native`: kube-scheduler v1.37's GangScheduling plugin), with gangs submitted by
 escher_harness.peers: a gang that fits is bound completely; a gang whose minimum does not fit
 binds no member at all, although the same pods without a gang do get partly bound by the same
 scheduler; and once room is freed, the gang is bound completely. The coscheduling peer is built
@@ -36,7 +37,9 @@ from escher_harness.localcluster.paths import cache_dir, scheduler_config_dir
 from escher_harness.peers import (
     COSCHEDULING_GROUP,
     COSCHEDULING_VERSION,
+    NATIVE_FEATURE_GATES,
     NATIVE_GROUP,
+    NATIVE_RUNTIME_CONFIG,
     NATIVE_VERSION,
     Gang,
     delete_coscheduling_gang,
@@ -93,13 +96,11 @@ def coscheduling_cluster() -> dict[str, Any]:
 
 
 def native_cluster() -> dict[str, Any]:
-    # GenericWorkload serves the Workload API and keeps pods' spec.schedulingGroup; the
-    # scheduler's GangScheduling plugin needs both gates; the API group is alpha, so off
-    # unless the apiserver's runtime config turns it on.
+    # What 1.37 needs for it is explained in escher_harness.peers.
     return {
         "scheduler_config": scheduler_config_dir() / "native.yaml",
-        "feature_gates": {"GenericWorkload": True, "GangScheduling": True},
-        "runtime_config": {"scheduling.k8s.io/v1alpha2": "true"},
+        "feature_gates": NATIVE_FEATURE_GATES,
+        "runtime_config": NATIVE_RUNTIME_CONFIG,
     }
 
 

@@ -1,8 +1,10 @@
-"""End-to-end tests of the local control plane: real etcd, kube-apiserver and kube-scheduler.
+"""End-to-end tests of the local control plane: real etcd, kube-apiserver, kube-scheduler and
+kwok.
 
-A pod is bound by the real scheduler onto fake nodes; `down` leaves no process behind; bad
-input (missing binary, taken port, unwritable directory, a scheduler config kube-scheduler
-rejects) fails with a clear message and no process left.
+A pod is bound by the real scheduler onto fake nodes that kwok has taken over; `down` leaves no
+process behind, with kwok or without; bad input (missing binary, taken port, unwritable
+directory, a scheduler config kube-scheduler rejects) fails with a clear message and no process
+left. What kwok does to pods and nodes is tests/e2e/test_kwok.py's.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from escher_harness.localcluster import (
     status,
     up,
 )
+from escher_harness.localcluster.binaries import bin_dir
 from escher_harness.pytest_plugin import ClusterFactory
 
 pytestmark = pytest.mark.e2e
@@ -97,7 +100,11 @@ def test_scheduler_binds_a_pod_to_a_fake_node(shared_cluster: ClusterInfo) -> No
         assert node.status.capacity["pods"] == "110"
         assert node.metadata.labels["kubernetes.io/hostname"] == node.metadata.name
         assert not node.spec.taints
-        assert {(c.type, c.status) for c in node.status.conditions} == {("Ready", "True")}
+        # Taken over by kwok: Running, its kubelet version, a kubelet's node conditions.
+        assert node.status.phase == "Running"
+        assert node.status.node_info.kubelet_version.startswith("kwok-")
+        conditions = {c.type: c.status for c in node.status.conditions}
+        assert conditions.pop("Ready") == "True" and set(conditions.values()) == {"False"}
 
         name = create_pod(core)
         assert wait_bound(core, name) in shared_cluster.nodes
@@ -130,22 +137,24 @@ def test_cluster_json_and_status(local_cluster: ClusterFactory) -> None:
     assert saved["mode"] == "none" and saved["scheduler_name"] == "default-scheduler"
     assert saved["nodes"] == ["node-0"]
     assert saved["extender_url"] is None and saved["token"] is None
-    assert set(saved["pids"]) == {"etcd", "kube-apiserver", "kube-scheduler"}
+    assert set(saved["pids"]) == {"etcd", "kube-apiserver", "kwok", "kube-scheduler"}
     assert load(info.dir) == info
 
     st = status(info.dir)
     assert st.ready and st.healthy
-    assert [c.name for c in st.components] == ["etcd", "kube-apiserver", "kube-scheduler"]
+    assert [c.name for c in st.components] == ["etcd", "kube-apiserver", "kwok", "kube-scheduler"]
     assert all(c.alive and c.rss_bytes > 0 for c in st.components)
     assert st.total_rss_bytes == sum(c.rss_bytes for c in st.components)
     assert {c.name: c.pid for c in st.components} == info.pids
 
 
-def test_down_leaves_no_process_and_no_data(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("kwok", "processes"), [(True, 4), (False, 3)], ids=["kwok", "no-kwok"])
+def test_down_leaves_no_process_and_no_data(tmp_path: Path, kwok: bool, processes: int) -> None:
     d = tmp_path / "cluster"
     try:
-        info = up(ClusterSpec(dir=d, nodes=1))
-        assert len(processes_mentioning(str(d))) == 3
+        info = up(ClusterSpec(dir=d, nodes=1, kwok=kwok))
+        assert len(processes_mentioning(str(d))) == processes
+        assert ("kwok" in info.pids) is kwok
         assert info.dir == d and (d / "etcd").is_dir()
     finally:
         down(d)
@@ -169,7 +178,7 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         assert "cluster ready in" in r.stdout and "2 nodes" in r.stdout
         # The cluster outlives the command that started it.
-        assert len(processes_mentioning(str(d))) == 3
+        assert len(processes_mentioning(str(d))) == 4
 
         r = subprocess.run(
             [*cli, "status", "--dir", str(d), "--json"], capture_output=True, text=True, timeout=60
@@ -179,6 +188,26 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
     finally:
         r = subprocess.run([*cli, "down", "--dir", str(d)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    assert processes_mentioning(str(d)) == []
+
+
+def test_kwok_exiting_fails_the_start_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real control plane, and a kwok that refuses to start.
+    real = bin_dir()
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    for name in ("etcd", "kube-apiserver", "kube-scheduler"):
+        (bins / name).symlink_to(real / name)
+    (bins / "kwok").write_text("#!/bin/sh\necho 'no stages found' >&2\nexit 3\n")
+    (bins / "kwok").chmod(0o755)
+    monkeypatch.setenv("ESCHER_BIN_DIR", str(bins))
+    d = tmp_path / "cluster"
+    with pytest.raises(ClusterError) as e:
+        up(ClusterSpec(dir=d, nodes=2))
+    assert str(e.value).startswith("kwok exited during start-up with exit code 3")
+    assert "no stages found" in str(e.value)
     assert processes_mentioning(str(d)) == []
 
 

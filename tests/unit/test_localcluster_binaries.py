@@ -1,4 +1,4 @@
-"""Lookup of etcd, kube-apiserver, kube-scheduler and kubectl
+"""Lookup of etcd, kube-apiserver, kube-scheduler, kwok and kubectl
 (escher_harness.localcluster.binaries)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from escher_harness.localcluster.binaries import bin_dir, find_binaries, find_ku
 from escher_harness.localcluster.errors import MissingBinaryError
 from escher_harness.localcluster.paths import REPO_ROOT
 
-NAMES = ("etcd", "kube-apiserver", "kube-scheduler")
+NAMES = ("etcd", "kube-apiserver", "kube-scheduler", "kwok")
 
 
 def fake_bin(directory: Path, names: tuple[str, ...] = NAMES, mode: int = 0o755) -> Path:
@@ -41,10 +41,19 @@ def test_default_is_repo_root_of_the_checkout() -> None:
     assert (REPO_ROOT / "hack" / "build-binaries.sh").is_file()
 
 
-def test_finds_all_three(tmp_path: Path) -> None:
+def test_finds_all(tmp_path: Path) -> None:
     d = fake_bin(tmp_path / "bin")
     found = find_binaries({"ESCHER_BIN_DIR": str(d)})
-    assert (found.etcd, found.kube_apiserver, found.kube_scheduler) == tuple(d / n for n in NAMES)
+    assert (found.etcd, found.kube_apiserver, found.kube_scheduler, found.kwok) == tuple(
+        d / n for n in NAMES
+    )
+
+
+def test_kwok_is_needed_only_when_wanted(tmp_path: Path) -> None:
+    d = fake_bin(tmp_path / "bin", NAMES[:3])
+    assert find_binaries({"ESCHER_BIN_DIR": str(d)}, kwok=False).kwok is None
+    with pytest.raises(MissingBinaryError, match=r"^kwok not found"):
+        find_binaries({"ESCHER_BIN_DIR": str(d)})
 
 
 @pytest.mark.parametrize("missing", NAMES)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from escher_harness.localcluster import ClusterSpec, commands
+from escher_harness.localcluster.errors import ClusterError
 from extender.cli import main
 
 
@@ -56,3 +58,20 @@ def test_errors_are_one_line(
 def test_down_of_nothing_succeeds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cluster", "down", "--dir", str(tmp_path / "none")]) == 0
     assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("flags", "kwok"), [([], True), (["--no-kwok"], False)], ids=["default", "no-kwok"]
+)
+def test_kwok_runs_unless_turned_off(
+    flags: list[str], kwok: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    specs: list[ClusterSpec] = []
+
+    def record(spec: ClusterSpec, **_: object) -> None:
+        specs.append(spec)
+        raise ClusterError("recorded")
+
+    monkeypatch.setattr(commands, "up", record)
+    assert main(["cluster", "up", "--dir", str(tmp_path / "c"), *flags]) == 1
+    assert [s.kwok for s in specs] == [kwok]

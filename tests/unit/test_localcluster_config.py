@@ -43,26 +43,23 @@ def test_default_scheduler_config() -> None:
     }
 
 
-@pytest.mark.parametrize("domain", ["escher.io", "example.org"])
-def test_extender_mode_template(domain: str) -> None:
+def test_extender_mode_template() -> None:
     rendered = config.scheduler_config(
-        "extender",
-        user_config=None,
-        kubeconfig=KUBECONFIG,
-        extender_url=URL,
-        resource_domain=domain,
+        "extender", user_config=None, kubeconfig=KUBECONFIG, extender_url=URL
     )
     assert rendered["clientConnection"]["kubeconfig"] == str(KUBECONFIG)
     assert rendered["leaderElection"] == {"leaderElect": False}
+    # Every feasible node is offered to the extender, and NodeResourcesFit sees the domain.
+    assert rendered["percentageOfNodesToScore"] == 100
     (profile,) = rendered["profiles"]
     assert profile["schedulerName"] == "default-scheduler"
-    (fit,) = profile["pluginConfig"]
-    assert fit == {"name": "NodeResourcesFit", "args": {"ignoredResourceGroups": [domain]}}
+    assert "pluginConfig" not in profile
     (extender,) = rendered["extenders"]
     assert extender == {
         "urlPrefix": URL,
         "filterVerb": "filter",
         "prioritizeVerb": "prioritize",
+        "preemptVerb": "preempt",
         "bindVerb": "bind",
         "weight": 1,
         "nodeCacheCapable": True,
@@ -242,3 +239,17 @@ def test_extender_command() -> None:
         "--domain",
         "example.com",
     ]
+
+
+def test_kwok_command() -> None:
+    command = config.kwok_command(Path("/b/kwok"), kubeconfig=KUBECONFIG, stages=Path("/s.yaml"))
+    assert command == [
+        "/b/kwok",
+        f"--kubeconfig={KUBECONFIG}",
+        # Exactly one node selector: the project's fake nodes, no others.
+        "--manage-nodes-with-annotation-selector=harness.escher.io/fake-node=true",
+        "--node-lease-duration-seconds=0",  # no controller-manager reads leases
+        "--config=/s.yaml",
+    ]
+    # No kubelet API: kwok serves one only with a node port or a server address.
+    assert not any(a.startswith(("--node-port", "--server-address")) for a in command)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from escher_harness.localcluster.fakenodes import NodeShape, node_manifest
+from escher_harness.localcluster.fakenodes import FAKE_NODE_ANNOTATION, NodeShape, node_manifest
 
 
 def test_node_manifest() -> None:
@@ -17,6 +17,7 @@ def test_node_manifest() -> None:
     assert node["metadata"] == {
         "name": "node-7",
         "labels": {"zone": "a", "kubernetes.io/hostname": "node-7"},
+        "annotations": {FAKE_NODE_ANNOTATION: "true"},  # what kwok manages
     }
     expected = {"cpu": "8", "memory": "16Gi", "pods": "50", "example.com/gpu": "2"}
     assert node["status"]["capacity"] == node["status"]["allocatable"] == expected

@@ -41,7 +41,7 @@ def prepared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     returned dict receives the binaries and manifests `up` hands on."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("etcd", "kube-apiserver", "kube-scheduler"):
+    for name in ("etcd", "kube-apiserver", "kube-scheduler", "kwok"):
         (bin_dir / name).write_text("#!/bin/sh\nexit 1\n")
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("ESCHER_BIN_DIR", str(bin_dir))

@@ -73,6 +73,7 @@ def test_stop_kills_the_whole_group(tmp_path: Path, started: list[ProcessRecord]
     stop(record)
     assert not is_running(record)
     assert live_group_members(record.pid) == []
+    assert not Path(f"/proc/{record.pid}").exists()  # reaped, not left a zombie
 
 
 def test_stop_escalates_to_sigkill(tmp_path: Path, started: list[ProcessRecord]) -> None:

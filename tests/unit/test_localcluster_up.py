@@ -37,6 +37,7 @@ def fake_bin(directory: Path, apiserver: str) -> Path:
         ("etcd", FAKE_ETCD),
         ("kube-apiserver", apiserver),
         ("kube-scheduler", APISERVER_EXITS),
+        ("kwok", APISERVER_EXITS),
     ):
         (directory / name).write_text(text)
         (directory / name).chmod(0o755)

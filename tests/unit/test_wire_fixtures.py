@@ -1,4 +1,4 @@
-"""The extender answers the exact JSON the real kube-scheduler v1.36 sent (recorded by
+"""The extender answers the exact JSON the real kube-scheduler v1.37 sent (recorded by
 tests/e2e/test_extender_wire_recording.py) in the shapes kube-scheduler accepts."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from extender.app import create_app
 from extender.settings import Settings
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "kube-scheduler-v1.36"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "kube-scheduler-v1.37"
 
 
 def recorded(name: str, gpu: str | None = None) -> dict[str, Any]:

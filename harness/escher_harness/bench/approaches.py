@@ -7,7 +7,8 @@ way to submit and delete one gang through the real API.
 - default: plain kube-scheduler with no gang support: the members are just pods.
 - coscheduling: scheduler-plugins' Coscheduling plugin in its own kube-scheduler build, with
   its PodGroup CRD (ESCHER's "FrameSpace": gang logic inside the scheduling framework).
-- native: Kubernetes v1.36's own gang scheduling (GenericWorkload + GangScheduling gates).
+- native: Kubernetes v1.37's own gang scheduling (beta: the GenericWorkload gate and
+  scheduling.k8s.io/v1beta1 PodGroups; escher_harness.peers).
 
 Every gang is named `g<digits>` and its pods `<gang>-...`, so the trace recorder can tell a
 pod's gang from its name alone, the same way for every approach. Called by the locustfile
@@ -33,8 +34,6 @@ from extender.esl.client import PolicyClient
 
 REPO = REPO_ROOT
 APPROACHES = ("extender", "pure", "default", "coscheduling", "native")
-NATIVE_GATES = {"GenericWorkload": True, "GangScheduling": True}
-NATIVE_RUNTIME = {"scheduling.k8s.io/v1alpha2": "true"}
 
 
 @dataclass(frozen=True)
@@ -84,8 +83,8 @@ def cluster_spec(
         return localcluster.ClusterSpec(
             mode="none",
             scheduler_config=scheduler_config_dir() / "native.yaml",
-            feature_gates=NATIVE_GATES,
-            runtime_config=NATIVE_RUNTIME,
+            feature_gates=peer_gangs.NATIVE_FEATURE_GATES,
+            runtime_config=peer_gangs.NATIVE_RUNTIME_CONFIG,
             **common,
         )
     raise ValueError(f"unknown approach {approach!r}; choose from {', '.join(APPROACHES)}")
@@ -199,11 +198,16 @@ def policy_loc() -> dict[str, int | None]:
     that implement the gang logic (the peers' from the Go module cache, when present)."""
     mod = cache_dir() / "go" / "mod"
     files: dict[str, list[Path]] = {
+        # The gang feature's folder and the filter that keeps others off reserved places.
         "extender": [
-            REPO / "extender" / p
-            for p in ("gang.py", "filters/gang.py", "filters/reservation.py", "kube/annotator.py")
+            *sorted((REPO / "extender" / "gang").glob("*.py")),
+            REPO / "extender" / "filters" / "reservation.py",
         ],
-        "pure": [REPO / "extender" / "esl" / "gang.py"],
+        # The gang ESL, and the runner that creates, replaces and deletes the pods.
+        "pure": [
+            REPO / "extender" / "esl" / "gang.py",
+            REPO / "harness" / "escher_harness" / "bench" / "puregang.py",
+        ],
         "default": [],
         "coscheduling": sorted(
             mod.glob("sigs.k8s.io/scheduler-plugins@*/pkg/coscheduling/**/*.go")

@@ -264,20 +264,23 @@ def report_md(doc: dict[str, Any], table: str) -> str:
 Run {doc["started"]} ({doc["duration_s"]:g}s) with `escher-extender bench gang`.
 
 Cluster: a fresh local control plane per run (real etcd, kube-apiserver, kube-scheduler
-v1.36.3), {wl["nodes"]} fake nodes of {wl["node_cpu"]} cpu / {wl["node_memory"]}.
+v1.37.1, kwok v0.8.0 as the kubelets), {wl["nodes"]} fake nodes of {wl["node_cpu"]} cpu /
+{wl["node_memory"]}.
 Arrivals driven by locust (open loop, one arrival every 1/rate seconds):
 {scen}
 
 Latency: from a gang's submission to its last member bound. *Max partial*: most gangs with
 some but not all members bound at one moment. *Partial pod·s*: pod-seconds held by
 incomplete gangs. *Writes/gang*: kube-apiserver write requests (events and leases excluded)
-during the run per gang submitted. *Policy LOC*: non-blank, non-comment lines of the gang
-logic (extender: gang.py, filters/gang.py, filters/reservation.py, kube/annotator.py; pure:
-esl/gang.py; peers: their plugin packages from the Go module cache).
+during the run per gang submitted; they include kwok's (a pod status patch per bound pod, a
+node status patch per node every 20-45 s), the same for every approach per pod and second.
+*Policy LOC*: non-blank, non-comment lines of the gang logic (extender: the extender/gang
+package and filters/reservation.py; pure: esl/gang.py and the harness's pod runner
+bench/puregang.py; peers: their plugin packages from the Go module cache).
 
 {table}
 
-Figures are computed from the recorded traces in `traces/` (extender/bench/trace.py).
+Figures are computed from the recorded traces in `traces/` (escher_harness/bench/trace.py).
 """
 
 

@@ -3,7 +3,7 @@
 Starts the extender standalone (`serve --no-kube`: no API server in the path, nodes learnt
 from the requests) on loopback, gives every node an ephemeral resource, then drives each
 verb with locust (loadtests/extender_locustfile.py) with bodies shaped like the ones the real
-kube-scheduler sends (tests/fixtures/kube-scheduler-v1.36/): a full Pod and either NodeNames
+kube-scheduler sends (tests/fixtures/kube-scheduler-v1.37/): a full Pod and either NodeNames
 (nodeCacheCapable: true) or a NodeList of complete Node objects (false). The server-side time
 comes from each reply's Server-Timing header. Called by escher_harness.bench.extender_bench.
 """

@@ -1,7 +1,8 @@
-"""Locates the etcd, kube-apiserver and kube-scheduler binaries, and kubectl.
+"""Locates the etcd, kube-apiserver, kube-scheduler and kwok binaries, and kubectl.
 
-Called by cluster.up before anything is written or started, so a missing binary fails fast.
-kubectl is optional: only the tests of the deploy/ manifests need it (find_kubectl).
+Called by cluster.up before anything is written or started, so a missing binary fails fast;
+kwok is looked for only when the cluster runs it. kubectl is optional: only the tests of the
+deploy/ manifests need it (find_kubectl).
 $ESCHER_BIN_DIR wins (for users who already have binaries); otherwise the directory
 hack/build-binaries.sh fills: ${ESCHER_CACHE_DIR:-<repo>/.cache}/bin.
 """
@@ -19,11 +20,12 @@ from escher_harness.localcluster.paths import cache_dir
 
 @dataclass(frozen=True)
 class Binaries:
-    """Absolute paths of the three control-plane binaries."""
+    """Absolute paths of the control-plane binaries; kwok None when it is not wanted."""
 
     etcd: Path
     kube_apiserver: Path
     kube_scheduler: Path
+    kwok: Path | None
 
 
 def bin_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -32,11 +34,14 @@ def bin_dir(env: Mapping[str, str] = os.environ) -> Path:
     return Path(explicit) if explicit else cache_dir(env) / "bin"
 
 
-def find_binaries(env: Mapping[str, str] = os.environ) -> Binaries:
-    """All three binaries, or MissingBinaryError naming the first one missing."""
+def find_binaries(env: Mapping[str, str] = os.environ, *, kwok: bool = True) -> Binaries:
+    """The binaries (kwok only if `kwok`), or MissingBinaryError naming the first missing."""
     directory = bin_dir(env).absolute()
     return Binaries(
-        *(_find(name, directory) for name in ("etcd", "kube-apiserver", "kube-scheduler"))
+        etcd=_find("etcd", directory),
+        kube_apiserver=_find("kube-apiserver", directory),
+        kube_scheduler=_find("kube-scheduler", directory),
+        kwok=_find("kwok", directory) if kwok else None,
     )
 
 

@@ -1,11 +1,12 @@
 """The Python API of the local control plane: `up`, `down`, `status`, `load`.
 
 Called by the CLI (commands), the pytest fixtures (pytest_plugin), e2e tests and benchmarks.
-`up` starts etcd, kube-apiserver, the objects of the spec's manifests (e.g. CRDs), the fake
-nodes, the extender service (modes extender and pure) and kube-scheduler, in that order, each
-once the previous one is ready; it records every process in the cluster directory as soon as it
-is started, so `down` can stop a cluster whose `up` failed or was interrupted. On any failure
-`up` stops everything it started itself.
+`up` starts etcd, kube-apiserver, the objects of the spec's manifests (e.g. CRDs), kwok (the
+fake nodes' kubelets, unless spec.kwok is off), the fake nodes, the extender service (modes
+extender and pure) and kube-scheduler, in that order, each once the previous one is ready
+(kwok: once it has taken every fake node over); it records every process in the cluster
+directory as soon as it is started, so `down` can stop a cluster whose `up` failed or was
+interrupted. On any failure `up` stops everything it started itself.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import FailToCreateError
 
 from escher_harness.kubeclient import api_client
-from escher_harness.localcluster import config
+from escher_harness.localcluster import config, kwok
 from escher_harness.localcluster.binaries import Binaries, find_binaries
 from escher_harness.localcluster.clusterdir import ClusterDir, State, write_json
 from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN, MODES, Mode
 from escher_harness.localcluster.errors import ClusterError
 from escher_harness.localcluster.fakenodes import NodeShape, create_nodes
-from escher_harness.localcluster.health import http_client, probe, wait_ready
+from escher_harness.localcluster.health import http_client, probe, start_failure, wait_ready
 from escher_harness.localcluster.manifests import (
     Manifest,
     ManifestError,
@@ -87,7 +88,11 @@ class ClusterSpec:
     apiserver_port: int | None = None
     scheduler_port: int | None = None
     extender_port: int | None = None
-    # Budget in seconds for all components to become ready (node creation not included).
+    # Run kwok as the nodes' kubelets: bound pods go Running, and Succeeded after their
+    # harness.escher.io/run-time (escher_harness.localcluster.kwok). Off: they stay Pending.
+    kwok: bool = True
+    # Budget in seconds for all components to become ready (node creation not included; kwok
+    # has the same budget again, from the nodes' creation, to take them over).
     timeout: float = 120.0
 
     def __post_init__(self) -> None:
@@ -225,7 +230,7 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
     the logs of a failed start are kept in <dir>/logs. `progress` receives one-line messages.
     """
     started = time.monotonic()
-    binaries = find_binaries()
+    binaries = find_binaries(kwok=spec.kwok)
     if spec.scheduler_binary is not None:
         binaries = dataclasses.replace(
             binaries, kube_scheduler=_executable(spec.scheduler_binary, "scheduler_binary")
@@ -299,7 +304,7 @@ def restart_component(
         port=old.port,
         health_url=old.health_url,
         health_token=old.health_token,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env=_environment(cdir),
     )
     records = tuple(new if p.name == name else p for p in state.processes)
     cdir.write_state(State(created_dir=state.created_dir, processes=records))
@@ -398,7 +403,6 @@ def _start(
         user_config=user_config,
         kubeconfig=cdir.kubeconfig,
         extender_url=extender_url,
-        resource_domain=spec.resource_domain,
     )
     _write_private(cdir.tokens, config.render_tokens_csv(admin_token))
     _write_private(cdir.kubeconfig, config.render_kubeconfig(apiserver_url, admin_token))
@@ -409,15 +413,27 @@ def _start(
 
     records: list[ProcessRecord] = []
 
-    def launch(name: str, argv: list[str], port: int, health_url: str, **kw: Any) -> None:
+    environment = _environment(cdir)
+
+    def launch(name: str, argv: list[str], port: int, health_url: str, **kw: Any) -> ProcessRecord:
         # An interrupt between starting a process and recording it would orphan it: the
         # clean-up only stops what the state file names. So Ctrl-C / SIGTERM wait until then.
         with _interrupts_deferred():
-            record = spawn(name, argv, log=cdir.log(name), port=port, health_url=health_url, **kw)
+            record = spawn(
+                name,
+                argv,
+                log=cdir.log(name),
+                port=port,
+                health_url=health_url,
+                env=environment,
+                **kw,
+            )
             records.append(record)
             cdir.write_state(State(created_dir=created_dir, processes=tuple(records)))
-        wait_ready(record, deadline=deadline, timeout=spec.timeout)
-        say(f"{name} ready ({time.monotonic() - started:.1f}s)")
+        if health_url:
+            wait_ready(record, deadline=deadline, timeout=spec.timeout)
+            say(f"{name} ready ({time.monotonic() - started:.1f}s)")
+        return record
 
     launch(
         "etcd",
@@ -449,9 +465,24 @@ def _start(
     if manifests:
         _create_manifest_objects(cdir.kubeconfig, manifests, deadline)
         say(f"{len(manifests)} manifest objects created ({time.monotonic() - started:.1f}s)")
+    # kwok starts before the nodes are created and takes them over as they come; it serves
+    # no endpoint, so it is ready once every node is taken over.
+    kubelets = (
+        launch(
+            "kwok",
+            config.kwok_command(binaries.kwok, kubeconfig=cdir.kubeconfig, stages=kwok.STAGES),
+            0,
+            "",
+        )
+        if binaries.kwok
+        else None
+    )
     # Nodes exist before the extender and kube-scheduler start, so both see them at once.
     nodes = tuple(f"node-{i}" for i in range(spec.nodes))
     _create_nodes(spec, cdir.kubeconfig, nodes, say)
+    if kubelets is not None:
+        _wait_for_kwok(kubelets, cdir.kubeconfig, nodes, time.monotonic() + spec.timeout)
+        say(f"kwok took over {len(nodes)} nodes ({time.monotonic() - started:.1f}s)")
     if extender_url and policy_token:
         launch(
             "extender",
@@ -464,7 +495,6 @@ def _start(
             ),
             ports["extender"],
             f"{extender_url}/readyz",
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     launch(
         "kube-scheduler",
@@ -531,33 +561,44 @@ def _create_nodes(
             say(f"nodes {done}/{total}")
 
     workers = 16
-    with api_client(kubeconfig, pool_size=workers) as api:
-        try:
-            create_nodes(api, names, shape, workers=workers, progress=report)
-        except ApiException as e:
-            raise ClusterError(
-                f"creating the fake nodes failed: {e.status} {e.reason}: {e.body}"
-            ) from None
-        except urllib3.exceptions.HTTPError as e:
-            raise ClusterError(f"creating the fake nodes failed: {e}") from None
+    with api_client(kubeconfig, pool_size=workers) as api, _api_errors("creating the fake nodes"):
+        create_nodes(api, names, shape, workers=workers, progress=report)
+
+
+def _wait_for_kwok(
+    record: ProcessRecord, kubeconfig: Path, nodes: tuple[str, ...], deadline: float
+) -> None:
+    with api_client(kubeconfig) as api, _api_errors("watching kwok take the nodes over"):
+        kwok.wait_for_nodes(api, nodes, deadline=deadline, alive=lambda: start_failure(record))
+
+
+def _environment(cdir: ClusterDir) -> dict[str, str]:
+    """Every component's environment: Python output unbuffered (the extender's log is read
+    while it runs), and kwok's work directory in the cluster's, so that no ~/.kwok/kwok.yaml
+    adds stages of its own."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "KWOK_WORKDIR": str(cdir.root)}
 
 
 def _create_manifest_objects(
     kubeconfig: Path, manifests: tuple[Manifest, ...], deadline: float
 ) -> None:
-    with api_client(kubeconfig) as api:
+    with api_client(kubeconfig) as api, _api_errors("creating the manifests' objects"):
         try:
             create_manifests(api, manifests, deadline=deadline)
         except ManifestError as e:
             raise ClusterError(str(e)) from None
-        except ApiException as e:
-            raise ClusterError(
-                f"creating the manifests' objects failed: {e.status} {e.reason}: {e.body}"
-            ) from None
-        except FailToCreateError as e:
-            raise ClusterError(f"creating the manifests' objects failed: {e}") from None
-        except urllib3.exceptions.HTTPError as e:
-            raise ClusterError(f"creating the manifests' objects failed: {e}") from None
+
+
+@contextlib.contextmanager
+def _api_errors(doing: str) -> Iterator[None]:
+    """Turn the API's and the transport's errors into a one-line ClusterError saying what
+    was being done."""
+    try:
+        yield
+    except ApiException as e:
+        raise ClusterError(f"{doing} failed: {e.status} {e.reason}: {e.body}") from None
+    except (FailToCreateError, urllib3.exceptions.HTTPError) as e:
+        raise ClusterError(f"{doing} failed: {e}") from None
 
 
 def _executable(path: Path, what: str) -> Path:

@@ -90,6 +90,13 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
             help=f"fixed port for {component} (default: a free one)",
         )
     p.add_argument(
+        "--no-kwok",
+        dest="kwok",
+        action="store_false",
+        help="run no kwok: bound pods stay Pending instead of running "
+        "(and finishing after their harness.escher.io/run-time annotation)",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=120.0,
@@ -131,6 +138,7 @@ def _up(args: argparse.Namespace) -> int:
             apiserver_port=args.apiserver_port,
             scheduler_port=args.scheduler_port,
             extender_port=args.extender_port,
+            kwok=args.kwok,
             timeout=args.timeout,
         )
     except ClusterError as e:
@@ -177,7 +185,7 @@ def _status(args: argparse.Namespace) -> int:
         for c in st.components:
             print(
                 f"{c.name:<16}{c.pid:>8}  {_yes(c.alive):<6}{_yes(c.healthy):<8}"
-                f"{c.rss_bytes / 2**20:>8.1f}  {c.port:>5}"
+                f"{c.rss_bytes / 2**20:>8.1f}  {c.port or '-':>5}"
                 + (f"  ({c.detail})" if c.detail else "")
             )
         state = "ready" if st.ready else "not ready (up did not finish)"
@@ -186,11 +194,13 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _summary(info: ClusterInfo) -> str:
+    kubelets = "kwok (pods run)" if "kwok" in info.pids else "none (bound pods stay Pending)"
     lines = [
         f"cluster ready in {info.ready_seconds:.1f}s: {len(info.nodes)} nodes, "
         f"mode {info.mode}, in {info.dir}",
         f"  apiserver   {info.apiserver}",
         f"  kubeconfig  {info.kubeconfig}",
+        f"  kubelets    {kubelets}",
     ]
     if info.extender_url:
         lines.append(

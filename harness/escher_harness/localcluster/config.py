@@ -1,6 +1,6 @@
 """Pure rendering of everything the control plane is started with: the kubeconfig, the token
 file, the KubeSchedulerConfiguration, and the command lines of etcd, kube-apiserver,
-kube-scheduler and the extender service.
+kube-scheduler, kwok and the extender service.
 
 Called by cluster.up, which writes the results into the cluster directory; nothing here starts
 a process, and only the scheduler-config helpers read files.
@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 import yaml
 
 from escher_harness.localcluster.errors import ClusterError
+from escher_harness.localcluster.fakenodes import FAKE_NODE_ANNOTATION
 from escher_harness.localcluster.paths import scheduler_config_dir
 
 Mode = Literal["none", "extender", "pure"]
@@ -94,12 +95,12 @@ def scheduler_config(
     user_config: Mapping[str, Any] | None,
     kubeconfig: Path,
     extender_url: str | None,
-    resource_domain: str = DEFAULT_RESOURCE_DOMAIN,
 ) -> dict[str, Any]:
     """The configuration kube-scheduler runs with.
 
-    The base is the user's file if given, else the mode's template (scheduler-config/<mode>.yaml,
-    with escher.io replaced by resource_domain), else (mode none) the defaults. The launcher
+    The base is the user's file if given, else the mode's template (scheduler-config/<mode>.yaml;
+    it names no resource domain: NodeResourcesFit checks every extended resource), else (mode
+    none) the defaults. The launcher
     always sets clientConnection.kubeconfig, turns leader election off, and points extenders
     whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url.
     """
@@ -108,7 +109,7 @@ def scheduler_config(
     elif mode == "none":
         config = {"apiVersion": SCHEDULER_API_VERSION, "kind": SCHEDULER_KIND}
     else:
-        config = _with_resource_domain(_template(mode), resource_domain)
+        config = _template(mode)
     config["clientConnection"] = {
         **(config.get("clientConnection") or {}),
         "kubeconfig": str(kubeconfig),
@@ -197,6 +198,20 @@ def scheduler_command(
     return command
 
 
+def kwok_command(binary: Path, *, kubeconfig: Path, stages: Path) -> list[str]:
+    """The kwok controller as the fake nodes' kubelets: it manages the nodes carrying
+    fakenodes.FAKE_NODE_ANNOTATION and plays `stages`. No node leases (no controller-manager
+    reads them); no --node-port or --server-address, so it serves no kubelet API (nor a health
+    endpoint: cluster.up knows it is ready once it has taken the nodes over)."""
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=true",
+        "--node-lease-duration-seconds=0",
+        f"--config={stages}",
+    ]
+
+
 def extender_command(
     *, port: int, kubeconfig: Path, mode: Mode, token: str, domain: str = DEFAULT_RESOURCE_DOMAIN
 ) -> list[str]:
@@ -225,19 +240,6 @@ def _template(mode: Mode) -> dict[str, Any]:
             f"cannot read the {mode} scheduler config template {path}: {e}"
         ) from None
     return parse_scheduler_config(text, str(path))
-
-
-def _with_resource_domain(config: dict[str, Any], domain: str) -> dict[str, Any]:
-    """Make NodeResourcesFit ignore `domain` where the template says escher.io."""
-    for profile in config.get("profiles") or []:
-        for plugin in profile.get("pluginConfig") or []:
-            args = plugin.get("args") or {}
-            if plugin.get("name") == "NodeResourcesFit" and "ignoredResourceGroups" in args:
-                args["ignoredResourceGroups"] = [
-                    domain if g == DEFAULT_RESOURCE_DOMAIN else g
-                    for g in args["ignoredResourceGroups"]
-                ]
-    return config
 
 
 def _one_line(error: Exception) -> str:

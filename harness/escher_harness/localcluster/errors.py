@@ -14,7 +14,7 @@ class ClusterError(Exception):
 
 
 class MissingBinaryError(ClusterError):
-    """etcd, kube-apiserver, kube-scheduler or kubectl is not where it is looked for."""
+    """etcd, kube-apiserver, kube-scheduler, kwok or kubectl is not where it is looked for."""
 
     def __init__(self, binary: str, directory: Path) -> None:
         self.binary = binary
@@ -22,5 +22,6 @@ class MissingBinaryError(ClusterError):
         super().__init__(
             f"{binary} not found (or not executable) in {directory}: "
             "run `make binaries` or set ESCHER_BIN_DIR to a directory holding "
-            "etcd, kube-apiserver and kube-scheduler (and kubectl, for the deploy tests)"
+            "etcd, kube-apiserver, kube-scheduler and kwok (kwok only for clusters that run it, "
+            "kubectl only for the deploy tests)"
         )

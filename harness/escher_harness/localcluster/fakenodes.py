@@ -1,8 +1,9 @@
 """Creates fake nodes: Node objects with a Ready condition and capacity, but no kubelet.
 
 Called by the local control plane's `up` (escher_harness.localcluster.cluster). kube-scheduler
-places pods on them like on real nodes; nothing runs the pods, which stay Pending with
-spec.nodeName set.
+places pods on them like on real nodes. Each carries FAKE_NODE_ANNOTATION, which is what the
+kwok controller selects the nodes it plays the kubelet of by (escher_harness.localcluster.kwok):
+with kwok, bound pods run and finish; without it they stay Pending with spec.nodeName set.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from kubernetes import client
 from urllib3 import HTTPResponse
+
+# Marks the project's fake nodes, so that kwok manages these and no other node.
+FAKE_NODE_ANNOTATION: Final = "harness.escher.io/fake-node"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ def node_manifest(name: str, shape: NodeShape) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "labels": {**shape.labels, "kubernetes.io/hostname": name},
+            "annotations": {FAKE_NODE_ANNOTATION: "true"},
         },
         "status": {
             # No kubelet copies capacity into allocatable, so both are written.

@@ -1,8 +1,9 @@
 """Readiness of the control plane's components, by polling their health endpoints.
 
-Called by cluster.up (wait_ready, after starting each component, in start order) and by
-cluster.status (probe). No fixed sleeps: a component is ready when its endpoint answers 200,
-and a component that exits while we wait fails the start at once, with the tail of its log.
+Called by cluster.up (wait_ready, after starting each component, in start order; start_failure
+while it waits for kwok, which has no endpoint) and by cluster.status (probe). No fixed sleeps:
+a component is ready when its endpoint answers 200, and a component that exits while we wait
+fails the start at once, with the tail of its log.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from escher_harness.localcluster.processes import ProcessRecord, exit_code, is_r
 
 
 def probe(client: httpx.Client, record: ProcessRecord) -> str | None:
-    """None when the component's health endpoint answers 200, else why not (one line)."""
+    """None when the component's health endpoint answers 200, else why not (one line). A
+    component without one (health_url "", kwok) counts as healthy while it runs."""
+    if not record.health_url:
+        return None
     headers = {"Authorization": f"Bearer {record.health_token}"} if record.health_token else {}
     try:
         response = client.get(record.health_url, headers=headers)
@@ -41,13 +45,8 @@ def wait_ready(record: ProcessRecord, *, deadline: float, timeout: float) -> Non
     pause = 0.02
     with http_client(timeout=1.0) as client:
         while True:
-            if not is_running(record):
-                code = exit_code(record)
-                status = f" with exit code {code}" if code is not None else ""
-                raise ClusterError(
-                    f"{record.name} exited during start-up{status}; "
-                    f"last lines of {record.log}:\n{log_tail(record.log)}"
-                )
+            if (failure := start_failure(record)) is not None:
+                raise ClusterError(failure)
             reason = probe(client, record)
             if reason is None:
                 return
@@ -59,3 +58,15 @@ def wait_ready(record: ProcessRecord, *, deadline: float, timeout: float) -> Non
                 )
             time.sleep(pause)
             pause = min(pause * 2, 0.25)
+
+
+def start_failure(record: ProcessRecord) -> str | None:
+    """None while `record` runs, else a message with its exit code and the tail of its log."""
+    if is_running(record):
+        return None
+    code = exit_code(record)
+    status = f" with exit code {code}" if code is not None else ""
+    return (
+        f"{record.name} exited during start-up{status}; "
+        f"last lines of {record.log}:\n{log_tail(record.log)}"
+    )

@@ -143,9 +143,10 @@ def stop(
             os.killpg(record.pid, sig)
         deadline = time.monotonic() + wait
         while True:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(record.pid, os.WNOHANG)  # reap our own child so it leaves /proc
+            _reap(record.pid)
             if not _group_members(record.pid):
+                # It may have exited after the waitpid above: reap the zombie it left.
+                _reap(record.pid)
                 return
             if time.monotonic() >= deadline:
                 break
@@ -168,6 +169,12 @@ def log_tail(path: Path, lines: int = 15) -> str:
     except OSError:
         return f"(no log at {path})"
     return "\n".join(text.splitlines()[-lines:])
+
+
+def _reap(pid: int) -> None:
+    """Reap `pid` if it is an exited child of ours, so it leaves /proc (no zombie stays)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def _owns_group(record: ProcessRecord) -> bool:
