@@ -253,3 +253,22 @@ def test_kwok_command() -> None:
     ]
     # No kubelet API: kwok serves one only with a node port or a server address.
     assert not any(a.startswith(("--node-port", "--server-address")) for a in command)
+
+
+def test_the_api_budget_and_the_nodes_scored_are_set_when_given() -> None:
+    rendered = config.scheduler_config(
+        "none",
+        user_config=None,
+        kubeconfig=KUBECONFIG,
+        extender_url=None,
+        client_qps=1000,
+        client_burst=2000,
+        percentage_of_nodes_to_score=100,
+    )
+    assert rendered["clientConnection"]["qps"] == 1000
+    assert rendered["clientConnection"]["burst"] == 2000
+    assert rendered["percentageOfNodesToScore"] == 100
+    command = config.extender_command(
+        port=1, kubeconfig=KUBECONFIG, mode="extender", token="t", kube_qps=1000, kube_burst=2000
+    )
+    assert command[-4:] == ["--kube-qps", "1000", "--kube-burst", "2000"]

@@ -91,6 +91,13 @@ class ClusterSpec:
     # Run kwok as the nodes' kubelets: bound pods go Running, and Succeeded after their
     # harness.escher.io/run-time (escher_harness.localcluster.kwok). Off: they stay Pending.
     kwok: bool = True
+    # The API budget of kube-scheduler's client (clientConnection.qps and burst) and of the
+    # extender's own client; None keeps kube-scheduler's defaults (50 and 100). Benchmarks give
+    # every scheduler and the extender one high figure, so no token bucket decides a result.
+    client_qps: float | None = None
+    client_burst: int | None = None
+    # percentageOfNodesToScore of the scheduler (None: the mode's template, else the default).
+    percentage_of_nodes_to_score: int | None = None
     # Budget in seconds for all components to become ready (node creation not included; kwok
     # has the same budget again, from the nodes' creation, to take them over).
     timeout: float = 120.0
@@ -102,6 +109,13 @@ class ClusterSpec:
             raise ClusterError(f"nodes must be >= 0, not {self.nodes}")
         if self.timeout <= 0:
             raise ClusterError(f"timeout must be > 0, not {self.timeout}")
+        if self.client_qps is not None and self.client_qps <= 0:
+            raise ClusterError(f"client_qps must be > 0, not {self.client_qps}")
+        if self.client_burst is not None and self.client_burst < 1:
+            raise ClusterError(f"client_burst must be >= 1, not {self.client_burst}")
+        pct = self.percentage_of_nodes_to_score
+        if pct is not None and not 0 <= pct <= 100:
+            raise ClusterError(f"percentage_of_nodes_to_score must be in 0..100, not {pct}")
         for name, quantity in self.node_resources.items():
             if not _EXTENDED_RESOURCE.match(name) or "kubernetes.io/" in name:
                 raise ClusterError(
@@ -403,6 +417,9 @@ def _start(
         user_config=user_config,
         kubeconfig=cdir.kubeconfig,
         extender_url=extender_url,
+        client_qps=spec.client_qps,
+        client_burst=spec.client_burst,
+        percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
     )
     _write_private(cdir.tokens, config.render_tokens_csv(admin_token))
     _write_private(cdir.kubeconfig, config.render_kubeconfig(apiserver_url, admin_token))
@@ -492,6 +509,8 @@ def _start(
                 mode=spec.mode,
                 token=policy_token,
                 domain=spec.resource_domain,
+                kube_qps=spec.client_qps,
+                kube_burst=spec.client_burst,
             ),
             ports["extender"],
             f"{extender_url}/readyz",

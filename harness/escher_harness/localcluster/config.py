@@ -95,6 +95,9 @@ def scheduler_config(
     user_config: Mapping[str, Any] | None,
     kubeconfig: Path,
     extender_url: str | None,
+    client_qps: float | None = None,
+    client_burst: int | None = None,
+    percentage_of_nodes_to_score: int | None = None,
 ) -> dict[str, Any]:
     """The configuration kube-scheduler runs with.
 
@@ -102,7 +105,8 @@ def scheduler_config(
     it names no resource domain: NodeResourcesFit checks every extended resource), else (mode
     none) the defaults. The launcher
     always sets clientConnection.kubeconfig, turns leader election off, and points extenders
-    whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url.
+    whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url; the client's qps and burst,
+    and percentageOfNodesToScore, when given.
     """
     if user_config is not None:
         config = copy.deepcopy(dict(user_config))
@@ -114,6 +118,12 @@ def scheduler_config(
         **(config.get("clientConnection") or {}),
         "kubeconfig": str(kubeconfig),
     }
+    if client_qps is not None:
+        config["clientConnection"]["qps"] = client_qps
+    if client_burst is not None:
+        config["clientConnection"]["burst"] = client_burst
+    if percentage_of_nodes_to_score is not None:
+        config["percentageOfNodesToScore"] = percentage_of_nodes_to_score
     config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
     for extender in config.get("extenders") or []:
         if extender_url is not None and extender.get("urlPrefix") == EXTENDER_URL_PLACEHOLDER:
@@ -213,10 +223,17 @@ def kwok_command(binary: Path, *, kubeconfig: Path, stages: Path) -> list[str]:
 
 
 def extender_command(
-    *, port: int, kubeconfig: Path, mode: Mode, token: str, domain: str = DEFAULT_RESOURCE_DOMAIN
+    *,
+    port: int,
+    kubeconfig: Path,
+    mode: Mode,
+    token: str,
+    domain: str = DEFAULT_RESOURCE_DOMAIN,
+    kube_qps: float | None = None,
+    kube_burst: int | None = None,
 ) -> list[str]:
     """The extender service, run with this interpreter so it uses the same installation."""
-    return [
+    command = [
         sys.executable, "-m", "extender", "serve",
         "--host", "127.0.0.1",
         "--port", str(port),
@@ -225,6 +242,11 @@ def extender_command(
         "--token", token,
         "--domain", domain,
     ]  # fmt: skip
+    if kube_qps is not None:
+        command += ["--kube-qps", f"{kube_qps:g}"]
+    if kube_burst is not None:
+        command += ["--kube-burst", str(kube_burst)]
+    return command
 
 
 def format_feature_gates(gates: Mapping[str, bool]) -> str:
