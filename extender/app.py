@@ -1,9 +1,10 @@
 """The FastAPI application: the routers of extender.http, assembled around one Service.
 
 `create_app(settings)` builds the service (extender.service), mounts one router per area
-(extender verbs, policy, gangs, ESLs, operations), installs the edge middleware and the one
-error table, and completes the OpenAPI document with the schemas of the msgspec wire types
-and of every ESL's parameters (so no `$ref` dangles). Called by extender.cli (`serve`) and by
+(policy, gangs, ESLs, operations), installs the edge middleware (which serves
+kube-scheduler's verbs itself: they are the hot path) and the one error table, and completes
+the OpenAPI document with the verbs and the schemas of the msgspec wire types and of every
+ESL's parameters (so no `$ref` dangles). Called by extender.cli (`serve`) and by
 tests.
 """
 
@@ -20,6 +21,7 @@ from fastapi.openapi.utils import get_openapi
 from extender import __version__
 from extender.http import errors, esl, gangs, ops, policy, verbs
 from extender.http.edge import Edge
+from extender.http.verbs import VerbEndpoints
 from extender.service import Service
 from extender.settings import Settings
 
@@ -49,12 +51,13 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.runtime = svc
-    for router in (verbs, policy, gangs, esl, ops):
+    for router in (policy, gangs, esl, ops):
         app.include_router(router.router(svc))
     app.add_middleware(
         Edge,
         max_body_bytes=settings.max_body_bytes,
         body_timeout=settings.body_timeout_seconds,
+        verbs=VerbEndpoints(svc.verbs, svc.metrics, svc.ready),
         verbs_port=settings.verbs_port,
     )
     client_errors = svc.metrics.client_errors
@@ -73,6 +76,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         doc = get_openapi(
             title=app.title, version=app.version, summary=app.summary, routes=app.routes
         )
+        doc["paths"] = {**verbs.openapi_paths(), **doc["paths"]}
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
         _, wire = msgspec.json.schema_components(
             verbs.WIRE_TYPES, ref_template="#/components/schemas/{name}"

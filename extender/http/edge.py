@@ -8,6 +8,8 @@
   gets 408 (the headers' read time is bounded by extender.http.server).
 - With mutual TLS on a separate listener (settings.verbs_port), kube-scheduler's verbs are
   served only there and nothing else is: the listener a request came in on decides.
+- kube-scheduler's verbs go straight to their endpoint (extender.http.verbs), past the
+  routing of everything else: they are the hot path.
 Installed by extender.app; errors are raised as this layer's typed errors and answered by the
 one table (extender.http.errors).
 """
@@ -30,11 +32,13 @@ class Edge:
         app: ASGIApp,
         max_body_bytes: int,
         body_timeout: float,
+        verbs: ASGIApp,
         verbs_port: int | None = None,
     ) -> None:
         self.app = app
         self.limit = max_body_bytes
         self.body_timeout = body_timeout
+        self.verbs = verbs
         self.verbs_port = verbs_port
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -81,4 +85,4 @@ class Edge:
                 raise PayloadTooLarge(f"request body is larger than {self.limit} bytes")
             return message
 
-        await self.app(scope, bounded, send)
+        await (self.verbs if path in VERB_PATHS else self.app)(scope, bounded, send)

@@ -1,10 +1,16 @@
-"""kube-scheduler's extender verbs over HTTP: /filter, /prioritize, /bind, /preempt.
+"""kube-scheduler's extender verbs over HTTP: POST /filter, /prioritize, /bind, /preempt.
 
-The hot path: the body is read once and decoded with msgspec into only the fields decided on
-(extender.wire), the decision is taken on the event loop without a thread hop (extender.verbs),
-and the reply is encoded with msgspec. No dependency runs but the readiness check, inline.
-Each reply carries `Server-Timing: app;dur=<ms>` (parse, decide and encode, apart from the
-network), which the benchmarks read. Mounted by extender.app.
+The hot path, served as a plain ASGI endpoint that the edge (extender.http.edge) calls before
+any routing: kube-scheduler calls filter and prioritize for every pod, one pod at a time,
+inside its scheduling cycle, and the web framework's routing, request objects and dependency
+machinery cost as much as the decision itself. The body is read once and decoded with
+msgspec into only the fields decided on (extender.wire), the decision is taken on the event
+loop without a thread hop (extender.verbs), and the reply is encoded with msgspec. Errors
+are answered from the same table as every other route (extender.http.errors). Each reply
+carries `Server-Timing: app;dur=<ms>` (read, decide and encode), which the benchmarks read.
+
+The verbs are documented in the OpenAPI document like every route (`openapi_paths`, added by
+extender.app), with the msgspec types' schemas.
 """
 
 from __future__ import annotations
@@ -14,40 +20,17 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from starlette.types import Receive, Scope, Send
 
 from extender import wire
-from extender.http.deps import Runtime
+from extender.http import errors
 from extender.http.errors import ERROR_RESPONSES, NotReady
+from extender.metrics import Metrics
+from extender.verbs import Verbs
 
 log = logging.getLogger(__name__)
 
 _JSON = "application/json"
-
-
-def _schema(name: str) -> dict[str, Any]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _doc(request: str, reply: str | None, reply_list: bool = False) -> dict[str, Any]:
-    """OpenAPI of a verb: its body and reply are msgspec types (extender.app adds them)."""
-    schema = _schema(reply) if reply is not None else {}
-    if reply_list:
-        schema = {"type": "array", "items": schema}
-    return {
-        "openapi_extra": {
-            "requestBody": {
-                "required": True,
-                "content": {_JSON: {"schema": _schema(request)}},
-            }
-        },
-        "responses": {
-            200: {"description": "The decision.", "content": {_JSON: {"schema": schema}}},
-            **{k: v for k, v in ERROR_RESPONSES.items() if k in (400, 413, 503)},
-        },
-        "response_class": Response,
-    }
-
 
 WIRE_TYPES = (
     wire.ExtenderArgs,
@@ -59,61 +42,96 @@ WIRE_TYPES = (
     wire.ExtenderPreemptionResult,
 )
 
+Decide = Callable[[bytes], Awaitable[bytes]]
 
-def router(rt: Runtime) -> APIRouter:
-    r = APIRouter(tags=["extender"])
-    m = rt.metrics
-    verbs = rt.verbs
 
-    def timed(
-        verb: str, decide: Callable[[bytes], Awaitable[bytes]]
-    ) -> Callable[[Request], Awaitable[Response]]:
-        hist = m.request_seconds.labels(verb)
+class VerbEndpoints:
+    """The four verbs as one ASGI endpoint, dispatched on the path."""
 
-        async def endpoint(request: Request) -> Response:
-            start = time.perf_counter()
-            ok, why = rt.ready()
+    def __init__(
+        self, verbs: Verbs, metrics: Metrics, ready: Callable[[], tuple[bool, str]]
+    ) -> None:
+        self.verbs = verbs
+        self.metrics = metrics
+        self.ready = ready
+        m = metrics
+        self._passed = m.decisions.labels("filter", "passed")
+        self._rejected = m.decisions.labels("filter", "rejected")
+        self._scored = m.decisions.labels("prioritize", "scored")
+        self._bound = m.decisions.labels("bind", "bound")
+        self._refused = m.decisions.labels("bind", "refused")
+        self._kept = m.decisions.labels("preempt", "kept")
+        self._dropped = m.decisions.labels("preempt", "dropped")
+        self.routes: dict[str, tuple[Decide, Any]] = {
+            "/filter": (self._filter, m.request_seconds.labels("filter")),
+            "/prioritize": (self._prioritize, m.request_seconds.labels("prioritize")),
+            "/bind": (self._bind, m.request_seconds.labels("bind")),
+            "/preempt": (self._preempt, m.request_seconds.labels("preempt")),
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"]
+        start = time.perf_counter()
+        if scope["method"] != "POST":
+            response = errors.error_response(
+                405, f"method {scope['method']} is not allowed on {path}"
+            )
+            response.headers["Allow"] = "POST"
+            self.metrics.client_errors.labels(path, "405").inc()
+            await response(scope, receive, send)
+            return
+        decide, seconds = self.routes[path]
+        try:
+            ok, why = self.ready()
             if not ok:
                 raise NotReady(f"not ready: {why}")
-            body = await decide(await request.body())
-            elapsed = time.perf_counter() - start
-            hist.observe(elapsed)
-            return Response(
-                body,
-                media_type=_JSON,
-                headers={"Server-Timing": f"app;dur={elapsed * 1000:.4f}"},
+            body = await decide(await _read(receive))
+        except Exception as e:  # the one table decides the status, as for every route
+            status = errors.status_of(e)
+            if status >= 500 and not isinstance(e, NotReady):
+                log.exception("internal error", extra={"path": path})
+                await errors.error_response(500, "internal error (logged)")(scope, receive, send)
+                return
+            if status < 500:
+                self.metrics.client_errors.labels(path, str(status)).inc()
+            await errors.error_response(status, str(e), getattr(e, "field", None))(
+                scope, receive, send
             )
+            return
+        elapsed = time.perf_counter() - start
+        seconds.observe(elapsed)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"server-timing", f"app;dur={elapsed * 1000:.4f}".encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
 
-        return endpoint
-
-    passed, rejected = (
-        m.decisions.labels("filter", "passed"),
-        m.decisions.labels("filter", "rejected"),
-    )
-
-    async def filter_(body: bytes) -> bytes:
-        result = verbs.filter(wire.decode(body, wire.ExtenderArgs))
-        passed.inc(len(result.NodeNames or (result.Nodes.items if result.Nodes else ())))
+    async def _filter(self, body: bytes) -> bytes:
+        result = self.verbs.filter(wire.decode(body, wire.ExtenderArgs))
+        self._passed.inc(len(result.NodeNames or (result.Nodes.items if result.Nodes else ())))
         failed = len(result.FailedNodes) + len(result.FailedAndUnresolvableNodes)
         if failed:
-            rejected.inc(failed)
+            self._rejected.inc(failed)
         return wire.encode(result)
 
-    scored = m.decisions.labels("prioritize", "scored")
-
-    async def prioritize(body: bytes) -> bytes:
-        scores = verbs.prioritize(wire.decode(body, wire.ExtenderArgs))
+    async def _prioritize(self, body: bytes) -> bytes:
+        scores = self.verbs.prioritize(wire.decode(body, wire.ExtenderArgs))
         if scores:
-            scored.inc(len(scores))
+            self._scored.inc(len(scores))
         return wire.encode(scores)
 
-    bound, refused = m.decisions.labels("bind", "bound"), m.decisions.labels("bind", "refused")
-
-    async def bind(body: bytes) -> bytes:
+    async def _bind(self, body: bytes) -> bytes:
         args = wire.decode(body, wire.ExtenderBindingArgs)
-        result = await verbs.bind(args)
+        result = await self.verbs.bind(args)
         if result.Error:
-            refused.inc()
+            self._refused.inc()
             log.info(
                 "bind refused",
                 extra={
@@ -123,45 +141,72 @@ def router(rt: Runtime) -> APIRouter:
                 },
             )
         else:
-            bound.inc()
+            self._bound.inc()
         return wire.encode(result)
 
-    kept, dropped = m.decisions.labels("preempt", "kept"), m.decisions.labels("preempt", "dropped")
-
-    async def preempt(body: bytes) -> bytes:
+    async def _preempt(self, body: bytes) -> bytes:
         args = wire.decode(body, wire.ExtenderPreemptionArgs)
-        result = verbs.preempt(args)
+        result = self.verbs.preempt(args)
         offered = len(args.NodeNameToMetaVictims or args.NodeNameToVictims or {})
-        kept.inc(len(result.NodeNameToMetaVictims))
-        dropped.inc(offered - len(result.NodeNameToMetaVictims))
+        self._kept.inc(len(result.NodeNameToMetaVictims))
+        self._dropped.inc(offered - len(result.NodeNameToMetaVictims))
         return wire.encode(result)
 
-    r.add_api_route(
-        "/filter",
-        timed("filter", filter_),
-        methods=["POST"],
-        summary="kube-scheduler's filter: which of the nodes can take the pod",
-        **_doc("ExtenderArgs", "ExtenderFilterResult"),
-    )
-    r.add_api_route(
-        "/prioritize",
-        timed("prioritize", prioritize),
-        methods=["POST"],
-        summary="kube-scheduler's prioritize: a score 0..10 per node, as a bare list",
-        **_doc("ExtenderArgs", "HostPriority", reply_list=True),
-    )
-    r.add_api_route(
-        "/bind",
-        timed("bind", bind),
-        methods=["POST"],
-        summary="kube-scheduler's bind: hold the pod's place (or wait for its gang), then bind",
-        **_doc("ExtenderBindingArgs", "ExtenderBindingResult"),
-    )
-    r.add_api_route(
-        "/preempt",
-        timed("preempt", preempt),
-        methods=["POST"],
-        summary="kube-scheduler's preempt: the victims that free what the pod needs",
-        **_doc("ExtenderPreemptionArgs", "ExtenderPreemptionResult"),
-    )
-    return r
+
+async def _read(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def openapi_paths() -> dict[str, Any]:
+    """The verbs' entries of the OpenAPI document: bodies and replies are msgspec types."""
+
+    def operation(summary: str, request: str, reply: dict[str, Any]) -> dict[str, Any]:
+        ref = {"$ref": f"#/components/schemas/{request}"}
+        responses: dict[str, Any] = {
+            "200": {"description": "The decision.", "content": {_JSON: {"schema": reply}}}
+        }
+        for status in (400, 408, 413, 503):
+            what = ERROR_RESPONSES.get(status, {}).get("description", "Request timeout.")
+            responses[str(status)] = {
+                "description": what,
+                "content": {_JSON: {"schema": {"$ref": "#/components/schemas/ErrorReply"}}},
+            }
+        return {
+            "post": {
+                "tags": ["extender"],
+                "summary": summary,
+                "operationId": summary.split(":")[0].replace("kube-scheduler's ", "") + "_verb",
+                "requestBody": {"required": True, "content": {_JSON: {"schema": ref}}},
+                "responses": responses,
+            }
+        }
+
+    def schema(name: str) -> dict[str, Any]:
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    return {
+        "/filter": operation(
+            "filter: which of the nodes can take the pod", "ExtenderArgs",
+            schema("ExtenderFilterResult"),
+        ),
+        "/prioritize": operation(
+            "prioritize: a score 0..10 per node, as a bare list", "ExtenderArgs",
+            {"type": "array", "items": schema("HostPriority")},
+        ),
+        "/bind": operation(
+            "bind: hold the pod's place (or wait for its gang), then bind it",
+            "ExtenderBindingArgs", schema("ExtenderBindingResult"),
+        ),
+        "/preempt": operation(
+            "preempt: the victims that free what the pod needs", "ExtenderPreemptionArgs",
+            schema("ExtenderPreemptionResult"),
+        ),
+    }  # fmt: skip
