@@ -182,7 +182,7 @@ class Verbs:
                 try:
                     check_node_name(n)
                 except CoreError as e:
-                    field = f"NodeNames[{i}]" if args.NodeNames is not None else f"Nodes[{i}]"
+                    field = f"NodeNames[{i}]" if args.node_cache_capable else f"Nodes[{i}]"
                     raise BadRequest(f"{field}: {e}", field) from None
             if new and room > 0:
                 self.ledger.learn_nodes([n for _, n in new[:room]])
@@ -213,10 +213,10 @@ class Verbs:
     def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
         """Scores 0..MAX_SCORE, the mean of the enabled scorers; an empty list (neutral: it
         adds nothing to any node) for a pod no scorer has anything to say about."""
-        names = node_names(args)
         pod = self.pod(args.Pod)
         if not (pod.ephemeral or pod.marks) or not self.scorers:
             return []
+        names = node_names(args)
         if len(self.scorers) == 1:  # the common case, without the averaging pass
             scores = self.scorers[0].score(pod, names, self.ledger)
         else:
@@ -303,7 +303,7 @@ def _filter_reply(
 ) -> ExtenderFilterResult:
     soft = {n: r.reason for n, r in failed.items() if not r.unresolvable}
     hard = {n: r.reason for n, r in failed.items() if r.unresolvable}
-    if args.NodeNames is not None:
+    if args.node_cache_capable:
         return ExtenderFilterResult(
             NodeNames=list(passed), FailedNodes=soft, FailedAndUnresolvableNodes=hard
         )

@@ -24,6 +24,7 @@ from extender.wire import (
     ExtenderPreemptionArgs,
     MetaPod,
     MetaVictims,
+    node_names,
 )
 
 KEYS = Keys.for_domain("escher.io")
@@ -91,7 +92,7 @@ PODS = {
 def full_path(v: Verbs, a: ExtenderArgs) -> tuple[list[str], dict[str, Rejection]]:
     """The reference: every enabled filter, in order, on every node, no shortcut."""
     p = v.pod(a.Pod)
-    remaining, failed = list(a.NodeNames or []), {}
+    remaining, failed = node_names(a), {}
     for plugin in v.filters:
         verdict = plugin.filter(p, remaining, v.ledger)
         failed.update(verdict.rejected)
@@ -139,6 +140,26 @@ def test_a_filter_refused_for_its_pod_learns_no_node() -> None:
     assert e.value.field == "NodeNames[1]" and lg.node_names() == []
     v.filter(args(pod(), ["ok"]))
     assert lg.node_names() == ["ok"]
+
+
+@pytest.mark.parametrize(
+    ("names", "field"),
+    [("[1]", "NodeNames[0]"), ('["a", null]', "NodeNames[1]"), ('{"a": 1}', "NodeNames")],
+    ids=["number", "null-item", "object"],
+)
+def test_node_names_that_are_not_strings_are_refused_naming_the_item(
+    names: str, field: str
+) -> None:
+    body = b'{"Pod": {"metadata": {"uid": "u"}}, "NodeNames": ' + names.encode() + b"}"
+    a = msgspec.json.decode(body, type=ExtenderArgs)  # decoded only when read
+    with pytest.raises(BadRequest) as e:
+        verbs(ledger()).filter(a)
+    assert e.value.field == field
+    with pytest.raises(BadRequest):
+        verbs(ledger()).prioritize(
+            msgspec.json.decode(body.replace(b'"uid": "u"', b'"uid": "u", "annotations": '
+                                             b'{"escher.io/prefer": "zone=n3"}'), type=ExtenderArgs)
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize(
