@@ -211,8 +211,10 @@ class Verbs:
     # ---- prioritize ------------------------------------------------------------------------
 
     def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
-        """Scores 0..MAX_SCORE, the mean of the enabled scorers; an empty list (neutral: it
-        adds nothing to any node) for a pod no scorer has anything to say about."""
+        """Scores 0..MAX_SCORE, the mean of the enabled scorers, for the nodes scoring above 0:
+        kube-scheduler adds an extender's scores to its own, so a node left out and a node
+        scoring 0 are the same to it, and an empty list is neutral. Empty at once for a pod no
+        scorer has anything to say about."""
         pod = self.pod(args.Pod)
         if not (pod.ephemeral or pod.marks) or not self.scorers:
             return []
@@ -226,10 +228,10 @@ class Verbs:
                     if node in total:
                         total[node] += s
             scores = {n: round(s / len(self.scorers)) for n, s in total.items()}
-        get = scores.get
         return [
-            HostPriority(Host=n, Score=s if 0 <= (s := get(n, 0)) <= MAX_SCORE else _clamp(s))
-            for n in names
+            HostPriority(Host=n, Score=s if s <= MAX_SCORE else MAX_SCORE)
+            for n, s in scores.items()
+            if s > 0
         ]
 
     # ---- bind ------------------------------------------------------------------------------
@@ -292,10 +294,6 @@ class Verbs:
             if chosen:
                 out[node] = MetaVictims(Pods=[MetaPod(UID=u) for u in chosen], NumPDBViolations=pdb)
         return ExtenderPreemptionResult(NodeNameToMetaVictims=out)
-
-
-def _clamp(score: int) -> int:
-    return 0 if score < 0 else MAX_SCORE
 
 
 def _filter_reply(
