@@ -67,6 +67,7 @@ def _bench_extender(args: argparse.Namespace) -> int:
         **{k: v for k, v in given.items() if v is not None},
         latency=not args.no_latency,
         throughput=not args.no_throughput,
+        memory=base.memory and not args.no_memory,
         profile=args.profile,
         baseline=args.baseline,
     )
@@ -140,6 +141,9 @@ def _add_bench(sub: Any) -> None:
     e.add_argument("--seconds", type=float, help="load per latency case (default 5)")
     e.add_argument("--no-latency", action="store_true", help="skip the standalone latency part")
     e.add_argument("--no-throughput", action="store_true", help="skip the throughput part")
+    e.add_argument(
+        "--no-memory", action="store_true", help="skip the memory part (5,000 nodes, 50,000 pods)"
+    )
     e.add_argument(
         "--profile", action="store_true", help="py-spy profile of the extender in repetition 1"
     )

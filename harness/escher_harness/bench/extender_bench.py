@@ -6,7 +6,9 @@ Part 2 (escher_harness.bench.throughput): kube-scheduler's throughput on the rea
 control plane in each mode (kube-scheduler alone, pure, extender), at each size, with the
 modes interleaved in every repetition (none, pure, extender; none, pure, extender; ...) so a
 slow spell of the shared machine does not fall on one mode; with `--profile`, a py-spy
-profile of the extender in the first repetition at each size. Prints the tables
+profile of the extender in the first repetition at each size. Part 3
+(escher_harness.bench.memory): the extender's memory at 5,000 nodes and 50,000 bound pods.
+Prints the tables
 (extender_summary), the regression guard, and writes DIR/results.json (after every run, so an
 interrupted benchmark keeps what it measured), DIR/report.md, DIR/throughput.png,
 DIR/cpu.png and DIR/latency.png. Called by escher_harness.cli.
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from escher_harness.bench import extender_summary, latency, throughput
+from escher_harness.bench import extender_summary, latency, memory, throughput
 from escher_harness.localcluster.binaries import find_binaries
 
 
@@ -42,11 +44,14 @@ class Config:
     throughput: bool = True
     profile: bool = False
     baseline: Path | None = None  # an earlier results.json to guard against
+    memory: bool = True  # the extender's RSS with memory_nodes nodes and memory_pods pods
+    memory_nodes: int = 5000
+    memory_pods: int = 50_000
 
 
 def quick() -> Config:
     """A few minutes: 100 and 1,000 nodes, 300 pods, one repetition, short latency runs."""
-    return Config(sizes=(100, 1000), repeat=1, pods=300, latency_seconds=2.0)
+    return Config(sizes=(100, 1000), repeat=1, pods=300, latency_seconds=2.0, memory=False)
 
 
 def _progress(msg: str) -> None:
@@ -84,6 +89,9 @@ def run(out: Path, cfg: Config) -> int:
         _save(out, results)
     if cfg.throughput:
         _throughput(out, cfg, results)
+    if cfg.memory:
+        results["memory"] = memory.run(cfg.memory_nodes, cfg.memory_pods, _progress)
+        _save(out, results)
     summary = extender_summary.summarize(results["throughput"])
     results["summary"] = summary
     results["duration_s"] = round(time.time() - started, 1)
@@ -153,6 +161,14 @@ def _report(results: Mapping[str, Any]) -> str:
     if results["summary"]:
         parts.append(extender_summary.throughput_tables(results["summary"]))
         parts.append("\n".join(results["guard"]))
+    if results.get("memory"):
+        m = results["memory"]
+        parts.append(
+            f"The extender's memory (RSS) at {m['nodes']} nodes: {m['rss_mib_nodes_only']} MiB; "
+            f"with {m['pods']} bound pods in its ledger {m['rss_mib_with_pods']} MiB "
+            f"({m['kib_per_pod']} KiB per pod); after they are deleted "
+            f"{m['rss_mib_after_delete']} MiB."
+        )
     for row in results["throughput"]:
         if "profile" in row:
             frames = "\n".join(

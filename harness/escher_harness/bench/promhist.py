@@ -1,4 +1,4 @@
-"""Histograms and counters read out of a Prometheus text answer (/metrics), and their
+"""Histograms, counters and gauges read out of a Prometheus text answer (/metrics), and their
 difference between two scrapes. Pure, no I/O.
 
 The benchmarks scrape kube-scheduler's, kube-apiserver's and the extender's /metrics before and
@@ -107,6 +107,19 @@ def counters(text: str, name: str, key: Callable[[Labels], str | None]) -> dict[
         for s in family.samples:
             if not s.name.endswith("_total"):
                 continue
+            k = key(s.labels)
+            if k is not None:
+                out[k] = out.get(k, 0.0) + s.value
+    return out
+
+
+def gauges(text: str, name: str, key: Callable[[Labels], str | None]) -> dict[str, float]:
+    """The gauge `name`, summed per `key(labels)`; None keys skipped."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != name:
+            continue
+        for s in family.samples:
             k = key(s.labels)
             if k is not None:
                 out[k] = out.get(k, 0.0) + s.value

@@ -84,3 +84,10 @@ def test_series_with_a_none_key_are_skipped_and_same_keys_added() -> None:
 def test_a_quantile_beyond_the_last_bound_is_that_bound() -> None:
     h = promhist.Histogram(((0.001, 50), (0.01, 100), (float("inf"), 120)), 120, 0.5)
     assert h.quantile(0.99) == 0.01
+
+
+def test_gauges_are_summed_per_key() -> None:
+    text = '# TYPE held gauge\nheld{kind="bound"} 3\nheld{kind="assumed"} 1\nheld{kind="bound"} 2\n'
+    assert promhist.gauges(text, "held", lambda labels: labels["kind"]) == {
+        "bound": 5, "assumed": 1,
+    }  # fmt: skip
