@@ -26,7 +26,15 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    model_validator,
+)
 
 from extender.core import quantity
 from extender.core.names import CPU, MEMORY
@@ -72,7 +80,11 @@ Memory = Annotated[str, _quantity(MEMORY)]
 
 Name = Annotated[str, _check_name("name", NAME_MAX)]
 Key = Annotated[str, _check_name("key", KEY_MAX)]
-Count = Annotated[StrictInt, Field(ge=1)]
+# Bounded as what they become is bounded (a capacity, a ResourceSpec's node and
+# node_selector), so the ESL refuses them naming its own field, not the backend later.
+Count = Annotated[StrictInt, Field(ge=1, le=UNBOUNDED)]
+NodeName = Annotated[str, Field(min_length=1, max_length=253)]
+NodeSelector = Annotated[dict[str, str], Field(max_length=64)]
 
 
 class ESLParams(BaseModel):
@@ -89,8 +101,14 @@ class Target(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    node: str | None = None
-    node_selector: dict[str, str] | None = None
+    node: NodeName | None = None
+    node_selector: NodeSelector | None = None
+
+    @model_validator(mode="after")
+    def _one_place(self) -> Target:
+        if self.node is not None and self.node_selector is not None:
+            raise ValueError("give at most one of node, node_selector (neither: every node)")
+        return self
 
     def spec(self, capacity: int) -> ResourceSpec:
         return ResourceSpec(capacity=capacity, node=self.node, node_selector=self.node_selector)
