@@ -45,6 +45,9 @@ from extender.policy import ClusterState, ResourceSpec
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 NAME_MAX = 30
 KEY_MAX = 20
+# Keys (groups, queues, users, stages) and parts per instance: each is a resource, and
+# sharing among them costs up to keys^2.
+MAX_KEYS = 1000
 # "Unbounded" capacity (bin-packing, fair-share users, soft alternatives): far above what a
 # node can run, still a valid extended-resource quantity.
 UNBOUNDED = 100_000

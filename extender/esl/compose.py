@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from extender.core.errors import CoreError
 from extender.esl.base import (
     ESL,
+    MAX_KEYS,
     Backend,
     BaseESL,
     Change,
@@ -56,7 +57,9 @@ class Part(BaseModel):
 class ComposeParams(ESLParams):
     op: Literal["and", "or"]
     pods: Count = Field(description="how many pods the composition places")
-    parts: list[Part] = Field(default_factory=list, description="the ESLs composed (HTTP)")
+    parts: list[Part] = Field(
+        default_factory=list, max_length=MAX_KEYS, description="the ESLs composed (HTTP)"
+    )
     timeout_seconds: float = Field(30.0, gt=0, description="OR: before the next part")
 
 

@@ -18,6 +18,7 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from extender.esl.base import (
+    MAX_KEYS,
     Backend,
     BaseESL,
     Change,
@@ -33,7 +34,9 @@ NAME = "sequencing"
 
 
 class SequencingParams(ESLParams):
-    stages: list[Key] = Field(min_length=2, description="in order; each waits for the one before")
+    stages: list[Key] = Field(
+        min_length=2, max_length=MAX_KEYS, description="in order; each waits for the one before"
+    )
     pods: Count = Field(1, description="pods per stage (per node at most, and for step())")
     node_selector: NodeSelector | None = None
 
