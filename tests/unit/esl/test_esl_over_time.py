@@ -70,7 +70,7 @@ def soft(sim: Sim, clock: Clock) -> Soft:
     params = SoftParams.model_validate(
         {
             "name": "s",
-            "alternatives": [{"node": "node-0"}, {}],
+            "alternatives": [{"node": "node-1"}, {}],
             "timeout_seconds": 5,
             "pods": 2,
         }
@@ -82,7 +82,7 @@ def soft(sim: Sim, clock: Clock) -> Soft:
 
 def test_soft_pure_falls_back_after_the_timeout() -> None:
     sim, clock = Sim(nodes=3, cpu=2), Clock()
-    sim.busy("node-0", 2)  # the first choice is full
+    sim.busy("node-1", 2)  # the first choice is full
     esl = soft(sim, clock)
     assert esl.resources() == [f"{D}/soft-s-0"]  # one alternative at a time
     assert sim.place(esl.requests_for(), cpu="1") is None
@@ -92,7 +92,7 @@ def test_soft_pure_falls_back_after_the_timeout() -> None:
     (change,) = esl.step()
     assert change.why == "2 of 2 pods not placed within 5s: falling back to alternative 1"
     assert change.resource == f"{D}/soft-s-1" and esl.current == 1
-    assert {sim.place(esl.requests_for(), cpu="1") for _ in range(2)} <= {"node-1", "node-2"}
+    assert sorted(sim.place_all(esl.requests_for(), 2, cpu="1")) == ["node-0", "node-2"]
     clock.t += 60
     assert esl.step() == []  # the last alternative: nothing after it
     esl.teardown()
@@ -102,26 +102,27 @@ def test_soft_pure_falls_back_after_the_timeout() -> None:
 def test_soft_pure_does_not_fall_back_when_placed() -> None:
     sim, clock = Sim(nodes=3), Clock()
     esl = soft(sim, clock)
-    assert sim.place_all(esl.requests_for(), 2) == ["node-0", "node-0"]
+    assert sim.place_all(esl.requests_for(), 2) == ["node-1", "node-1"]
     clock.t += 60
     assert esl.step() == [] and esl.current == 0
 
 
 @pytest.mark.parametrize(
     ("filler", "expect"),
-    [pytest.param(0, "node-0", id="first-choice-free"), pytest.param(2, "node-1", id="full")],
+    [pytest.param(0, "node-1", id="first-choice-free"), pytest.param(2, "node-0", id="full")],
 )
 def test_soft_in_the_extenders_path_takes_the_best_alternative_at_once(
     filler: int, expect: str
 ) -> None:
     sim, clock = Sim(nodes=3, cpu=2, in_path=True), Clock()
     if filler:
-        sim.busy("node-0", filler)
+        sim.busy("node-1", filler)
     esl = soft(sim, clock)
     req = esl.requests_for()
     assert req.annotations == {f"{D}/prefer": "soft-s-0,soft-s-1"}
     assert req.limits == {f"{D}/soft-s": "1"}
-    # node-1 wins the tie with node-2 on the pods' spread, by name.
+    # Free: node-1 is preferred though node-0 comes first by spread and name. Full: any
+    # node is the next alternative, and node-0 wins the tie with node-2 by name.
     assert sim.place(req, cpu="1") == expect  # no timeout, no resubmission
     clock.t += 60
     assert esl.step() == []
