@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from extender.core import errors as core
 from extender.core.quantity import InvalidQuantity
@@ -114,6 +115,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
 
 
 log = logging.getLogger(__name__)
+# The methods a 405's Allow header may list: every one some route serves.
+_METHODS = ("DELETE", "GET", "POST", "PUT")
 
 
 def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> None:
@@ -147,9 +150,18 @@ def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> No
             return error_response(404, f"no such path: {request.method} {path}")
         if e.status_code == 405:
             response = error_response(405, f"method {request.method} is not allowed on {path}")
-            allow = (e.headers or {}).get("Allow")
+            # Every method some route serves at this path: Starlette names only the first
+            # route's (PUT alone for /v1/resources/x, which GET and DELETE serve too).
+            routes = request.app.router.routes
+            allow = [
+                method
+                for method in _METHODS
+                if any(
+                    r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes
+                )
+            ]
             if allow:
-                response.headers["Allow"] = allow
+                response.headers["Allow"] = ", ".join(allow)
             return response
         return error_response(e.status_code, str(e.detail))
 
