@@ -107,11 +107,31 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
         (400, "The body is not what the route takes (malformed JSON, wrong types)."),
         (401, "No or a wrong credential."),
         (403, "The caller may not do this."),
+        (404, "What the path or the body names does not exist; `field` names it."),
+        (408, "The body did not arrive in time."),
+        (409, "The change contradicts what is held or exists now."),
         (413, "The body is too large."),
         (422, "A value is invalid or cannot be satisfied; `field` names it."),
+        (429, "The service holds as many of these as it is configured to allow."),
         (503, "Not ready: the ledger is being rebuilt, or this replica is not the leader."),
     )
 }
+# What the edge (extender.http.edge) may answer on any path, before the route is reached.
+EDGE_STATUSES = (408, 413)
+
+
+def documented(*statuses: int) -> dict[int | str, dict[str, object]]:
+    """The error replies of `statuses`, as a route's `responses` documents them."""
+    return {status: ERROR_RESPONSES[status] for status in statuses}
+
+
+def openapi_reply(status: int) -> dict[str, object]:
+    """The error reply of `status` as an OpenAPI response object (for operations the
+    framework does not document: the verbs, and the edge's replies on every path)."""
+    return {
+        "description": ERROR_RESPONSES[status]["description"],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorReply"}}},
+    }
 
 
 log = logging.getLogger(__name__)
