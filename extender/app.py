@@ -96,6 +96,10 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             title=app.title, version=app.version, summary=app.summary, routes=app.routes
         )
         doc["paths"] = {**verbs.openapi_paths(), **doc["paths"]}
+        edge = {str(status): errors.openapi_reply(status) for status in errors.EDGE_STATUSES}
+        for item in doc["paths"].values():
+            for operation in item.values():
+                operation["responses"] = {**operation["responses"], **edge}
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
         _, wire = msgspec.json.schema_components(
             verbs.WIRE_TYPES, ref_template="#/components/schemas/{name}"

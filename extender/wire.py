@@ -44,10 +44,16 @@ class _Wire(Struct, frozen=True, gc=False):
 # ---- filter and prioritize -----------------------------------------------------------------
 
 
+def _empty_object() -> Raw:
+    return Raw(b"{}")
+
+
 class NodeList(_Wire, frozen=True):
     apiVersion: str = ""
     kind: str = ""
-    metadata: Raw = field(default_factory=Raw)
+    # Echoed back as it came; absent, it is echoed as Go writes an empty ListMeta: an empty
+    # Raw would be written as nothing, and the reply would not be JSON.
+    metadata: Raw = field(default_factory=_empty_object)
     items: list[Raw] = []
 
 

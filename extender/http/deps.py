@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Annotated, Protocol
 
-from fastapi import Depends, Request, params
+from fastapi import Depends, Request, Security, params
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from extender.core.ledger import Ledger
 from extender.esl.registry import Instances
@@ -77,10 +78,19 @@ def bearer(request: Request) -> str | None:
 _VERBS = {"GET": "get", "HEAD": "get", "PUT": "update", "POST": "create", "DELETE": "delete"}
 
 
+# Declares the bearer scheme in the OpenAPI document (so a client, or a fuzzer, knows which
+# routes take a token); `bearer` reads the header itself, to refuse a malformed one by name.
+_SCHEME = HTTPBearer(
+    auto_error=False,
+    description="The policy API's token, or with kubernetes_auth a Kubernetes bearer token.",
+)
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(_SCHEME)]
+
+
 def caller(subresource: str) -> params.Depends:
     """A dependency: the caller may do this request's verb on `subresource`."""
 
-    async def check(request: Request, rt: RuntimeDep) -> None:
+    async def check(request: Request, rt: RuntimeDep, _: Credentials) -> None:
         await rt.authorize(bearer(request), _VERBS.get(request.method, "get"), subresource)
 
     dependency: params.Depends = Depends(check)

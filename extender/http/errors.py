@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from extender.core import errors as core
 from extender.core.quantity import InvalidQuantity
@@ -106,14 +107,36 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
         (400, "The body is not what the route takes (malformed JSON, wrong types)."),
         (401, "No or a wrong credential."),
         (403, "The caller may not do this."),
+        (404, "What the path or the body names does not exist; `field` names it."),
+        (408, "The body did not arrive in time."),
+        (409, "The change contradicts what is held or exists now."),
         (413, "The body is too large."),
         (422, "A value is invalid or cannot be satisfied; `field` names it."),
+        (429, "The service holds as many of these as it is configured to allow."),
         (503, "Not ready: the ledger is being rebuilt, or this replica is not the leader."),
     )
 }
+# What the edge (extender.http.edge) may answer on any path, before the route is reached.
+EDGE_STATUSES = (408, 413)
+
+
+def documented(*statuses: int) -> dict[int | str, dict[str, object]]:
+    """The error replies of `statuses`, as a route's `responses` documents them."""
+    return {status: ERROR_RESPONSES[status] for status in statuses}
+
+
+def openapi_reply(status: int) -> dict[str, object]:
+    """The error reply of `status` as an OpenAPI response object (for operations the
+    framework does not document: the verbs, and the edge's replies on every path)."""
+    return {
+        "description": ERROR_RESPONSES[status]["description"],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorReply"}}},
+    }
 
 
 log = logging.getLogger(__name__)
+# The methods a 405's Allow header may list: every one some route serves.
+_METHODS = ("DELETE", "GET", "POST", "PUT")
 
 
 def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> None:
@@ -147,9 +170,18 @@ def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> No
             return error_response(404, f"no such path: {request.method} {path}")
         if e.status_code == 405:
             response = error_response(405, f"method {request.method} is not allowed on {path}")
-            allow = (e.headers or {}).get("Allow")
+            # Every method some route serves at this path: Starlette names only the first
+            # route's (PUT alone for /v1/resources/x, which GET and DELETE serve too).
+            routes = request.app.router.routes
+            allow = [
+                method
+                for method in _METHODS
+                if any(
+                    r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes
+                )
+            ]
             if allow:
-                response.headers["Allow"] = allow
+                response.headers["Allow"] = ", ".join(allow)
             return response
         return error_response(e.status_code, str(e.detail))
 

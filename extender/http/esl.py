@@ -11,10 +11,10 @@ caller's authorization.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from extender.esl.base import Change, Dynamic, PodRequest
 from extender.esl.registry import REGISTRY, Instance
 from extender.http.deps import Runtime, caller, ready
-from extender.http.errors import ERROR_RESPONSES
+from extender.http.errors import documented
 from extender.wire import BadRequest
 
 
@@ -109,23 +109,40 @@ def esl_components() -> dict[str, Any]:
     return components
 
 
+# POST names a kind where GET and DELETE name an instance, in the same place of the path: one
+# path template to OpenAPI (two templates differing only in their parameter's name are the
+# same path, which a document must not hold twice).
+_Kind = Annotated[
+    str,
+    Path(
+        alias="iid",
+        description="The kind of ESL to create (GET and DELETE name an instance here).",
+        # Documented, not validated here: an unknown kind is the registry's 404, by name.
+        json_schema_extra={"enum": list(REGISTRY)},
+    ),
+]
+
+
 def router(rt: Runtime) -> APIRouter:
     store = rt.esls
     r = APIRouter(
         prefix="/v1/esl",
         tags=["esl"],
         dependencies=[Depends(ready), caller("esl")],
-        responses={k: v for k, v in ERROR_RESPONSES.items() if k != 413},
+        responses=documented(400, 401, 403, 422, 503),
     )
 
     @r.post(
-        "/{kind}",
+        "/{iid}",
         status_code=201,
         response_model=InstanceView,
-        responses={202: {"model": InstanceView, "description": "applied, not yet durable"}},
+        responses={
+            202: {"model": InstanceView, "description": "applied, not yet durable"},
+            **documented(404, 409, 429),
+        },
         openapi_extra=_body_schema(),
     )
-    async def create(kind: str, request: Request, response: Response) -> InstanceView:
+    async def create(kind: _Kind, request: Request, response: Response) -> InstanceView:
         """Create an ESL instance of `kind` (colocation, antiaffinity, loadbalance, locality,
         binpack, sequencing, queues, fairshare, soft, compose) with the body as its
         parameters; its resources are created before the reply."""
@@ -139,14 +156,17 @@ def router(rt: Runtime) -> APIRouter:
         """Every ESL instance the service runs."""
         return await run_in_threadpool(lambda: [_view(i) for i in store.all()])
 
-    @r.get("/{iid}", response_model=InstanceView)
+    @r.get("/{iid}", response_model=InstanceView, responses=documented(404))
     async def get(iid: str) -> InstanceView:
         return await run_in_threadpool(lambda: _view(store.get(iid)))
 
     @r.post(
         "/{iid}/step",
         response_model=InstanceView,
-        responses={202: {"model": InstanceView, "description": "stepped, not yet durable"}},
+        responses={
+            202: {"model": InstanceView, "description": "stepped, not yet durable"},
+            **documented(404, 409),
+        },
     )
     async def step(iid: str, response: Response, body: StepBody | None = None) -> InstanceView:
         """One step of a dynamic policy now (the service also steps it every second)."""
@@ -157,7 +177,10 @@ def router(rt: Runtime) -> APIRouter:
     @r.post(
         "/{iid}/signal/{key}",
         response_model=InstanceView,
-        responses={202: {"model": InstanceView, "description": "signalled, not yet durable"}},
+        responses={
+            202: {"model": InstanceView, "description": "signalled, not yet durable"},
+            **documented(404, 409),
+        },
     )
     async def signal(iid: str, key: str, response: Response) -> InstanceView:
         """Tell a sequencing instance that stage `key` finished: the next stage may run."""
@@ -167,7 +190,10 @@ def router(rt: Runtime) -> APIRouter:
     @r.delete(
         "/{iid}",
         response_model=DeleteView,
-        responses={202: {"model": DeleteView, "description": "removed, not yet durable"}},
+        responses={
+            202: {"model": DeleteView, "description": "removed, not yet durable"},
+            **documented(404, 409),
+        },
     )
     async def delete(iid: str, response: Response) -> DeleteView:
         """Remove every resource the instance created, then forget it. 200 once they are

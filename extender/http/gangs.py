@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends
 
 from extender.gang.status import GangStatus, gang_status
 from extender.http.deps import Runtime, caller, ready
-from extender.http.errors import ERROR_RESPONSES
+from extender.http.errors import documented
 
 
 def router(rt: Runtime) -> APIRouter:
@@ -17,7 +17,7 @@ def router(rt: Runtime) -> APIRouter:
         prefix="/v1",
         tags=["gangs"],
         dependencies=[Depends(ready), caller("gangs")],
-        responses={k: v for k, v in ERROR_RESPONSES.items() if k in (401, 403, 503)},
+        responses=documented(401, 403, 503),
     )
 
     @r.get("/gangs")

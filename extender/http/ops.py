@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from extender.http.deps import Runtime, caller
+from extender.http.errors import documented
 
 
 class Probe(BaseModel):
@@ -37,6 +38,7 @@ def router(rt: Runtime) -> APIRouter:
         return JSONResponse({"status": "ok" if ok else why}, status_code=200 if ok else 503)
 
     deps = [caller("metrics")] if rt.settings.metrics_auth else []
+    refusals = documented(401, 403) if rt.settings.metrics_auth else {}
 
     @r.get(
         "/metrics",
@@ -46,7 +48,8 @@ def router(rt: Runtime) -> APIRouter:
             200: {
                 "description": "Prometheus text exposition format.",
                 "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
-            }
+            },
+            **refusals,
         },
     )
     async def metrics() -> Response:

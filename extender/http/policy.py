@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from extender import policy
 from extender.core import names
 from extender.http.deps import Runtime, caller, ready
-from extender.http.errors import ERROR_RESPONSES
+from extender.http.errors import documented
 from extender.policy import (
     ClusterState,
     DeleteResourceResult,
@@ -36,14 +36,17 @@ def router(rt: Runtime) -> APIRouter:
         prefix="/v1",
         tags=["policy"],
         dependencies=[Depends(ready)],
-        responses={k: v for k, v in ERROR_RESPONSES.items() if k != 413},
+        responses=documented(400, 401, 403, 422, 503),
     )
     set_seconds = rt.metrics.request_seconds.labels("set_resource")
 
     @r.put(
         "/resources/{name}",
         dependencies=[caller("resources")],
-        responses={202: {"model": SetResourceResult, "description": "applied, not yet durable"}},
+        responses={
+            202: {"model": SetResourceResult, "description": "applied, not yet durable"},
+            **documented(404, 409),
+        },
     )
     async def set_resource(name: str, spec: ResourceSpec, response: Response) -> SetResourceResult:
         """ESCHER's set_resource: create, resize or (capacity 0) remove an ephemeral resource
@@ -62,7 +65,7 @@ def router(rt: Runtime) -> APIRouter:
         response.status_code = 200 if durable else 202
         return SetResourceResult(resource=full, nodes=capacity, version=version, durable=durable)
 
-    @r.get("/resources/{name}", dependencies=[caller("resources")])
+    @r.get("/resources/{name}", dependencies=[caller("resources")], responses=documented(404))
     async def get_resource(name: str) -> ResourceState:
         """One ephemeral resource: capacity, allocated and available per node."""
         full = names.full_name(settings.resource_domain, name)
@@ -71,7 +74,10 @@ def router(rt: Runtime) -> APIRouter:
     @r.delete(
         "/resources/{name}",
         dependencies=[caller("resources")],
-        responses={202: {"model": DeleteResourceResult, "description": "removed, not yet durable"}},
+        responses={
+            202: {"model": DeleteResourceResult, "description": "removed, not yet durable"},
+            **documented(404, 409),
+        },
     )
     async def delete_resource(
         name: str,

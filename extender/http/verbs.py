@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 
 from extender import wire
 from extender.http import errors
-from extender.http.errors import ERROR_RESPONSES, NotReady
+from extender.http.errors import NotReady
 from extender.metrics import Metrics
 from extender.verbs import Verbs
 
@@ -173,12 +173,8 @@ def openapi_paths() -> dict[str, Any]:
         responses: dict[str, Any] = {
             "200": {"description": "The decision.", "content": {_JSON: {"schema": reply}}}
         }
-        for status in (400, 408, 413, 503):
-            what = ERROR_RESPONSES.get(status, {}).get("description", "Request timeout.")
-            responses[str(status)] = {
-                "description": what,
-                "content": {_JSON: {"schema": {"$ref": "#/components/schemas/ErrorReply"}}},
-            }
+        for status in (400, 503):  # and the edge's, which extender.app adds everywhere
+            responses[str(status)] = errors.openapi_reply(status)
         return {
             "post": {
                 "tags": ["extender"],
