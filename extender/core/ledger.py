@@ -417,7 +417,7 @@ class Ledger:
     def release_all(self, holders: Iterable[str]) -> int:
         """Release every one of `holders` that is held, in one step."""
         with self._lock:
-            gone = [h for h in holders if h in self._holdings]
+            gone = [h for h in dict.fromkeys(holders) if h in self._holdings]  # once each
             for h in gone:
                 self._drop(h)
             if gone:
