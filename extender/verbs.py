@@ -216,9 +216,9 @@ class Verbs:
         scoring 0 are the same to it, and an empty list is neutral. Empty at once for a pod no
         scorer has anything to say about."""
         pod = self.pod(args.Pod)
+        names = node_names(args)  # checked even when unread: a malformed request is a 400
         if not (pod.ephemeral or pod.marks) or not self.scorers:
             return []
-        names = node_names(args)
         if len(self.scorers) == 1:  # the common case, without the averaging pass
             scores = self.scorers[0].score(pod, names, self.ledger)
         else:
