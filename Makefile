@@ -8,13 +8,15 @@
 #   make unit     tests/unit: starts no process, runs in seconds
 #   make process  tests/process: starts processes (serve, the wheel, lint-imports) but no cluster
 #   make e2e      tests/e2e: the real local control plane
+#   make fuzz     tests/fuzz at length (make test runs a bounded, seeded campaign of it):
+#                 schemathesis over the OpenAPI document, state machines of ledger and gangs
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit process e2e binaries peers venv clean
+.PHONY: demo test lint unit process e2e fuzz binaries peers venv clean
 
 # The service and, beside it, the harness with the development tools.
 $(STAMP): pyproject.toml harness/pyproject.toml
@@ -46,6 +48,10 @@ process: $(STAMP)
 
 e2e: $(STAMP) binaries peers
 	$(BIN)/pytest tests/e2e
+
+fuzz: $(STAMP)
+	ESCHER_FUZZ_EXAMPLES=$${ESCHER_FUZZ_EXAMPLES:-200} ESCHER_FUZZ_RUNS=$${ESCHER_FUZZ_RUNS:-500} \
+	$(BIN)/pytest tests/fuzz
 
 test: $(STAMP) binaries peers lint
 	$(BIN)/pytest
