@@ -4,7 +4,7 @@ The service starts first (a misconfiguration it cannot retry past ends here, wit
 on stderr and exit status 2), then uvicorn serves the app: on `port` everything, or, with
 `verbs_port`, the policy API there and kube-scheduler's verbs on a second TLS listener that
 requires a client certificate signed by `verbs_client_ca_file` when one is given. Both use
-the header-timeout protocol (extender.http.server) and refuse requests beyond
+the header-timeout protocol (extender.http.protocol) and refuse requests beyond
 `max_concurrency` with 503. SIGTERM stops both and then the service. Called by extender.cli.
 """
 
@@ -17,7 +17,7 @@ import sys
 import uvicorn
 
 from extender.app import create_app
-from extender.http.server import protocol
+from extender.http.protocol import protocol
 from extender.service import Service, StartupError
 from extender.settings import Settings
 

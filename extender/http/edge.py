@@ -5,7 +5,7 @@
 - Bodies over `max_body_bytes` are refused with 413: by Content-Length before reading, and
   by counting while reading (chunked bodies).
 - A body must arrive within `body_timeout` seconds of the request: a client that trickles it
-  gets 408 (the headers' read time is bounded by extender.http.server).
+  gets 408 (the headers' read time is bounded by extender.http.protocol).
 - With mutual TLS on a separate listener (settings.verbs_port), kube-scheduler's verbs are
   served only there and nothing else is: the listener a request came in on decides.
 - kube-scheduler's verbs go straight to their endpoint (extender.http.verbs), past the
