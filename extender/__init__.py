@@ -1,12 +1,14 @@
 """escher-extender: a kube-scheduler extender for ESCHER-style ephemeral resources.
 
-Packages, in the direction the layers point:
-  extender.app          HTTP routes (extender verbs, policy API, health, metrics)
-  extender.filters      filter/score plugins that decide over the ledger
-  extender.esl          ESCHER Scheduling Libraries and the policy API client
-  extender.ledger       the in-memory ledger of ephemeral resources (pure, no I/O)
-  extender.adapters         the only package that talks to the Kubernetes API
-  escher_harness.localcluster the embedded local control plane (etcd, apiserver, scheduler)
+Packages, in the direction the layers point (docs/architecture.md draws the map):
+  extender.http, extender.app   HTTP: the edge (kube-scheduler's verbs), one router per area
+  extender.verbs, extender.filters, extender.gang, extender.esl
+                                scheduling decisions, filter/score plugins, gangs, the ESLs
+  extender.core                 the ledger, quantities, pods, gang planning: pure, no I/O
+  extender.adapters             the only package that talks to the Kubernetes API
+  extender.service              the composition root; extender.settings its one settings object
+The harness (embedded control plane, benchmarks, test tooling) is escher_harness, a separate
+distribution the service never imports.
 """
 
 __version__ = "0.1.0"

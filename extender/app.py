@@ -1,7 +1,7 @@
 """The FastAPI application: the routers of extender.http, assembled around one Service.
 
 `create_app(settings)` builds the service (extender.service), mounts one router per area
-(policy, gangs, ESLs, operations), installs the edge middleware (which serves
+(policy, gangs, ESLs, operations), puts the edge in front (which serves
 kube-scheduler's verbs itself: they are the hot path) and the one error table, and completes
 the OpenAPI document with the verbs and the schemas of the msgspec wire types and of every
 ESL's parameters (so no `$ref` dangles). Called by extender.cli (`serve`) and by
@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from extender import __version__
 from extender.http import errors, esl, gangs, ops, policy, verbs
@@ -24,6 +25,24 @@ from extender.http.edge import Edge
 from extender.http.verbs import VerbEndpoints
 from extender.service import Service
 from extender.settings import Settings
+
+
+class ExtenderApp(FastAPI):
+    """FastAPI behind the edge (extender.http.edge): every request meets the edge's limits
+    first, and kube-scheduler's verbs are answered there, before FastAPI's own per-request
+    work (telemetry, middleware, routing) on the hot path."""
+
+    edge: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.edge is None or scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+        else:
+            await self.edge(scope, receive, send)
+
+    async def behind_edge(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Everything but the verbs, as FastAPI serves it: the edge's inner app."""
+        await super().__call__(scope, receive, send)
 
 
 def create_app(
@@ -44,7 +63,7 @@ def create_app(
         finally:
             await svc.stop()
 
-    app = FastAPI(
+    app = ExtenderApp(
         title="escher-extender",
         version=__version__,
         summary="A kube-scheduler extender over a ledger of ESCHER ephemeral resources.",
@@ -53,8 +72,8 @@ def create_app(
     app.state.runtime = svc
     for router in (policy, gangs, esl, ops):
         app.include_router(router.router(svc))
-    app.add_middleware(
-        Edge,
+    app.edge = Edge(
+        app.behind_edge,
         max_body_bytes=settings.max_body_bytes,
         body_timeout=settings.body_timeout_seconds,
         verbs=VerbEndpoints(svc.verbs, svc.metrics, svc.ready),

@@ -39,6 +39,9 @@ def _configs(settings: Settings, app: object) -> list[uvicorn.Config]:
         "log_config": None,
         "access_log": False,
         "lifespan": "off",
+        # No X-Forwarded-* rewriting: nothing in front of the service is trusted to set them.
+        "proxy_headers": False,
+        "server_header": False,
         "http": protocol(s.header_timeout_seconds),
         "limit_concurrency": s.max_concurrency,
         "ssl_certfile": str(s.tls_cert_file) if s.tls_cert_file else None,

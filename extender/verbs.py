@@ -182,7 +182,7 @@ class Verbs:
                 try:
                     check_node_name(n)
                 except CoreError as e:
-                    field = f"NodeNames[{i}]" if args.NodeNames is not None else f"Nodes[{i}]"
+                    field = f"NodeNames[{i}]" if args.node_cache_capable else f"Nodes[{i}]"
                     raise BadRequest(f"{field}: {e}", field) from None
             if new and room > 0:
                 self.ledger.learn_nodes([n for _, n in new[:room]])
@@ -211,12 +211,14 @@ class Verbs:
     # ---- prioritize ------------------------------------------------------------------------
 
     def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
-        """Scores 0..MAX_SCORE, the mean of the enabled scorers; an empty list (neutral: it
-        adds nothing to any node) for a pod no scorer has anything to say about."""
-        names = node_names(args)
+        """Scores 0..MAX_SCORE, the mean of the enabled scorers, for the nodes scoring above 0:
+        kube-scheduler adds an extender's scores to its own, so a node left out and a node
+        scoring 0 are the same to it, and an empty list is neutral. Empty at once for a pod no
+        scorer has anything to say about."""
         pod = self.pod(args.Pod)
         if not (pod.ephemeral or pod.marks) or not self.scorers:
             return []
+        names = node_names(args)
         if len(self.scorers) == 1:  # the common case, without the averaging pass
             scores = self.scorers[0].score(pod, names, self.ledger)
         else:
@@ -226,10 +228,10 @@ class Verbs:
                     if node in total:
                         total[node] += s
             scores = {n: round(s / len(self.scorers)) for n, s in total.items()}
-        get = scores.get
         return [
-            HostPriority(Host=n, Score=s if 0 <= (s := get(n, 0)) <= MAX_SCORE else _clamp(s))
-            for n in names
+            HostPriority(Host=n, Score=s if s <= MAX_SCORE else MAX_SCORE)
+            for n, s in scores.items()
+            if s > 0
         ]
 
     # ---- bind ------------------------------------------------------------------------------
@@ -294,16 +296,12 @@ class Verbs:
         return ExtenderPreemptionResult(NodeNameToMetaVictims=out)
 
 
-def _clamp(score: int) -> int:
-    return 0 if score < 0 else MAX_SCORE
-
-
 def _filter_reply(
     args: ExtenderArgs, names: Sequence[str], passed: Sequence[str], failed: dict[str, Rejection]
 ) -> ExtenderFilterResult:
     soft = {n: r.reason for n, r in failed.items() if not r.unresolvable}
     hard = {n: r.reason for n, r in failed.items() if r.unresolvable}
-    if args.NodeNames is not None:
+    if args.node_cache_capable:
         return ExtenderFilterResult(
             NodeNames=list(passed), FailedNodes=soft, FailedAndUnresolvableNodes=hard
         )

@@ -27,6 +27,8 @@ import msgspec
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+AUTH_REFRESH_SECONDS = 60.0
+
 
 class ApiError(Exception):
     """A Kubernetes API call failed. `status` is the HTTP status (0: no answer)."""
@@ -109,6 +111,8 @@ class KubeAPI:
                 client_configuration=cfg,
             )
         self._cfg = cfg
+        self._auth: str | None = None
+        self._auth_until = 0.0
         verify: ssl.SSLContext | bool
         if cfg.verify_ssl:
             verify = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
@@ -134,10 +138,14 @@ class KubeAPI:
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
-        # Calls the loader's refresh hook: a rotated service-account token is re-read.
-        auth = self._cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
-        if auth:
-            headers["Authorization"] = auth
+        now = time.monotonic()
+        if now >= self._auth_until:
+            # The loader's refresh hook re-reads a rotated service-account token, and costs
+            # a scan of the environment: once a minute, as client-go re-reads its token file.
+            self._auth = self._cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
+            self._auth_until = now + AUTH_REFRESH_SECONDS
+        if self._auth:
+            headers["Authorization"] = self._auth
         if content_type:
             headers["Content-Type"] = content_type
         return headers

@@ -216,19 +216,35 @@ class Ledger:
         cap = view.ephemeral.get(res, 0)
         return Shortfall(name, res, want, max(0, cap - view.used.get(res, 0)), cap)
 
-    def free_fractions(self, nodes: Iterable[str], request: Mapping[str, int]) -> dict[str, float]:
-        """Per node, the mean fraction of each requested resource left free after placing
-        `request` (0.0 when it does not fit): the basis of least-allocated scoring."""
+    def least_allocated(
+        self, nodes: Iterable[str], request: Mapping[str, int], top: int
+    ) -> dict[str, int]:
+        """Per node, `top` times the mean fraction of each requested resource left free after
+        placing `request`, rounded: NodeResourcesFit's LeastAllocated over the ledger. Nodes
+        scoring 0 (no room, or too little to round up) are left out: to a caller that adds
+        scores up, as kube-scheduler does, absent and 0 are the same."""
+        out: dict[str, int] = {}
+        if len(request) == 1:  # the common case, in one pass
+            ((res, want),) = request.items()
+            free, caps = self._free.get(res, {}), self._caps.get(res, {})
+            for name in nodes:
+                left = free.get(name, 0) - want
+                if left > 0 and (score := int(top * left / caps[name] + 0.5)):
+                    out[name] = score
+            return out
         if not request:
-            return {}
-        out = dict.fromkeys(nodes, 0.0)
+            return out
+        fractions = dict.fromkeys(nodes, 0.0)
         share = 1 / len(request)
         for res, want in request.items():
             free, caps = self._free.get(res, {}), self._caps.get(res, {})
-            for name in out:
+            for name in fractions:
                 left = free.get(name, 0) - want
                 if left > 0:
-                    out[name] += share * left / caps[name]
+                    fractions[name] += share * left / caps[name]
+        for name, fraction in fractions.items():
+            if score := int(top * fraction + 0.5):
+                out[name] = score
         return out
 
     def physical_shortfalls(

@@ -27,6 +27,7 @@ API's capacities and node_spec (extender.policy), ESL parameters (extender.esl.b
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 
@@ -81,15 +82,26 @@ def parse(text: object, *, field: str) -> Fraction:
         raise InvalidQuantity(field, text, "is not a quantity: it must be a JSON string")
     if len(text) > MAX_TEXT:
         raise InvalidQuantity(field, text, f"is longer than {MAX_TEXT} characters")
+    value = _value(text)
+    if isinstance(value, str):
+        raise InvalidQuantity(field, text, value)
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _value(text: str) -> Fraction | str:
+    """The value of a quantity string of at most MAX_TEXT characters, or what is wrong with
+    it. Cached: the same few spellings ("100m", "64Mi", "1") arrive with every pod, and a
+    Fraction is immutable. The cache holds at most 4096 short strings and their values."""
     m = _QUANTITY.fullmatch(text)
     if m is None or text == "":
-        raise InvalidQuantity(field, text, "is not a quantity")
+        return "is not a quantity"
     digits = (m["num"] or "") + (m["frac"] or "")
     mantissa = int(digits) if digits else 0
     if mantissa == 0:
         return Fraction(0)
     if m["sign"] == "-":
-        raise InvalidQuantity(field, text, "must not be negative")
+        return "must not be negative"
     suffix = m["suffix"] or ""
     exp10 = -len(m["frac"] or "")
     exp2 = _BINARY.get(suffix, 0)
@@ -101,17 +113,17 @@ def parse(text: object, *, field: str) -> Fraction:
         if len(written.lstrip("+-").lstrip("0")) > 6:
             if written.startswith("-"):
                 return Fraction(1, _NANO)
-            raise InvalidQuantity(field, text, "is above 2^63-1")
+            return "is above 2^63-1"
         exp10 += int(written)
     if exp10 + len(str(mantissa)) > _MAX_EXP:
-        raise InvalidQuantity(field, text, "is above 2^63-1")
+        return "is above 2^63-1"
     if exp10 < _MIN_EXP:
         return Fraction(1, _NANO)  # non-zero: rounded up to the smallest value, 1n
     value = Fraction(mantissa * 2**exp2) * Fraction(10) ** exp10
     nanos = -((-value * _NANO) // 1)  # ceil: ParseQuantity rounds up to a whole nano
     value = Fraction(nanos, _NANO)
     if value > MAX:
-        raise InvalidQuantity(field, text, "is above 2^63-1")
+        return "is above 2^63-1"
     return value
 
 

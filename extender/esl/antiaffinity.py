@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from extender.esl.base import BaseESL, Count, ESLParams, PodRequest
+from extender.esl.base import BaseESL, Count, ESLParams, NodeSelector, PodRequest
 from extender.esl.errors import Unsatisfiable
 
 NAME = "antiaffinity"
@@ -20,7 +20,7 @@ NAME = "antiaffinity"
 
 class AntiAffinityParams(ESLParams):
     pods: Count | None = Field(None, description="how many pods will ask (checked, optional)")
-    node_selector: dict[str, str] | None = None
+    node_selector: NodeSelector | None = None
 
 
 class AntiAffinity(BaseESL[AntiAffinityParams]):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from extender import policy
-from extender.core.errors import Conflict, CoreError, InvalidValue, NoMatch, NotFound
+from extender.core.errors import Conflict, CoreError, InvalidValue, NoMatch, NotFound, UnknownNode
 from extender.core.ledger import Ledger
 from extender.esl.client import PolicyAPIError, PolicyClient
 from extender.policy import ClusterState, ResourceSpec
@@ -79,6 +79,8 @@ class ExtenderBackend:
         try:
             return self.client.put_resource(name, spec).nodes
         except PolicyAPIError as e:
+            if e.status == 404 and e.field == "node" and spec.node is not None:
+                raise UnknownNode([spec.node]) from e  # what the service raised
             raise refusal(e) from e
 
     def delete_resource(self, name: str) -> None:

@@ -26,7 +26,15 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    model_validator,
+)
 
 from extender.core import quantity
 from extender.core.names import CPU, MEMORY
@@ -37,6 +45,9 @@ from extender.policy import ClusterState, ResourceSpec
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 NAME_MAX = 30
 KEY_MAX = 20
+# Keys (groups, queues, users, stages) and parts per instance: each is a resource, and
+# sharing among them costs up to keys^2.
+MAX_KEYS = 1000
 # "Unbounded" capacity (bin-packing, fair-share users, soft alternatives): far above what a
 # node can run, still a valid extended-resource quantity.
 UNBOUNDED = 100_000
@@ -72,7 +83,11 @@ Memory = Annotated[str, _quantity(MEMORY)]
 
 Name = Annotated[str, _check_name("name", NAME_MAX)]
 Key = Annotated[str, _check_name("key", KEY_MAX)]
-Count = Annotated[StrictInt, Field(ge=1)]
+# Bounded as what they become is bounded (a capacity, a ResourceSpec's node and
+# node_selector), so the ESL refuses them naming its own field, not the backend later.
+Count = Annotated[StrictInt, Field(ge=1, le=UNBOUNDED)]
+NodeName = Annotated[str, Field(min_length=1, max_length=253)]
+NodeSelector = Annotated[dict[str, str], Field(max_length=64)]
 
 
 class ESLParams(BaseModel):
@@ -89,8 +104,14 @@ class Target(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    node: str | None = None
-    node_selector: dict[str, str] | None = None
+    node: NodeName | None = None
+    node_selector: NodeSelector | None = None
+
+    @model_validator(mode="after")
+    def _one_place(self) -> Target:
+        if self.node is not None and self.node_selector is not None:
+            raise ValueError("give at most one of node, node_selector (neither: every node)")
+        return self
 
     def spec(self, capacity: int) -> ResourceSpec:
         return ResourceSpec(capacity=capacity, node=self.node, node_selector=self.node_selector)

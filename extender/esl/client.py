@@ -37,13 +37,15 @@ class PolicyClient:
         token: str | None = None,
         timeout: float = 30.0,
         verify: bool | str | ssl.SSLContext = True,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
-        """`verify`: True (system CAs), False, a CA bundle path, or an SSL context."""
+        """`verify`: True (system CAs), False, a CA bundle path, or an SSL context.
+        `transport`: httpx's own by default; tests pass one that reaches the app in-process."""
         if isinstance(verify, str):  # httpx wants a context, not a path
             verify = ssl.create_default_context(cafile=verify)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
-            base_url=base_url, headers=headers, timeout=timeout, verify=verify
+            base_url=base_url, headers=headers, timeout=timeout, verify=verify, transport=transport
         )
 
     def __enter__(self) -> PolicyClient:

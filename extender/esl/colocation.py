@@ -21,6 +21,7 @@ from pydantic import Field
 from extender.core.names import CPU, MEMORY, PODS
 from extender.core.quantity import amount
 from extender.esl.base import (
+    MAX_KEYS,
     Backend,
     BaseESL,
     Count,
@@ -38,7 +39,9 @@ NAME = "colocation"
 
 
 class ColocationParams(ESLParams):
-    groups: dict[Key, Count] = Field(min_length=1, description="group -> members")
+    groups: dict[Key, Count] = Field(
+        min_length=1, max_length=MAX_KEYS, description="group -> members"
+    )
     cpu: Cpu | None = Field(None, description="what each member requests")
     memory: Memory | None = None
 

@@ -6,7 +6,8 @@ applied last and told the others' per-member needs (`constrain`), so they pick a
 those resources exist too. After applying, the composition checks that its `pods` can ever
 fit where every requested resource exists (capacities, not what is free now); when they
 cannot (anti-affinity of 5 pods AND co-location on one node) it removes what it created and
-raises Unsatisfiable naming the conflict, rather than leaving pods pending forever.
+raises Unsatisfiable naming the conflict, rather than leaving pods pending forever. Any
+refusal while applying (a part's, or the backend's) removes what the composition created.
 At most one part may be keyed (groups, queues, ...): its keys are the composition's.
 
 OR (ESCHER: soft constraints over alternatives): pods request the first part's vector; if
@@ -27,8 +28,10 @@ from typing import Any, ClassVar, Literal, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from extender.core.errors import CoreError
 from extender.esl.base import (
     ESL,
+    MAX_KEYS,
     Backend,
     BaseESL,
     Change,
@@ -54,7 +57,9 @@ class Part(BaseModel):
 class ComposeParams(ESLParams):
     op: Literal["and", "or"]
     pods: Count = Field(description="how many pods the composition places")
-    parts: list[Part] = Field(default_factory=list, description="the ESLs composed (HTTP)")
+    parts: list[Part] = Field(
+        default_factory=list, max_length=MAX_KEYS, description="the ESLs composed (HTTP)"
+    )
     timeout_seconds: float = Field(30.0, gt=0, description="OR: before the next part")
 
 
@@ -109,7 +114,7 @@ class Compose(BaseESL[ComposeParams]):
                 cast(Placer, p).constrain(self._needs([q for q in self.parts if q is not p]))
                 p.apply()
             self._check(self.backend.cluster_state())
-        except ESLError as e:
+        except (ESLError, CoreError) as e:  # a part refused by the backend too
             self.teardown()
             e.args = (f"composition {self.params.name}: {e}",)
             raise

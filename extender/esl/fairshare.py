@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from extender.esl.base import Change, Count, ESLParams, Key, PodRequest, per_node
+from extender.esl.base import MAX_KEYS, Change, Count, ESLParams, Key, PodRequest, per_node
 from extender.esl.shares import Resizer, weighted_shares, within
 
 NAME = "fairshare"
@@ -28,12 +28,14 @@ class Group(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     weight: Count = 1
-    users: dict[Key, Count] = Field(min_length=1, description="user -> weight in the group")
+    users: dict[Key, Count] = Field(
+        min_length=1, max_length=MAX_KEYS, description="user -> weight in the group"
+    )
 
 
 class FairShareParams(ESLParams):
     slots: Count = Field(description="pods of all users running at once")
-    groups: dict[Key, Group] = Field(min_length=1)
+    groups: dict[Key, Group] = Field(min_length=1, max_length=MAX_KEYS)
 
     @model_validator(mode="after")
     def _users_unique(self) -> FairShareParams:
@@ -43,6 +45,8 @@ class FairShareParams(ESLParams):
                 if u in seen:
                     raise ValueError(f"user {u} is in both groups {seen[u]} and {g}")
                 seen[u] = g
+        if len(seen) > MAX_KEYS:
+            raise ValueError(f"at most {MAX_KEYS} users in all, not {len(seen)}")
         return self
 
 

@@ -22,25 +22,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from extender.core.names import CPU, MEMORY, PODS
 from extender.core.quantity import amount
-from extender.esl.base import Backend, BaseESL, Change, Count, Cpu, ESLParams, Memory, PodRequest
+from extender.esl.base import Backend, BaseESL, Change, Cpu, ESLParams, Memory, PodRequest
 from extender.esl.errors import NoRoom, Unsatisfiable
+from extender.gang.spec import MAX_MEMBERS, MAX_TIMEOUT
 from extender.policy import ClusterState
 
 NAME = "gang"
 
 
 class GangParams(ESLParams):
-    members: Count = Field(description="members placed together (gang-min)")
+    # The extender's gang feature refuses more members (and longer timeouts) than it keeps.
+    members: Annotated[StrictInt, Field(ge=1, le=MAX_MEMBERS)] = Field(
+        description="members placed together (gang-min)"
+    )
     cpu: Cpu = Field("1", description="what each member requests")
     memory: Memory = "1Gi"
     timeout_seconds: float = Field(
-        60.0, gt=0, le=86_400, description="extender: how long a reservation waits for members"
+        60.0, gt=0, le=MAX_TIMEOUT, description="extender: how long a reservation waits for members"
     )
     attempt_seconds: float = Field(
         10.0, gt=0, le=3_600, description="pure: how long an attempt waits before re-planning"

@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from extender.esl.base import BaseESL, Change, Count, ESLParams, PodRequest, per_node
+from extender.esl.base import BaseESL, Change, Count, ESLParams, NodeSelector, PodRequest, per_node
 
 NAME = "loadbalance"
 
@@ -26,7 +26,7 @@ NAME = "loadbalance"
 class LoadBalanceParams(ESLParams):
     mode: Literal["static", "dynamic"] = "static"
     tasks: Count | None = Field(None, description="how many pods (static mode)")
-    node_selector: dict[str, str] | None = None
+    node_selector: NodeSelector | None = None
 
     @model_validator(mode="after")
     def _tasks_if_static(self) -> LoadBalanceParams:

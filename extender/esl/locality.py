@@ -12,14 +12,22 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from extender.esl.base import UNBOUNDED, BaseESL, Count, ESLParams, PodRequest
+from extender.esl.base import (
+    UNBOUNDED,
+    BaseESL,
+    Count,
+    ESLParams,
+    NodeName,
+    NodeSelector,
+    PodRequest,
+)
 
 NAME = "locality"
 
 
 class LocalityParams(ESLParams):
-    node: str | None = Field(None, description="the node holding the data")
-    node_selector: dict[str, str] | None = Field(None, description="or the nodes with these")
+    node: NodeName | None = Field(None, description="the node holding the data")
+    node_selector: NodeSelector | None = Field(None, description="or the nodes with these")
     slots: Count = Field(UNBOUNDED, description="pods at once per data node")
 
     @model_validator(mode="after")

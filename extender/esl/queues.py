@@ -20,14 +20,16 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from extender.esl.base import Change, Count, ESLParams, Key, PodRequest, per_node
+from extender.esl.base import MAX_KEYS, Change, Count, ESLParams, Key, PodRequest, per_node
 from extender.esl.shares import Resizer, weighted_shares, within
 
 NAME = "queues"
 
 
 class QueuesParams(ESLParams):
-    weights: dict[Key, Count] = Field(min_length=1, description="queue -> weight")
+    weights: dict[Key, Count] = Field(
+        min_length=1, max_length=MAX_KEYS, description="queue -> weight"
+    )
     slots: Count = Field(description="pods of all queues running at once")
 
 

@@ -87,7 +87,10 @@ def build(kind: str, data: Any, backend: Backend) -> ESL:
         try:
             parts.append(build(part.kind, part.params, backend))
         except InvalidParameters as e:
-            raise InvalidParameters(f"parts.{i}.params.{e}", f"parts.{i}.params.{e.field}") from e
+            # A rule over the whole part (no field of its own) names the part's params.
+            where = f"parts.{i}.params" + (f".{e.field}" if e.field else "")
+            message = str(e).removeprefix(f"{e.field}: ") if e.field else str(e)
+            raise InvalidParameters(f"{where}: {message}", where) from e
     return compose.Compose(backend, params, parts=parts)
 
 

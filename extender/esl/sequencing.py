@@ -17,15 +17,28 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from extender.esl.base import Backend, BaseESL, Change, Count, ESLParams, Key, PodRequest, totals
+from extender.esl.base import (
+    MAX_KEYS,
+    Backend,
+    BaseESL,
+    Change,
+    Count,
+    ESLParams,
+    Key,
+    NodeSelector,
+    PodRequest,
+    totals,
+)
 
 NAME = "sequencing"
 
 
 class SequencingParams(ESLParams):
-    stages: list[Key] = Field(min_length=2, description="in order; each waits for the one before")
+    stages: list[Key] = Field(
+        min_length=2, max_length=MAX_KEYS, description="in order; each waits for the one before"
+    )
     pods: Count = Field(1, description="pods per stage (per node at most, and for step())")
-    node_selector: dict[str, str] | None = None
+    node_selector: NodeSelector | None = None
 
     @field_validator("stages")
     @classmethod

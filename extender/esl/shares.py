@@ -10,6 +10,7 @@ Used by extender.esl.queues and extender.esl.fairshare; pure but for the backend
 from __future__ import annotations
 
 import contextlib
+import heapq
 import math
 from collections.abc import Mapping
 
@@ -95,11 +96,15 @@ class Resizer(BaseESL[P]):
                 if keep > 0:
                     plan[k][n] = plan[k].get(n, 0) + keep
                     load[n] = load.get(n, 0) + keep
+        # New units one at a time to the least loaded node (then by name): a heap of
+        # (load, node), so a step costs units x log(nodes), not units x nodes.
+        heap = [(v, n) for n, v in load.items()]
+        heapq.heapify(heap)
         for k, target in targets.items():
-            for _ in range(target - sum(plan[k].values())):
-                n = min(load, key=lambda n: (load[n], n))
+            for _ in range(target - sum(plan[k].values()) if heap else 0):  # no nodes: none
+                v, n = heapq.heappop(heap)
                 plan[k][n] = plan[k].get(n, 0) + 1
-                load[n] += 1
+                heapq.heappush(heap, (v + 1, n))
         changes: list[Change] = []
         for k in targets:
             short, now = self.short(k), self.where(self.short(k))

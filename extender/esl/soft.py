@@ -40,7 +40,11 @@ NAME = "soft"
 
 
 class SoftParams(ESLParams):
-    alternatives: list[Target] = Field(min_length=1, description="best first; {} is anywhere")
+    # Few enough that the extender's prefer annotation naming them all stays within the
+    # length it reads (extender.core.pod.MAX_VALUE).
+    alternatives: list[Target] = Field(
+        min_length=1, max_length=64, description="best first; {} is anywhere"
+    )
     timeout_seconds: float = Field(30.0, gt=0, description="before falling back (pure)")
     pods: Count = Field(1, description="how many pods the application places")
 

@@ -32,5 +32,4 @@ class EphemeralResourceFit:
         return Verdict(rejected) if rejected else PASS
 
     def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
-        fractions = ledger.free_fractions(nodes, pod.ephemeral)
-        return {node: int(MAX_SCORE * free + 0.5) for node, free in fractions.items()}
+        return ledger.least_allocated(nodes, pod.ephemeral, MAX_SCORE)

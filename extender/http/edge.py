@@ -17,7 +17,6 @@ one table (extender.http.errors).
 from __future__ import annotations
 
 import asyncio
-import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -66,15 +65,16 @@ class Edge:
             return
         seen = 0
         complete = False
-        deadline = time.monotonic() + self.body_timeout
+        deadline = asyncio.get_running_loop().time() + self.body_timeout
 
         async def bounded() -> Message:
             nonlocal seen, complete
             if complete:  # after the body: a wait for the disconnect is not bounded here
                 return await receive()
-            left = deadline - time.monotonic()
             try:
-                message = await asyncio.wait_for(receive(), max(left, 0.001))
+                # A timer, not a task: the verbs' bodies are usually read already.
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
             except TimeoutError:
                 raise RequestTimeout(
                     f"the request body did not arrive within {self.body_timeout:g}s"

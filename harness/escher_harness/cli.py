@@ -9,6 +9,7 @@ cannot be done ends in one line on stderr and exit status 1, never a traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -52,17 +53,27 @@ def _add_demo(sub: Any) -> None:
 def _bench_extender(args: argparse.Namespace) -> int:
     from escher_harness.bench import extender_bench
 
-    if args.quick:
-        return extender_bench.run(
-            args.out, sizes=(100, 1000), seconds=3, tput_nodes=20, tput_pods=100
-        )
-    return extender_bench.run(
-        args.out,
-        sizes=args.sizes,
-        seconds=args.seconds,
-        tput_nodes=args.tput_nodes,
-        tput_pods=args.tput_pods,
+    base = extender_bench.quick() if args.quick else extender_bench.Config()
+    given = {
+        "sizes": args.sizes,
+        "repeat": args.repeat,
+        "pods": args.pods,
+        "modes": args.modes,
+        "qps": args.qps,
+        "latency_seconds": args.seconds,
+    }
+    cfg = dataclasses.replace(
+        base,
+        **{k: v for k, v in given.items() if v is not None},
+        latency=not args.no_latency,
+        throughput=not args.no_throughput,
+        memory=base.memory and not args.no_memory,
+        profile=args.profile,
+        baseline=args.baseline,
     )
+    if cfg.qps != base.qps:
+        cfg = dataclasses.replace(cfg, burst=int(2 * cfg.qps))
+    return extender_bench.run(args.out, cfg)
 
 
 def _bench_gang(args: argparse.Namespace) -> int:
@@ -100,6 +111,16 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
+def _modes(text: str) -> list[str]:
+    from escher_harness.bench.throughput import MODES
+
+    modes = text.split(",")
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise argparse.ArgumentTypeError(f"modes are among {', '.join(MODES)}, not {unknown}")
+    return modes
+
+
 def _add_bench(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks")
     kinds = p.add_subparsers(dest="benchmark", required=True)
@@ -107,11 +128,26 @@ def _add_bench(sub: Any) -> None:
         "extender", help="filter/prioritize latency and scheduling throughput with vs without"
     )
     e.add_argument("--out", type=Path, required=True, help="directory for results and plots")
-    e.add_argument("--quick", action="store_true", help="a small preset (about two minutes)")
-    e.add_argument("--sizes", type=_sizes, default=[100, 1000, 5000], help="node counts")
-    e.add_argument("--seconds", type=float, default=10.0, help="load per latency run")
-    e.add_argument("--tput-nodes", type=int, default=100, help="nodes for throughput")
-    e.add_argument("--tput-pods", type=int, default=500, help="pods for throughput")
+    e.add_argument("--quick", action="store_true", help="a small preset (a few minutes)")
+    e.add_argument("--sizes", type=_sizes, help="node counts (default 100,1000,5000)")
+    e.add_argument("--repeat", type=int, help="repetitions, modes interleaved (default 3)")
+    e.add_argument("--pods", type=int, help="pods per throughput run (default 1000)")
+    e.add_argument(
+        "--modes", type=_modes, help="comma-separated of none,pure,extender (default: all)"
+    )
+    e.add_argument(
+        "--qps", type=float, help="API budget of every client, burst twice it (default 1000)"
+    )
+    e.add_argument("--seconds", type=float, help="load per latency case (default 5)")
+    e.add_argument("--no-latency", action="store_true", help="skip the standalone latency part")
+    e.add_argument("--no-throughput", action="store_true", help="skip the throughput part")
+    e.add_argument(
+        "--no-memory", action="store_true", help="skip the memory part (5,000 nodes, 50,000 pods)"
+    )
+    e.add_argument(
+        "--profile", action="store_true", help="py-spy profile of the extender in repetition 1"
+    )
+    e.add_argument("--baseline", type=Path, help="an earlier results.json to guard against")
     e.set_defaults(func=_guarded(_bench_extender))
     g = kinds.add_parser("gang", help="gang scheduling: extender, pure, default and peers")
     g.add_argument("--out", type=Path, required=True, help="directory for results and plots")

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
+from escher_harness.kubeclient import api_client
 from escher_harness.localcluster import ClusterInfo
 from escher_harness.localcluster.kwok import HEARTBEAT_ANNOTATION
 from escher_harness.pytest_plugin import ClusterFactory
 from escher_harness.workload import Workload, pod_manifest
-from extender.adapters.client import api_client
 from extender.esl.client import PolicyClient
 
 pytestmark = pytest.mark.e2e

@@ -23,6 +23,7 @@ import httpx
 import msgspec
 import pytest
 
+from escher_harness.bench.latency import BackgroundLoad
 from escher_harness.localcluster.ports import allocate_ports
 
 NODES = [f"node-{i}" for i in range(5000)]
@@ -104,27 +105,12 @@ def test_filter_latency_does_not_move_under_scrapes_and_esl_steps(
             assert r.status_code in (201, 202), r.text
         filter_latencies(client, 200)  # warm
         quiet = filter_latencies(client, 1500)
-        # A second process scrapes /metrics and steps the ESLs as fast as it can.
-        load = subprocess.Popen(
-            [sys.executable, "-c", (
-                "import httpx,itertools\n"
-                f"c=httpx.Client(base_url='{url}',headers={AUTH!r})\n"
-                "for i in itertools.count():\n"
-                "    c.get('/metrics')\n"
-                "    if i % 5 == 0: c.post('/v1/esl/loadbalance-lb/step')\n"
-
-            )],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            time.sleep(0.5)
+        # A second process scrapes /metrics, steps an ESL and changes a resource.
+        with BackgroundLoad(url, TOKEN):
             busy = filter_latencies(client, 1500)
-        finally:
-            load.terminate()
-            load.wait(10)
     print(
         f"\nfilter at 5,000 nodes, client round trip: quiet p50 {statistics.median(quiet):.2f} "
-        f"p99 {p99(quiet):.2f} ms; under scrapes and ESL steps p50 "
+        f"p99 {p99(quiet):.2f} ms; under scrapes, ESL steps and resource changes p50 "
         f"{statistics.median(busy):.2f} p99 {p99(busy):.2f} ms"
     )
     # Both processes share two cores: the load takes CPU, it must not take the loop.

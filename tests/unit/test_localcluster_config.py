@@ -213,6 +213,7 @@ def test_scheduler_command() -> None:
         "--config=/d/s.yaml",
         "--bind-address=127.0.0.1",
         "--secure-port=3",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
         "--feature-gates=X=true",
     ]
 

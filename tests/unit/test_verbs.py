@@ -24,6 +24,7 @@ from extender.wire import (
     ExtenderPreemptionArgs,
     MetaPod,
     MetaVictims,
+    node_names,
 )
 
 KEYS = Keys.for_domain("escher.io")
@@ -91,7 +92,7 @@ PODS = {
 def full_path(v: Verbs, a: ExtenderArgs) -> tuple[list[str], dict[str, Rejection]]:
     """The reference: every enabled filter, in order, on every node, no shortcut."""
     p = v.pod(a.Pod)
-    remaining, failed = list(a.NodeNames or []), {}
+    remaining, failed = node_names(a), {}
     for plugin in v.filters:
         verdict = plugin.filter(p, remaining, v.ledger)
         failed.update(verdict.rejected)
@@ -142,20 +143,42 @@ def test_a_filter_refused_for_its_pod_learns_no_node() -> None:
 
 
 @pytest.mark.parametrize(
+    ("names", "field"),
+    [("[1]", "NodeNames[0]"), ('["a", null]', "NodeNames[1]"), ('{"a": 1}', "NodeNames")],
+    ids=["number", "null-item", "object"],
+)
+def test_node_names_that_are_not_strings_are_refused_naming_the_item(
+    names: str, field: str
+) -> None:
+    body = b'{"Pod": {"metadata": {"uid": "u"}}, "NodeNames": ' + names.encode() + b"}"
+    a = msgspec.json.decode(body, type=ExtenderArgs)  # decoded only when read
+    with pytest.raises(BadRequest) as e:
+        verbs(ledger()).filter(a)
+    assert e.value.field == field
+    with pytest.raises(BadRequest):
+        verbs(ledger()).prioritize(
+            msgspec.json.decode(body.replace(b'"uid": "u"', b'"uid": "u", "annotations": '
+                                             b'{"escher.io/prefer": "zone=n3"}'), type=ExtenderArgs)
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
     ("kind", "scored"),
     [("plain", False), ("big-cpu", False), ("ephemeral", True), ("preference", True)],
 )
 def test_prioritize_says_nothing_about_pods_it_has_nothing_to_say_about(
     kind: str, scored: bool
 ) -> None:
-    scores = verbs(ledger()).prioritize(args(PODS[kind]))
+    lg = ledger()
+    lg.set_capacity(R, {"n1": 4})  # room to spare: least-allocated has a preference
+    scores = verbs(lg).prioritize(args(PODS[kind]))
     assert bool(scores) is scored
-    assert all(0 <= s.Score <= 10 for s in scores)
+    assert all(1 <= s.Score <= 10 for s in scores)
 
 
 def test_a_preference_scores_the_best_alternative_ten() -> None:
     scores = verbs(ledger()).prioritize(args(PODS["preference"]))
-    assert {s.Host: s.Score for s in scores} == {"n0": 0, "n1": 0, "n2": 0, "n3": 10}
+    assert {s.Host: s.Score for s in scores} == {"n3": 10}  # the others score 0: left out
 
 
 def bind_args(uid: str, node: str, name: str | None = None) -> ExtenderBindingArgs:

@@ -1,11 +1,16 @@
-"""Server-side latency of filter and prioritize, by cluster size and nodeCacheCapable mode.
+"""Server-side latency of filter and prioritize, by cluster size, pod and background load.
 
 Starts the extender standalone (`serve --no-kube`: no API server in the path, nodes learnt
-from the requests) on loopback, gives every node an ephemeral resource, then drives each
-verb with locust (loadtests/extender_locustfile.py) with bodies shaped like the ones the real
-kube-scheduler sends (tests/fixtures/kube-scheduler-v1.37/): a full Pod and either NodeNames
-(nodeCacheCapable: true) or a NodeList of complete Node objects (false). The server-side time
-comes from each reply's Server-Timing header. Called by escher_harness.bench.extender_bench.
+from the requests) on loopback, gives every node an ephemeral resource and runs ESLs over
+them, then drives each verb with locust (loadtests/extender_locustfile.py) with bodies shaped
+like the ones the real kube-scheduler sends (tests/fixtures/kube-scheduler-v1.37/): a full
+Pod and NodeNames, as the deployed configuration has it (nodeCacheCapable: true). Pods are
+`plain` (cpu and memory: the fast path) or `ephemeral` (one unit of the resource: filtered
+and scored on the ledger). Each case runs `quiet` and `loaded`: with a second process
+scraping /metrics in a tight loop, stepping an ESL and changing a resource, as a cluster's
+monitoring and policies do. The server-side time comes from each reply's Server-Timing
+header. Called by escher_harness.bench.extender_bench; BackgroundLoad also by
+tests/process/test_process_isolation.py.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
@@ -31,8 +37,14 @@ RESOURCE = "escher.io/bench"
 WARMUP = 50  # at most this many first calls of each run are dropped (cold paths)
 
 
-def pod() -> dict[str, Any]:
+PODS: Final = ("plain", "ephemeral")
+LOADS: Final = ("quiet", "loaded")
+TOKEN: Final = "bench"
+
+
+def pod(kind: str = "ephemeral") -> dict[str, Any]:
     """A pod as kube-scheduler sends it (defaults filled in by the API server)."""
+    ephemeral = {RESOURCE: "1"} if kind == "ephemeral" else {}
     return {
         "metadata": {
             "name": "bench-0",
@@ -49,8 +61,8 @@ def pod() -> dict[str, Any]:
                     "image": "registry.k8s.io/pause:3.10",
                     "imagePullPolicy": "IfNotPresent",
                     "resources": {
-                        "limits": {RESOURCE: "1"},
-                        "requests": {RESOURCE: "1", "cpu": "100m", "memory": "64Mi"},
+                        "limits": ephemeral,
+                        "requests": {**ephemeral, "cpu": "100m", "memory": "64Mi"},
                     },
                     "terminationMessagePath": "/dev/termination-log",
                     "terminationMessagePolicy": "File",
@@ -120,15 +132,9 @@ def node(i: int) -> dict[str, Any]:
     }
 
 
-def args(nodes: int, node_cache_capable: bool) -> dict[str, Any]:
-    if node_cache_capable:
-        return {"Pod": pod(), "Nodes": None, "NodeNames": [f"node-{i}" for i in range(nodes)]}
-    items = [node(i) for i in range(nodes)]
-    return {
-        "Pod": pod(),
-        "Nodes": {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items},
-        "NodeNames": None,
-    }
+def args(nodes: int, kind: str = "ephemeral") -> dict[str, Any]:
+    """ExtenderArgs as kube-scheduler sends them with nodeCacheCapable: the pod and names."""
+    return {"Pod": pod(kind), "Nodes": None, "NodeNames": [f"node-{i}" for i in range(nodes)]}
 
 
 class Server:
@@ -138,7 +144,7 @@ class Server:
         self.port = allocate_ports({"extender": None})["extender"]
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "extender", "serve", "--no-kube", "--port", str(self.port)]
-        cmd += ["--log-level", "WARNING"]
+        cmd += ["--token", TOKEN, "--log-level", "WARNING"]
         self._log = log.open("wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -183,11 +189,54 @@ def _run_locust(url: str, verb: str, body: Path, seconds: float, work: Path) -> 
     return sample[min(WARMUP, len(sample) // 10) :]
 
 
+class BackgroundLoad:
+    """A second process that scrapes the extender's /metrics in a tight loop and, every fifth
+    scrape, steps an ESL and changes a resource's capacity; until the context ends."""
+
+    SCRIPT: Final = (
+        "import httpx, itertools, sys\n"
+        "auth = {'Authorization': 'Bearer ' + sys.argv[2]}\n"
+        "c = httpx.Client(base_url=sys.argv[1], headers=auth)\n"
+        "for i in itertools.count():\n"
+        "    c.get('/metrics')\n"
+        "    if i % 5 == 0:\n"
+        "        c.post('/v1/esl/loadbalance-bench-lb/step')\n"
+        "        c.put('/v1/resources/bench-churn', json={'capacity': 1 + i % 7})\n"
+    )
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> BackgroundLoad:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        r = httpx.post(
+            f"{self.url}/v1/esl/loadbalance",
+            json={"name": "bench-lb", "mode": "dynamic"},
+            headers=headers,
+            timeout=30,
+        )
+        if r.status_code not in (201, 202, 409):
+            raise RuntimeError(f"cannot create the load's ESL: {r.status_code} {r.text[:200]}")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", self.SCRIPT, self.url, self.token],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(0.5)  # under way before the first measured call
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(10)
+
+
 def run(
     sizes: list[int], seconds: float, out: Path, progress: Callable[[str], None]
 ) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
-    """Rows of {nodes, node_cache_capable, verb, server_ms{...}, calls_per_s, body_bytes}
-    and the raw server-side samples (ms) by "verb/nodes/mode" for plots."""
+    """Rows of {verb, nodes, pod, load, server_ms{...}, calls, calls_per_s, body_bytes} and
+    the raw server-side samples (ms) by "verb/nodes/pod/load", for plots."""
     rows: list[dict[str, Any]] = []
     samples: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="escher-bench-") as tmp:
@@ -196,28 +245,40 @@ def run(
             server = Server(out / f"extender-{n}.log")
             try:
                 # Learn the nodes (standalone mode), then give each the resource.
-                httpx.post(f"{server.url}/filter", json=args(n, True), timeout=30)
-                r = httpx.put(f"{server.url}/v1/resources/bench", json={"capacity": 10**6})
+                httpx.post(f"{server.url}/filter", json=args(n), timeout=30)
+                r = httpx.put(
+                    f"{server.url}/v1/resources/bench",
+                    json={"capacity": 10**6},
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                    timeout=30,
+                )
                 r.raise_for_status()
-                for cache_capable in (True, False):
+                for kind in PODS:
                     body = work / "args.json"
-                    body.write_text(json.dumps(args(n, cache_capable)))
-                    mode = "NodeNames" if cache_capable else "NodeList"
-                    for verb in ("filter", "prioritize"):
-                        progress(f"latency: {verb} at {n} nodes with {mode} for {seconds}s")
-                        sample = _run_locust(server.url, verb, body, seconds, work)
-                        samples[f"{verb}/{n}/{mode}"] = sample
-                        rows.append(
-                            {
-                                "nodes": n,
-                                "node_cache_capable": cache_capable,
-                                "verb": verb,
-                                "body_bytes": body.stat().st_size,
-                                "calls": len(sample),
-                                "calls_per_s": round(len(sample) / seconds, 1),
-                                "server_ms": summary(sample),
-                            }
-                        )
+                    body.write_text(json.dumps(args(n, kind)))
+                    for load in LOADS:
+                        background = BackgroundLoad(server.url, TOKEN)
+                        with background if load == "loaded" else nullcontext():
+                            for verb in ("filter", "prioritize"):
+                                progress(f"latency: {verb} at {n} nodes, {kind} pod, {load}")
+                                sample = _run_locust(server.url, verb, body, seconds, work)
+                                samples[f"{verb}/{n}/{kind}/{load}"] = sample
+                                rows.append(_row(verb, n, kind, load, body, sample, seconds))
             finally:
                 server.stop()
     return rows, samples
+
+
+def _row(
+    verb: str, nodes: int, kind: str, load: str, body: Path, sample: list[float], seconds: float
+) -> dict[str, Any]:
+    return {
+        "verb": verb,
+        "nodes": nodes,
+        "pod": kind,
+        "load": load,
+        "body_bytes": body.stat().st_size,
+        "calls": len(sample),
+        "calls_per_s": round(len(sample) / seconds, 1),
+        "server_ms": summary(sample),
+    }

@@ -1,4 +1,5 @@
-"""Summary statistics shared by the benchmarks: percentiles of a sample, nearest-rank."""
+"""Summary statistics shared by the benchmarks: percentiles of a sample (nearest-rank), and
+the spread of a figure over repetitions."""
 
 from __future__ import annotations
 
@@ -23,4 +24,19 @@ def summary(sample: Sequence[float]) -> dict[str, float]:
         "p90": round(percentile(sample, 90), 4),
         "p99": round(percentile(sample, 99), 4),
         "max": round(max(sample), 4),
+    }
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """The median, min and max of a figure over repetitions, rounded for reports."""
+    if not values:
+        raise ValueError("spread of no repetitions")
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return {
+        "n": len(ordered),
+        "median": round(median, 4),
+        "min": round(ordered[0], 4),
+        "max": round(ordered[-1], 4),
     }

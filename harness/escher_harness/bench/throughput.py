@@ -1,110 +1,412 @@
-"""kube-scheduler's end-to-end throughput (pods/s) on the local control plane, by mode.
+"""kube-scheduler's scheduling throughput (pods/s) on the local control plane, in one mode.
 
-For each mode: start the real control plane (extender: kube-scheduler asks the extender and
-binds through it; pure: the same kube-scheduler with no extender, enforcing the written-back
-extended resources), create the pods while no node has the resource they request (so they
-wait, unschedulable, and pod creation does not pace the measurement), then create the
-resource on every node with one set_resource call and time until the last pod is bound.
-pods/s = pods / (last bind - set_resource call). Also checks that no node went over capacity.
-Called by escher_harness.bench.extender_bench.
+One run starts the real control plane (kwok off: bound pods stay Pending, so nothing but
+scheduling is measured) with every scheduler and the extender on the same API budget and
+`percentageOfNodesToScore`, warms it up, and then for each workload:
+
+1. stops kube-scheduler and creates all the pods, so pod creation does not pace scheduling;
+2. starts kube-scheduler again (its metrics start from zero) and records when each pod is
+   first seen bound;
+3. reads throughput over the middle of the bind window (from the 10th to the 90th percentile
+   bind, so neither the scheduler's start-up nor the last stragglers count), kube-scheduler's
+   own cycle metrics, the extender's server-side verb latency, the CPU time each component
+   used per pod, the API server's binding latency, and whether any node went over capacity.
+
+Workloads: `plain` pods (cpu and memory only: in extender mode they take the extender's fast
+path) and `ephemeral` pods (one unit each of a resource set on every node; modes pure and
+extender). Called by escher_harness.bench.extender_bench, once per mode, size and repetition.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
+
+import httpx
+from kubernetes import client
 
 from escher_harness import localcluster
-from escher_harness.bench.stats import summary
+from escher_harness.bench import profile, promhist
+from escher_harness.bench.extender_summary import COMPONENTS
 from escher_harness.kubeclient import api_client
+from escher_harness.localcluster.processes import ProcessRecord, cpu_seconds
 from escher_harness.workload import Workload, pod_manifest
+from extender.core import quantity
 from extender.esl.client import PolicyClient
 
-RESOURCE = "tput"
+Mode = Literal["none", "pure", "extender"]
+Kind = Literal["plain", "ephemeral"]
+MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
+RESOURCE: Final = "tput"
+LABEL: Final = "bench.escher.io/run"
+WARMUP_PODS: Final = 20
+# The scheduling cycle's framework phases; kube-scheduler calls the extenders' filter after
+# Filter and their prioritize after Score, inside scheduling_algorithm_duration_seconds, so
+# what that histogram holds beyond these is the extenders' share (plus a little bookkeeping).
+FRAMEWORK_POINTS: Final = frozenset({"PreFilter", "Filter", "PreScore", "Score"})
 
 
-def run_mode(
-    mode: Literal["extender", "pure"],
-    nodes: int,
-    pods: int,
-    out: Path,
+@dataclass(frozen=True)
+class Setup:
+    """What every run of one benchmark shares, so modes are compared on equal footing."""
+
+    nodes: int
+    pods: int
+    qps: float = 1000.0
+    burst: int = 2000
+    percentage_of_nodes_to_score: int = 100
+    bound_timeout: float = 600.0
+    # Where to write a py-spy profile of the extender's measured window (extender mode).
+    profile_dir: Path | None = None
+
+
+def kinds(mode: Mode) -> tuple[Kind, ...]:
+    """The workloads a mode runs: ephemeral pods need a resource only the policy API sets."""
+    return ("plain",) if mode == "none" else ("plain", "ephemeral")
+
+
+def window_rate(bound_at: list[float], low: float = 0.1, high: float = 0.9) -> float:
+    """Pods/s between the `low` and `high` quantiles of the bind times (monotonic seconds).
+    The edges are left out: the scheduler's start-up before, and the stragglers after."""
+    times = sorted(bound_at)
+    if len(times) < 2:
+        raise ValueError("a rate needs at least 2 bind times")
+    i, j = math.floor(low * (len(times) - 1)), math.ceil(high * (len(times) - 1))
+    span = times[j] - times[i]
+    return (j - i) / span if span > 0 else math.inf
+
+
+def run(
+    mode: Mode, setup: Setup, progress: Callable[[str], None], log_dir: Path | None = None
+) -> list[dict[str, Any]]:
+    """Start a cluster in `mode` and measure each of its workloads; one row per workload."""
+    with _cluster(mode, setup, progress, log_dir) as info:
+        api = api_client(info.kubeconfig, pool_size=32)
+        try:
+            _warm_up(info, api, progress)
+            return [_measure(info, api, mode, kind, setup, progress) for kind in kinds(mode)]
+        finally:
+            api.close()  # type: ignore[no-untyped-call]
+
+
+@contextmanager
+def _cluster(
+    mode: Mode, setup: Setup, progress: Callable[[str], None], log_dir: Path | None
+) -> Iterator[localcluster.ClusterInfo]:
+    with tempfile.TemporaryDirectory(prefix=f"escher-tput-{mode}-") as tmp:
+        progress(f"{mode}: starting the control plane with {setup.nodes} nodes")
+        spec = localcluster.ClusterSpec(
+            dir=Path(tmp),
+            nodes=setup.nodes,
+            mode=mode,
+            kwok=False,
+            client_qps=setup.qps,
+            client_burst=setup.burst,
+            percentage_of_nodes_to_score=setup.percentage_of_nodes_to_score,
+            timeout=300.0,
+        )
+        info = localcluster.up(spec)
+        try:
+            yield info
+        finally:
+            if log_dir is not None:
+                _keep_logs(info, log_dir)
+            localcluster.down(Path(tmp))
+
+
+def _keep_logs(info: localcluster.ClusterInfo, log_dir: Path) -> None:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for p in info.processes:
+        if p.log.exists():
+            (log_dir / p.log.name).write_bytes(p.log.read_bytes()[-2_000_000:])
+
+
+def _warm_up(
+    info: localcluster.ClusterInfo, api: client.ApiClient, progress: Callable[[str], None]
+) -> None:
+    """A few pods through every path first: connections, caches, the extender's first calls."""
+    work = Workload(api)
+    names = [f"warm-{i}" for i in range(WARMUP_PODS)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: work.create(_pod(n, "warm", None)), names))
+    if work.bound(names, timeout=120) < len(names):
+        raise RuntimeError(f"{info.mode}: the warm-up pods were not all bound in 120s")
+    _delete_all(api, "warm")
+    progress(f"{info.mode}: warmed up with {WARMUP_PODS} pods")
+
+
+def _pod(name: str, run: str, resource: str | None) -> dict[str, Any]:
+    return pod_manifest(
+        name,
+        limits={resource: "1"} if resource else None,
+        requests={"cpu": "100m", "memory": "64Mi"},
+        labels={LABEL: run},
+    )
+
+
+def _measure(
+    info: localcluster.ClusterInfo,
+    api: client.ApiClient,
+    mode: Mode,
+    kind: Kind,
+    setup: Setup,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix=f"escher-tput-{mode}-") as tmp:
-        progress(f"throughput: starting the control plane in {mode} mode with {nodes} nodes")
-        info = localcluster.up(localcluster.ClusterSpec(dir=Path(tmp), nodes=nodes, mode=mode))
-        try:
-            assert info.extender_url is not None
-            api = api_client(info.kubeconfig, pool_size=16)
-            work = Workload(api)
-            full = f"{info.resource_domain}/{RESOURCE}"
-            names = [f"tput-{i}" for i in range(pods)]
-            progress(f"throughput: creating {pods} pods requesting {full} (none exists yet)")
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(lambda n: work.create(pod_manifest(n, limits={full: "1"})), names))
-            # Every pod tried once and is parked unschedulable; its first backoff (1 s) over.
-            deadline = time.monotonic() + 120
-            while sum(1 for p in work.placements(names).values() if p.reason) < pods:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("pods were not all marked unschedulable within 120s")
-                time.sleep(0.2)
-            time.sleep(1.5)
-            stop = threading.Event()
-            result: dict[str, dict[str, float]] = {}
-            watcher = threading.Thread(
-                target=lambda: result.setdefault("t", work.watch_bound(pods, stop))
-            )
-            watcher.start()
-            time.sleep(0.5)  # the watch is established
-            per_node = math.ceil(pods / nodes) + 1
-            progress(f"throughput: set_resource({RESOURCE}, {per_node}) on all {nodes} nodes")
-            with PolicyClient(info.extender_url, info.token) as policy:
-                t0 = time.monotonic()
-                policy.set_resource(RESOURCE, per_node)
-                set_done = time.monotonic()
-                watcher.join(timeout=300)
-                stop.set()
-                watcher.join()
-                bound = result.get("t", {})
-                state = policy.cluster_state()
-            over = [
-                n
-                for n, res in state.nodes.items()
-                if full in res and res[full].allocated > res[full].capacity
-            ]
-            if len(bound) < pods:
-                raise RuntimeError(f"{mode}: only {len(bound)} of {pods} pods bound in 300s")
-            last = max(bound.values())
-            latencies = [(t - t0) * 1000 for t in bound.values()]
-            return {
-                "mode": mode,
-                "nodes": nodes,
-                "pods": pods,
-                "seconds": round(last - t0, 3),
-                "pods_per_s": round(pods / (last - t0), 1),
-                "set_resource_ms": round((set_done - t0) * 1000, 1),
-                "bind_ms_after_set_resource": summary(latencies),
-                "nodes_over_capacity": over,
-            }
-        finally:
-            localcluster.down(Path(tmp), keep_logs=False)
-
-
-def run(nodes: int, pods: int, out: Path, progress: Callable[[str], None]) -> dict[str, Any]:
-    """Both modes in one run, and their ratio."""
-    modes = {
-        "extender": run_mode("extender", nodes, pods, out, progress),
-        "pure": run_mode("pure", nodes, pods, out, progress),
+    resource = _set_resource(info, setup) if kind == "ephemeral" else None
+    localcluster.stop_component(info.dir, "kube-scheduler")
+    work = Workload(api)
+    names = [f"{kind}-{i}" for i in range(setup.pods)]
+    t = time.monotonic()
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda n: work.create(_pod(n, kind, resource)), names))
+    progress(
+        f"{mode}/{kind}: {setup.pods} pods created in {time.monotonic() - t:.1f}s "
+        "with kube-scheduler stopped; starting it"
+    )
+    ext_before = _extender_metrics(info)
+    api_before = _apiserver_metrics(api)
+    cpu_before = _cpu(info)
+    load_before = os.getloadavg()[0]
+    stop = threading.Event()
+    found: dict[str, dict[str, float]] = {}
+    watcher = threading.Thread(
+        target=lambda: found.setdefault("bound", work.watch_bound(setup.pods, stop)),
+        daemon=True,
+    )
+    watcher.start()
+    recording = _profile(info, setup, f"{mode}-{kind}-{setup.nodes}")
+    time.sleep(0.5)  # the watch is established before the first bind
+    started = time.monotonic()
+    info = localcluster.start_component(info.dir, "kube-scheduler", timeout=120)
+    watcher.join(timeout=setup.bound_timeout)
+    stop.set()
+    watcher.join()
+    if recording is not None:
+        recording.stop()
+    bound = found.get("bound", {})
+    cpu_after = _cpu(info)
+    if len(bound) < setup.pods:
+        raise RuntimeError(
+            f"{mode}/{kind}: only {len(bound)} of {setup.pods} pods bound in "
+            f"{setup.bound_timeout:.0f}s"
+        )
+    times = sorted(bound.values())
+    rate = window_rate(times)
+    row: dict[str, Any] = {
+        "mode": mode,
+        "workload": kind,
+        "nodes": setup.nodes,
+        "pods": setup.pods,
+        "pods_per_s": round(rate, 1),
+        "pods_per_s_first_to_last": round(setup.pods / (times[-1] - times[0]), 1),
+        "seconds_start_to_last_bind": round(times[-1] - started, 2),
+        "cpu_ms_per_pod": {
+            name: round((cpu_after[name] - cpu_before[name]) * 1000 / setup.pods, 3)
+            for name in cpu_after
+            if name in cpu_before
+        },
+        "scheduler": _scheduler_cycle(info, setup.pods),
+        "extender": _extender_costs(ext_before, _extender_metrics(info), setup.pods),
+        "apiserver_binding_ms": _binding_latency(api_before, _apiserver_metrics(api)),
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "over_capacity": _over_capacity(api, kind),
     }
-    return {
-        "modes": modes,
-        "ratio_extender_to_pure": round(
-            modes["extender"]["pods_per_s"] / modes["pure"]["pods_per_s"], 3
+    if recording is not None and recording.out.exists():
+        row["profile"] = {
+            "file": str(recording.out),
+            "top_frames": [vars(f) for f in profile.top_frames(recording.out.read_text())],
+        }
+    _delete_all(api, kind)
+    progress(
+        f"{mode}/{kind}: {row['pods_per_s']} pods/s (10-90% window), "
+        f"extender CPU {row['cpu_ms_per_pod'].get('extender', '-')} ms/pod"
+    )
+    return row
+
+
+def _profile(info: localcluster.ClusterInfo, setup: Setup, name: str) -> profile.Recording | None:
+    extender = _record(info, "extender")
+    if setup.profile_dir is None or info.mode != "extender" or extender is None:
+        return None
+    setup.profile_dir.mkdir(parents=True, exist_ok=True)
+    return profile.Recording(extender.pid, setup.profile_dir / f"{name}.txt")
+
+
+def _set_resource(info: localcluster.ClusterInfo, setup: Setup) -> str:
+    """One unit more per node than an even spread needs, set on every node and written back
+    (the scheduler, about to be restarted, must see it in the nodes' status)."""
+    assert info.extender_url is not None
+    per_node = math.ceil(setup.pods / setup.nodes) + 1
+    deadline = time.monotonic() + 120
+    with PolicyClient(info.extender_url, info.token, timeout=60) as policy:
+        while True:
+            result = policy.set_resource(RESOURCE, per_node)
+            if result.durable:
+                return result.resource
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{RESOURCE} was not written to the nodes in 120s")
+            time.sleep(0.5)
+
+
+def _delete_all(api: client.ApiClient, run: str) -> None:
+    core = client.CoreV1Api(api)
+    selector = f"{LABEL}={run}"
+    core.delete_collection_namespaced_pod(
+        "default", label_selector=selector, grace_period_seconds=0
+    )
+    deadline = time.monotonic() + 120
+    while core.list_namespaced_pod("default", label_selector=selector, limit=1).items:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the {run} pods were not deleted in 120s")
+        time.sleep(0.2)
+
+
+def _record(info: localcluster.ClusterInfo, name: str) -> ProcessRecord | None:
+    return next((p for p in info.processes if p.name == name), None)
+
+
+def _cpu(info: localcluster.ClusterInfo) -> dict[str, float]:
+    records = {name: _record(info, name) for name in COMPONENTS}
+    return {name: cpu_seconds(r) for name, r in records.items() if r is not None}
+
+
+def _scrape(url: str, token: str | None) -> str:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    r = httpx.get(url, headers=headers, verify=False, timeout=30)
+    r.raise_for_status()
+    return r.text
+
+
+def _scheduler_cycle(info: localcluster.ClusterInfo, pods: int) -> dict[str, Any]:
+    """kube-scheduler's own view of the run (its metrics began when it was started for it)."""
+    text = _scrape(f"https://127.0.0.1:{info.ports['scheduler']}/metrics", None)
+    algorithm = promhist.histograms(
+        text, "scheduler_scheduling_algorithm_duration_seconds", lambda _: "all"
+    ).get("all", promhist.EMPTY)
+    points = promhist.histograms(
+        text,
+        "scheduler_framework_extension_point_duration_seconds",
+        lambda labels: (
+            labels["extension_point"] if labels.get("extension_point") in FRAMEWORK_POINTS else None
         ),
+    )
+    attempts = promhist.histograms(
+        text, "scheduler_scheduling_attempt_duration_seconds", lambda labels: labels["result"]
+    )
+    framework_s = sum(h.sum for h in points.values())
+    outside_s = max(0.0, algorithm.sum - framework_s)
+    return {
+        "attempts": {k: int(h.count) for k, h in sorted(attempts.items())},
+        "algorithm_ms_per_pod": round(algorithm.sum * 1000 / pods, 4),
+        "framework_ms_per_pod": {
+            k: round(h.sum * 1000 / pods, 4) for k, h in sorted(points.items())
+        },
+        # The algorithm's time outside the framework's phases: the extenders' filter and
+        # prioritize calls, node selection and bookkeeping. Compared across modes, the
+        # difference from mode none is what the extender costs the cycle.
+        "outside_framework_ms_per_pod": round(outside_s * 1000 / pods, 4),
+        "attempt_ms": {k: h.summary_ms() for k, h in sorted(attempts.items())},
     }
+
+
+def _extender_metrics(info: localcluster.ClusterInfo) -> str | None:
+    if info.extender_url is None:
+        return None
+    return _scrape(f"{info.extender_url}/metrics", info.token)
+
+
+def _extender_costs(before: str | None, after: str | None, pods: int) -> dict[str, Any] | None:
+    """The extender's server-side latency per verb, and its bind's API calls, over the run."""
+    if before is None or after is None:
+        return None
+
+    def verbs(text: str) -> dict[str, promhist.Histogram]:
+        return promhist.histograms(
+            text, "escher_extender_request_seconds", lambda labels: labels["verb"]
+        )
+
+    def binds(text: str) -> dict[str, promhist.Histogram]:
+        return promhist.histograms(text, "escher_bind_api_seconds", lambda _: "bind_api")
+
+    spent = promhist.minus(verbs(after), verbs(before))
+    served = {v: h for v, h in spent.items() if h.count > 0}
+    return {
+        "verb_ms": {v: h.summary_ms() for v, h in sorted(served.items())},
+        "verb_ms_per_pod": round(sum(h.sum for h in served.values()) * 1000 / pods, 4),
+        "bind_api_ms": promhist.minus(binds(after), binds(before))
+        .get("bind_api", promhist.EMPTY)
+        .summary_ms(),
+    }
+
+
+def _apiserver_metrics(api: client.ApiClient) -> str:
+    method, url, headers, body, post = api.param_serialize(
+        "GET", "/metrics", auth_settings=["BearerToken"]
+    )
+    raw: Any = api.call_api(method, url, header_params=headers, body=body, post_params=post)
+    raw.read()
+    return str(raw.data.decode())
+
+
+def _binding_latency(before: str, after: str) -> dict[str, Any]:
+    """The API server's own latency for the run's Binding creations (whoever sent them)."""
+
+    def binding(text: str) -> dict[str, promhist.Histogram]:
+        return promhist.histograms(
+            text,
+            "apiserver_request_duration_seconds",
+            lambda labels: (
+                "binding"
+                if labels.get("resource") == "pods" and labels.get("subresource") == "binding"
+                else None
+            ),
+        )
+
+    return (
+        promhist.minus(binding(after), binding(before)).get("binding", promhist.EMPTY).summary_ms()
+    )
+
+
+def _over_capacity(api: client.ApiClient, run: str) -> list[str]:
+    """Nodes whose bound pods of this run ask for more than the node's allocatable."""
+    core = client.CoreV1Api(api)
+
+    def items(raw: Any) -> list[dict[str, Any]]:
+        return list(json.loads(raw.data)["items"])
+
+    allocatable = {
+        n["metadata"]["name"]: n["status"].get("allocatable", {})
+        for n in items(core.list_node(_preload_content=False))
+    }
+    asked: dict[str, dict[str, Fraction]] = {}
+    selector = f"{LABEL}={run}"
+    pods = core.list_namespaced_pod("default", label_selector=selector, _preload_content=False)
+    for p in items(pods):
+        node = p["spec"].get("nodeName")
+        if not node:
+            continue
+        per = asked.setdefault(node, {})
+        per["pods"] = per.get("pods", Fraction(0)) + 1
+        for c in p["spec"]["containers"]:
+            res = c.get("resources", {})
+            for name, q in (res.get("requests", {}) | res.get("limits", {})).items():
+                per[name] = per.get(name, Fraction(0)) + quantity.parse(q, field=name)
+    return sorted(
+        node
+        for node, per in asked.items()
+        if any(
+            amount > quantity.parse(allocatable.get(node, {}).get(name, "0"), field=name)
+            for name, amount in per.items()
+        )
+    )

@@ -13,7 +13,9 @@ from escher_harness.localcluster.cluster import (
     down,
     load,
     restart_component,
+    start_component,
     status,
+    stop_component,
     up,
 )
 from escher_harness.localcluster.errors import ClusterError, MissingBinaryError
@@ -28,6 +30,8 @@ __all__ = [
     "down",
     "load",
     "restart_component",
+    "start_component",
     "status",
+    "stop_component",
     "up",
 ]

@@ -302,13 +302,24 @@ def restart_component(
     """Stop one component with `kill_signal` (SIGKILL: a crash), start it again with the same
     command line and port, and return once it is ready. Its earlier log is kept as
     `<name>.log.1`. For restart and failure tests."""
+    stop_component(dir, name, kill_signal=kill_signal)
+    return start_component(dir, name, timeout=timeout)
+
+
+def stop_component(dir: Path, name: str, *, kill_signal: signal.Signals = signal.SIGTERM) -> None:
+    """Stop one component with `kill_signal`; `start_component` starts it again. Benchmarks
+    stop kube-scheduler while they queue pods, so pod creation does not pace scheduling."""
+    stop(_component(ClusterDir(dir.absolute()), name)[1], first=kill_signal)
+
+
+def start_component(dir: Path, name: str, *, timeout: float = 60.0) -> ClusterInfo:
+    """Start a stopped component again with the same command line and port, and return once it
+    is ready. Its earlier log is kept as `<name>.log.1`."""
     cdir = ClusterDir(dir.absolute())
-    state = cdir.read_state()
+    state, old = _component(cdir, name)
+    if is_running(old):
+        raise ClusterError(f"{name} (pid {old.pid}) is still running")
     info = load(cdir.root)
-    old = next((p for p in state.processes if p.name == name), None) if state else None
-    if state is None or old is None:
-        raise ClusterError(f"no component {name!r} in the cluster in {cdir.root}")
-    stop(old, first=kill_signal)
     if old.log.exists():
         old.log.replace(old.log.with_name(old.log.name + ".1"))
     new = spawn(
@@ -326,6 +337,14 @@ def restart_component(
     write_json(cdir.cluster_file, info.to_json())
     wait_ready(new, deadline=time.monotonic() + timeout, timeout=timeout)
     return info
+
+
+def _component(cdir: ClusterDir, name: str) -> tuple[State, ProcessRecord]:
+    state = cdir.read_state()
+    record = next((p for p in state.processes if p.name == name), None) if state else None
+    if state is None or record is None:
+        raise ClusterError(f"no component {name!r} in the cluster in {cdir.root}")
+    return state, record
 
 
 def status(dir: Path) -> ClusterStatus:

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from escher_harness.localcluster.errors import ClusterError
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class _Stat(NamedTuple):
     pgid: int
     start_time: int
     rss_pages: int
+    cpu_ticks: int  # utime + stime, all threads
 
 
 def spawn(
@@ -161,6 +163,14 @@ def rss_bytes(record: ProcessRecord) -> int:
     return sum(member.rss_pages for member in _group_members(record.pid)) * _PAGE_SIZE
 
 
+def cpu_seconds(record: ProcessRecord) -> float:
+    """User plus system CPU time the record's process group has used (all threads; children
+    it has reaped included; 0 when it is not running). Benchmarks take differences."""
+    if not is_running(record):
+        return 0.0
+    return sum(member.cpu_ticks for member in _group_members(record.pid)) / _CLOCK_TICKS
+
+
 def log_tail(path: Path, lines: int = 15) -> str:
     try:
         with path.open("rb") as f:
@@ -202,5 +212,10 @@ def _read_stat(pid: int) -> _Stat | None:
     # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
     fields = raw[raw.rindex(")") + 2 :].split()
     return _Stat(
-        state=fields[0], pgid=int(fields[2]), start_time=int(fields[19]), rss_pages=int(fields[21])
+        state=fields[0],
+        pgid=int(fields[2]),
+        start_time=int(fields[19]),
+        rss_pages=int(fields[21]),
+        # utime, stime, cutime, cstime (fields 14-17)
+        cpu_ticks=sum(int(f) for f in fields[11:15]),
     )

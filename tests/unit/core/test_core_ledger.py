@@ -177,10 +177,23 @@ def test_snapshot_is_a_copy() -> None:
     assert snap.version < lg.version
 
 
-def test_free_fractions() -> None:
+@pytest.mark.parametrize(
+    ("request_", "expected"),
+    [
+        ({R: 1}, {"a": 3, "b": 8}),  # a: 1 of 4 left (2.5 rounds to 3), b: 3 of 4; c: none
+        ({R: 2}, {"b": 5}),  # a is full after it: 0, left out
+        ({R: 1, S: 1}, {"a": 5, "b": 8}),  # the mean of the two free fractions
+        ({}, {}),
+    ],
+    ids=["one-resource", "full-left-out", "two-resources", "nothing"],
+)
+def test_least_allocated_scores_leave_out_zero(
+    request_: dict[str, int], expected: dict[str, int]
+) -> None:
     lg = ledger("a", "b", cap=4)
+    lg.set_capacity(S, {"a": 4, "b": 4})
     lg.hold("p", "a", {R: 2})
-    assert lg.free_fractions(["a", "b", "c"], {R: 1}) == {"a": 0.25, "b": 0.75, "c": 0.0}
+    assert lg.least_allocated(["a", "b", "c"], request_, 10) == expected
 
 
 def test_concurrent_holds_never_overcommit() -> None:

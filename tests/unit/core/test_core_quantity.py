@@ -200,3 +200,11 @@ def test_any_text_parses_or_is_refused_cleanly(text: str) -> None:
         assert e.field == "f"
     else:
         assert 0 <= value <= MAX
+
+
+def test_a_cached_value_or_error_still_names_each_callers_field() -> None:
+    for field in ("first", "second"):
+        with pytest.raises(InvalidQuantity) as e:
+            parse("-1", field=field)
+        assert e.value.field == field and str(e.value).startswith(f"{field}: '-1'")
+    assert parse("100m", field="a") is parse("100m", field="b")

@@ -1,0 +1,232 @@
+"""The figures of `bench extender`, computed from its recorded rows. Pure, no I/O.
+
+Throughput rows (escher_harness.bench.throughput, one per mode, workload, size and
+repetition) become, per size and workload: each mode's pods/s as median, min and max over the
+repetitions; the ratios measured within one repetition (extender and pure against
+kube-scheduler alone for plain pods, extender against pure for ephemeral ones), again as
+median, min and max; the CPU each component spent per pod; the extender's share of
+kube-scheduler's cycle; and the extender's verb latencies and bind against the API server's
+binding latency. `guard` compares a run with an earlier one. Called by
+escher_harness.bench.extender_bench and tested in tests/unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from escher_harness.bench.stats import spread
+
+# The processes whose CPU time a throughput run reads, in the tables' order.
+COMPONENTS = ("extender", "kube-scheduler", "kube-apiserver", "etcd")
+# Ratios as (numerator mode, denominator mode) per workload, each measured within one
+# repetition: the same machine state, minutes apart at most.
+RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
+    "plain": (("extender", "none"), ("pure", "none")),
+    "ephemeral": (("extender", "pure"),),
+}
+# Worse than the baseline by more than this is reported as a regression.
+REGRESSION = 0.25
+
+
+def _get(row: Mapping[str, Any], path: str) -> float | None:
+    value: Any = row
+    for key in path.split("."):
+        if not isinstance(value, Mapping) or value.get(key) is None:
+            return None
+        value = value[key]
+    return float(value)
+
+
+def _spread_of(rows: Iterable[Mapping[str, Any]], path: str) -> dict[str, float] | None:
+    values = [v for r in rows if (v := _get(r, path)) is not None]
+    return spread(values) if values else None
+
+
+def extender_share(row: Mapping[str, Any], alone: Mapping[str, Any]) -> float | None:
+    """The extender's share of kube-scheduler's cycle in one repetition: the scheduling
+    algorithm's time outside the framework's phases beyond what it is without an extender,
+    per pod, over the cycle's length per pod (1 / throughput)."""
+    extra = _get(row, "scheduler.outside_framework_ms_per_pod")
+    base = _get(alone, "scheduler.outside_framework_ms_per_pod")
+    rate = _get(row, "pods_per_s")
+    if extra is None or base is None or not rate:
+        return None
+    return max(0.0, extra - base) / (1000.0 / rate)
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per (nodes, workload): per mode the spread of each figure, and the ratios."""
+    out = []
+    for nodes, workload in sorted({(r["nodes"], r["workload"]) for r in rows}):
+        here = [r for r in rows if r["nodes"] == nodes and r["workload"] == workload]
+        by_rep: dict[int, dict[str, Mapping[str, Any]]] = {}
+        for r in here:
+            by_rep.setdefault(r["rep"], {})[r["mode"]] = r
+        modes: dict[str, Any] = {}
+        for mode in sorted({r["mode"] for r in here}):
+            mine = [r for r in here if r["mode"] == mode]
+            cpu_names = sorted({k for r in mine for k in r["cpu_ms_per_pod"]})
+            modes[mode] = {
+                "pods_per_s": _spread_of(mine, "pods_per_s"),
+                "cpu_ms_per_pod": {n: _spread_of(mine, f"cpu_ms_per_pod.{n}") for n in cpu_names},
+                "algorithm_ms_per_pod": _spread_of(mine, "scheduler.algorithm_ms_per_pod"),
+                "outside_framework_ms_per_pod": _spread_of(
+                    mine, "scheduler.outside_framework_ms_per_pod"
+                ),
+                "verb_ms": {
+                    f"{verb}.{q}": _spread_of(mine, f"extender.verb_ms.{verb}.{q}")
+                    for verb in ("filter", "prioritize", "bind")
+                    for q in ("p50", "p99")
+                },
+                "bind_api_p50_ms": _spread_of(mine, "extender.bind_api_ms.p50"),
+                "apiserver_binding_p50_ms": _spread_of(mine, "apiserver_binding_ms.p50"),
+                "over_capacity": sum(len(r["over_capacity"]) for r in mine),
+            }
+        ratios = {}
+        for top, bottom in RATIOS.get(workload, ()):
+            values = [
+                m[top]["pods_per_s"] / m[bottom]["pods_per_s"]
+                for m in by_rep.values()
+                if top in m and bottom in m and m[bottom]["pods_per_s"]
+            ]
+            if values:
+                ratios[f"{top}/{bottom}"] = spread(values)
+        shares = [
+            s
+            for m in by_rep.values()
+            if "extender" in m and "none" in m
+            if (s := extender_share(m["extender"], m["none"])) is not None
+        ]
+        out.append(
+            {
+                "nodes": nodes,
+                "workload": workload,
+                "modes": modes,
+                "ratios": ratios,
+                "extender_share_of_cycle": spread(shares) if shares else None,
+            }
+        )
+    return out
+
+
+def _fmt(s: Mapping[str, float] | None, digits: int = 1) -> str:
+    if not s:
+        return "-"
+    if s["n"] == 1:
+        return f"{s['median']:.{digits}f}"
+    return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}-{s['max']:.{digits}f}]"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A Markdown table (readable as plain text too)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
+    """The report's throughput, CPU, cycle and verb tables (median [min-max])."""
+    tput, cpu, cycle, verbs = [], [], [], []
+    for s in summary:
+        for mode, m in s["modes"].items():
+            ratio = next(
+                (_fmt(v, 2) for k, v in s["ratios"].items() if k.startswith(f"{mode}/")), ""
+            )
+            tput.append(
+                [s["nodes"], s["workload"], mode, _fmt(m["pods_per_s"]), ratio, m["over_capacity"]]
+            )
+            c = m["cpu_ms_per_pod"]
+            cpu.append(
+                [s["nodes"], s["workload"], mode]
+                + [
+                    _fmt(c.get(n), 2)
+                    for n in ("extender", "kube-scheduler", "kube-apiserver", "etcd")
+                ]
+            )
+            share = s["extender_share_of_cycle"] if mode == "extender" else None
+            cycle.append(
+                [
+                    s["nodes"],
+                    s["workload"],
+                    mode,
+                    _fmt(m["algorithm_ms_per_pod"], 2),
+                    _fmt(m["outside_framework_ms_per_pod"], 2),
+                    _fmt(share, 2) if share else "",
+                ]
+            )
+            if mode == "extender":
+                v = m["verb_ms"]
+                verbs.append(
+                    [s["nodes"], s["workload"]]
+                    + [_fmt(v[k], 2) for k in sorted(v)]
+                    + [_fmt(m["bind_api_p50_ms"], 2), _fmt(m["apiserver_binding_p50_ms"], 2)]
+                )
+    verb_cols = [f"{verb} {q}" for verb in ("bind", "filter", "prioritize") for q in ("p50", "p99")]
+    return "\n\n".join(
+        [
+            "Scheduling throughput, pods/s over the 10-90% bind window, median [min-max] over "
+            "repetitions; ratio measured within each repetition:\n"
+            + table(["nodes", "pods", "mode", "pods/s", "ratio", "over capacity"], tput),
+            "CPU time per scheduled pod (ms), median [min-max]:\n"
+            + table(
+                ["nodes", "pods", "mode", "extender", "kube-scheduler", "kube-apiserver", "etcd"],
+                cpu,
+            ),
+            "kube-scheduler's cycle per pod (ms, its own metrics): the algorithm, its part "
+            "outside the framework's phases (the extender's calls), and the extender's share "
+            "of the cycle:\n"
+            + table(
+                ["nodes", "pods", "mode", "algorithm", "outside framework", "extender share"],
+                cycle,
+            ),
+            "The extender's verbs, server-side (ms, from its histograms), and its Binding "
+            "POSTs against the API server's own binding latency (p50):\n"
+            + table(["nodes", "pods", *verb_cols, "bind API p50", "apiserver binding p50"], verbs),
+        ]
+    )
+
+
+def latency_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    return table(
+        ["verb", "nodes", "pod", "load", "calls/s", "p50", "p90", "p99", "max"],
+        [
+            [
+                r["verb"],
+                r["nodes"],
+                r["pod"],
+                r["load"],
+                r["calls_per_s"],
+                *(r["server_ms"][q] for q in ("p50", "p90", "p99", "max")),
+            ]
+            for r in rows
+        ],
+    )
+
+
+def guard(
+    summary: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]] | None
+) -> list[str]:
+    """The regression guard: per size, the extender/none ratio and the extender's CPU per
+    pod (plain pods), against `baseline` (an earlier run's summary) when given."""
+    before = {(s["nodes"], s["workload"]): s for s in baseline or ()}
+    lines = []
+    for s in summary:
+        if s["workload"] != "plain" or "extender" not in s["modes"]:
+            continue
+        ratio = s["ratios"].get("extender/none")
+        cpu = s["modes"]["extender"]["cpu_ms_per_pod"].get("extender")
+        line = (
+            f"guard: {s['nodes']} nodes: throughput extender/none {_fmt(ratio, 2)} "
+            f"(target >= 0.9), extender CPU {_fmt(cpu, 2)} ms per pod"
+        )
+        old = before.get((s["nodes"], s["workload"]))
+        if old is not None and ratio and cpu:
+            old_ratio = old["ratios"].get("extender/none")
+            old_cpu = old["modes"].get("extender", {}).get("cpu_ms_per_pod", {}).get("extender")
+            if old_ratio and ratio["median"] < old_ratio["median"] * (1 - REGRESSION):
+                line += f"; REGRESSION: ratio was {old_ratio['median']:.2f}"
+            if old_cpu and cpu["median"] > old_cpu["median"] * (1 + REGRESSION):
+                line += f"; REGRESSION: CPU was {old_cpu['median']:.2f} ms"
+        lines.append(line)
+    return lines

@@ -1,0 +1,52 @@
+"""escher_harness.bench.throughput's pure parts: the bind window's rate, and which
+workloads each mode runs; escher_harness.bench.profile's reading of py-spy's output."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from escher_harness.bench import profile, throughput
+
+
+@pytest.mark.parametrize(
+    ("times", "expected"),
+    [
+        ([float(i) for i in range(11)], 1.0),  # one a second, edges dropped
+        ([0.0] + [10 + i / 10 for i in range(9)] + [100.0], 10.0),  # a slow start and tail
+        ([1.0, 1.0, 1.0], math.inf),  # all at once
+    ],
+    ids=["steady", "slow-edges", "instant"],
+)
+def test_the_rate_is_read_between_the_10th_and_90th_percentile_binds(
+    times: list[float], expected: float
+) -> None:
+    assert throughput.window_rate(times) == pytest.approx(expected)
+
+
+def test_a_rate_needs_two_binds() -> None:
+    with pytest.raises(ValueError):
+        throughput.window_rate([1.0])
+
+
+def test_only_modes_with_the_policy_api_run_ephemeral_pods() -> None:
+    assert throughput.kinds("none") == ("plain",)
+    assert throughput.kinds("extender") == ("plain", "ephemeral")
+
+
+def test_top_frames_rank_self_samples_and_count_each_frame_once_per_stack() -> None:
+    collapsed = "\n".join(
+        [
+            "main (a.py:1);loop (a.py:2);filter (v.py:3) 6",
+            "main (a.py:1);loop (a.py:2);bind (v.py:9);post (h.py:1) 3",
+            "main (a.py:1);rec (a.py:5);rec (a.py:5) 1",
+            "garbage line",
+        ]
+    )
+    frames = profile.top_frames(collapsed, n=2)
+    assert [f.frame for f in frames] == ["filter (v.py:3)", "post (h.py:1)"]
+    assert frames[0].self_share == pytest.approx(0.6)
+    assert frames[1].total_share == pytest.approx(0.3)
+    (rec,) = [f for f in profile.top_frames(collapsed) if f.frame == "rec (a.py:5)"]
+    assert rec.total_share == pytest.approx(0.1)  # recursion is not counted twice
