@@ -10,9 +10,10 @@ The three ways, all with percentageOfNodesToScore 100 (the extender needs every 
 for correctness; the same setting everywhere keeps the comparison fair):
 - default: kube-scheduler's default profile, as upstream runs these workloads.
 - extender: the project's extender mode, scheduler-config/extender.yaml (filter, prioritize and
-  bind through the ESCHER extender, nodeCacheCapable, weight 1, not ignorable), where
-  NodeResourcesFit leaves the extended-resource domain the measured pods request (foo.com for
-  SchedulingWithExtendedResource) to the extender, which decides it from its ledger.
+  bind through the ESCHER extender, nodeCacheCapable, weight 1, not ignorable); the extender
+  owns the extended-resource domain the measured pods request (foo.com for
+  SchedulingWithExtendedResource) and has the last word on it from its ledger, after
+  NodeResourcesFit has checked the resources written on the nodes.
 - pure: ESCHER's own construction, scheduler-config/pure.yaml: kube-scheduler alone matches the
   extended resources written on the nodes; the ESCHER service runs beside it in pure mode
   (owning the same domain, watching the cluster) but is not in the scheduling path. Its
@@ -30,12 +31,7 @@ from typing import Any, Final, Literal
 
 import yaml
 
-from escher_harness.localcluster.config import (
-    DEFAULT_RESOURCE_DOMAIN,
-    Mode,
-    mode_config,
-    point_extenders,
-)
+from escher_harness.localcluster.config import Mode, mode_config, point_extenders
 from escher_harness.localcluster.paths import REPO_ROOT
 
 Way = Literal["default", "extender", "pure"]
@@ -137,11 +133,9 @@ def render_test_case(
     return [case]
 
 
-def render_scheduler_config(
-    way: Way, *, extender_url: str | None, domain: str | None
-) -> dict[str, Any]:
+def render_scheduler_config(way: Way, *, extender_url: str | None) -> dict[str, Any]:
     """The way's KubeSchedulerConfiguration, from the project's scheduler-config/ templates."""
-    config = mode_config(_MODE[way], domain or DEFAULT_RESOURCE_DOMAIN)
+    config = mode_config(_MODE[way])
     if extender_url is not None:
         point_extenders(config, extender_url)
     # scheduler_perf builds the scheduler's client itself (in-process, QPS = burst = 5000) and

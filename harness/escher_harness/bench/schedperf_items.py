@@ -35,7 +35,7 @@ class _Item(msgspec.Struct, frozen=True):
 
 class _File(msgspec.Struct, frozen=True):
     version: str
-    dataItems: list[_Item]  # noqa: N815 (the file's own key)
+    dataItems: list[_Item]
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Any, Final
 import httpx
 import yaml
 
-from escher_harness.bench import extender_metrics, schedperf_items
+from escher_harness.bench import schedperf_items
 from escher_harness.bench.schedperf_config import (
     Way,
     Workload,
@@ -41,6 +41,7 @@ from escher_harness.bench.schedperf_config import (
     render_scheduler_config,
     render_test_case,
 )
+from escher_harness.bench.throughput import extender_costs
 from escher_harness.localcluster import health, processes
 from escher_harness.localcluster.binaries import find_binaries
 from escher_harness.localcluster.config import (
@@ -77,9 +78,7 @@ class Build:
 def build(progress: Progress) -> Build:
     """Run hack/build-scheduler-perf.sh (a no-op when the binary is up to date)."""
     env = {**os.environ, "ESCHER_CACHE_DIR": str(cache_dir())}
-    done = subprocess.run(
-        [str(BUILD_SCRIPT)], env=env, capture_output=True, text=True, check=False
-    )
+    done = subprocess.run([str(BUILD_SCRIPT)], env=env, capture_output=True, text=True, check=False)
     for line in done.stdout.splitlines():
         progress(line)
     if done.returncode != 0:
@@ -108,7 +107,8 @@ class Run:
     results: schedperf_items.Results
     client: Mapping[str, Any]  # the in-process scheduler's client: server, qps, burst
     load: tuple[float, ...]  # the 1-minute load average, sampled once a second
-    extender: extender_metrics.Scrape | None  # what the run cost the extender
+    # What the run cost the extender (server-side latency per verb, bind API calls).
+    extender: Mapping[str, Any] | None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,7 +126,7 @@ class Run:
                 "max": max(self.load) if self.load else None,
                 "samples": list(self.load),
             },
-            "extender": self.extender.to_json() if self.extender else None,
+            "extender": dict(self.extender) if self.extender else None,
         }
 
 
@@ -143,11 +143,7 @@ def run(
     url = f"http://127.0.0.1:{port}"
     scheduler_config = run_dir / "scheduler-config.yaml"
     scheduler_config.write_text(
-        dump_yaml(
-            render_scheduler_config(
-                way, extender_url=url if way == "extender" else None, domain=wl.domain
-            )
-        )
+        dump_yaml(render_scheduler_config(way, extender_url=url if way == "extender" else None))
     )
     test_case = run_dir / "test-case.yaml"
     test_case.write_text(
@@ -201,8 +197,8 @@ def run(
         "scheduler-perf", argv, log=run_dir / "scheduler-perf.log", port=0, health_url="", env=env
     )
     ext: processes.ProcessRecord | None = None
-    before: extender_metrics.Scrape | None = None
-    after: extender_metrics.Scrape | None = None
+    before: str | None = None
+    after: str | None = None
     client: dict[str, Any] = {}
     load: list[float] = []
     try:
@@ -219,7 +215,9 @@ def run(
                 if posted.stem == "cluster":
                     client = content
                     if extender_argv is not None:
-                        progress(f"  control plane up at {content['server']}; starting the extender")
+                        progress(
+                            f"  control plane up at {content['server']}; starting the extender"
+                        )
                         ext = _start_extender(extender_argv, url, run_dir / "extender.log")
                         before = _scrape(url)
                 elif posted.stem == "done":
@@ -256,14 +254,12 @@ def run(
         results=results,
         client=client,
         load=tuple(load),
-        extender=after.minus(before) if after is not None and before is not None else None,
+        extender=extender_costs(before, after, wl.measured_pods + wl.init_pods),
     )
 
 
 def _start_extender(argv: tuple[str, ...], url: str, log: Path) -> processes.ProcessRecord:
-    record = processes.spawn(
-        "escher-extender", argv, log=log, port=0, health_url=f"{url}/readyz"
-    )
+    record = processes.spawn("escher-extender", argv, log=log, port=0, health_url=f"{url}/readyz")
     try:
         health.wait_ready(
             record,
@@ -276,10 +272,10 @@ def _start_extender(argv: tuple[str, ...], url: str, log: Path) -> processes.Pro
     return record
 
 
-def _scrape(url: str) -> extender_metrics.Scrape:
+def _scrape(url: str) -> str:
     response = httpx.get(f"{url}/metrics", timeout=10.0)
     response.raise_for_status()
-    return extender_metrics.parse(response.text)
+    return response.text
 
 
 def _wait_nodes_seen(url: str, token: str, nodes: list[str], progress: Progress) -> None:

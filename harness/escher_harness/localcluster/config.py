@@ -108,10 +108,7 @@ def scheduler_config(
     whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url; the client's qps and burst,
     and percentageOfNodesToScore, when given.
     """
-    if user_config is not None:
-        config = copy.deepcopy(dict(user_config))
-    else:
-        config = mode_config(mode)
+    config = copy.deepcopy(dict(user_config)) if user_config is not None else mode_config(mode)
     config["clientConnection"] = {
         **(config.get("clientConnection") or {}),
         "kubeconfig": str(kubeconfig),
