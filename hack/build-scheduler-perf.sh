@@ -29,6 +29,22 @@ if ! command -v go >/dev/null; then
   exit 1
 fi
 
+# One Kubernetes for the project: this module must pin the release hack/kubernetes pins (the
+# control plane's binaries). Checked before the stamp, so a bump there cannot leave a stale
+# binary here looking up to date.
+pin() { sed -n 's/^\(require\)\{0,1\}[[:space:]]*k8s\.io\/kubernetes \(v[0-9.]*\)$/\2/p' "$1" | head -1; }
+k8s=$(pin "$module/go.mod")
+want_k8s=$(pin "$repo/hack/kubernetes/go.mod")
+if [[ -z $want_k8s || $k8s != "$want_k8s" ]]; then
+  cat >&2 <<EOF
+build-scheduler-perf: hack/scheduler-perf pins k8s.io/kubernetes ${k8s:-?}, hack/kubernetes pins ${want_k8s:-?}.
+Re-pin it (the staging modules are v0.<minor>.<patch> of the same release):
+  sed -i 's/ ${k8s}/ ${want_k8s}/; s/ v0${k8s#v1}/ v0${want_k8s#v1}/' hack/scheduler-perf/go.mod
+  (cd hack/scheduler-perf && go mod tidy)
+EOF
+  exit 1
+fi
+
 stamp=$data/.stamp
 stamp_of() {
   cat "$module"/go.{mod,sum} "$module"/*.go "$repo/hack/build-scheduler-perf.sh"
@@ -43,7 +59,6 @@ mkdir -p "$bin" "$data"
 rm -f "$stamp"
 
 total=$SECONDS
-k8s=$(cd "$module" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 minor=$(echo "$k8s" | cut -d. -f2)
 # As hack/build-binaries.sh: without these the in-process components report v0.0.0-master.
 ldflags="-s -w"
