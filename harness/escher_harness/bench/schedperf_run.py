@@ -4,12 +4,13 @@ The binary (hack/build-scheduler-perf.sh: `go test -c` of hack/scheduler-perf) s
 etcd (the one on PATH, on a unix socket in TMPDIR), an in-process kube-apiserver on a free
 loopback port and an in-process kube-scheduler, runs one workload and writes its data items.
 It hands its cluster over at two points (hack/scheduler-perf/scheduler_perf_test.go): once the
-control plane is up it writes handover/cluster.kubeconfig (the apiserver's loopback URL, CA and
-token: an outside process can reach it) and waits; this module then starts `escher-extender
-serve` against it (extender and pure ways), waits for /readyz, scrapes /metrics and
-acknowledges. After each createNodes op it waits again, until the extender's ledger holds every
-node, so the extender's watch is not still catching up when the measured pods arrive. The
-default way gets the same hand-over, acknowledged at once, so every way runs the same steps.
+control plane is up it writes handover/cluster.kubeconfig (the apiserver's loopback URL and
+token, TLS verification skipped: an outside process can reach it) and waits; this module then
+starts `escher-extender serve` against it (extender and pure ways), waits for /readyz, scrapes
+/metrics and acknowledges. After each createNodes op it waits again, until the extender's ledger
+holds every node, so the extender's watch is not still catching up when the measured pods
+arrive. The default way gets the same hand-over, acknowledged at once, so every way runs the
+same steps.
 
 When the workload is over, before the control plane stops, it hands over a last time: /metrics
 is scraped again (the extender's own server-side latency and decisions during the run) and
@@ -24,6 +25,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -136,9 +138,11 @@ def run(
     """Run `wl` the `way` way once, in `run_dir` (created; it keeps the inputs, the logs and
     the data items)."""
     run_dir.mkdir(parents=True)
-    handover, items, tmp = run_dir / "handover", run_dir / "items", run_dir / "tmp"
+    handover, items = run_dir / "handover", run_dir / "items"
     handover.mkdir()
-    tmp.mkdir()
+    # etcd listens on a unix socket under TMPDIR, and a socket path has at most 107 bytes:
+    # a short directory of its own, not one under run_dir.
+    tmp = Path(tempfile.mkdtemp(prefix="schedperf-"))
     port = allocate_ports({"extender": None})["extender"]
     url = f"http://127.0.0.1:{port}"
     scheduler_config = run_dir / "scheduler-config.yaml"
@@ -231,7 +235,7 @@ def run(
                     _wait_nodes_seen(url, token, content["nodes"], progress)
                 ack.touch()
             time.sleep(0.05)
-        code = processes.exit_code(bench)
+        code = processes.wait_exit(bench)
     finally:
         if ext is not None:
             processes.stop(ext)

@@ -100,7 +100,10 @@ def run(out: Path, cfg: Config) -> int:
                 )
                 row = r.to_json()
                 results["runs"].append(row)
-                _progress(f"  {pods_per_s(row) or 'no'} pods/s in {r.seconds:.0f}s")
+                value = pods_per_s(row)
+                _progress(
+                    f"  {'no' if value is None else f'{value:.1f}'} pods/s in {r.seconds:.0f}s"
+                )
                 _save(out, results)
     results["summary"] = summarize(results["runs"])
     results["duration_s"] = round(time.time() - started, 1)
