@@ -11,8 +11,8 @@
 # the repository): the Go module and build caches (shared, so most of Kubernetes
 # is compiled already), bin/ and scheduler-perf/. A stamp file of its own records
 # what was built from what, so a second run with the same pins is a no-op.
-# Called by `make scheduler-perf`; `escher-extender bench scheduler-perf` and the
-# e2e test tests/e2e/test_scheduler_perf.py run the binary.
+# Called by `make scheduler-perf` and `escher-extender bench scheduler-perf` (which runs the
+# binary), on demand only: not by `make test`, `make demo` or CI.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -15,7 +15,7 @@ same steps.
 When the workload is over, before the control plane stops, it hands over a last time: /metrics
 is scraped again (the extender's own server-side latency and decisions during the run) and
 the extender stopped. At the end every process is stopped and TMPDIR (etcd's data) removed.
-Called by escher_harness.bench.scheduler_perf and tests/e2e/test_scheduler_perf.py.
+Called by escher_harness.bench.scheduler_perf.
 """
 
 from __future__ import annotations
