@@ -10,13 +10,15 @@ The three ways, all with percentageOfNodesToScore 100 (the extender needs every 
 for correctness; the same setting everywhere keeps the comparison fair):
 - default: kube-scheduler's default profile, as upstream runs these workloads.
 - extender: the project's extender mode, scheduler-config/extender.yaml (filter, prioritize and
-  bind through the ESCHER extender, nodeCacheCapable, weight 1, not ignorable); the extender
-  owns the extended-resource domain the measured pods request (foo.com for
-  SchedulingWithExtendedResource) and has the last word on it from its ledger, after
-  NodeResourcesFit has checked the resources written on the nodes.
+  bind through the ESCHER extender, nodeCacheCapable, weight 1, not ignorable). The extender
+  keeps its default domain (escher.io): the measured pods' foo.com/bar-i are plain extended
+  resources NodeResourcesFit checks, and every pod goes through the extender's filter,
+  prioritize and bind. (Owning foo.com, the extender would write the nodes' foo.com capacity
+  back to what its ledger declares, nothing, and no pod would fit: the template writes the
+  resources, not the extender.)
 - pure: ESCHER's own construction, scheduler-config/pure.yaml: kube-scheduler alone matches the
   extended resources written on the nodes; the ESCHER service runs beside it in pure mode
-  (owning the same domain, watching the cluster) but is not in the scheduling path. Its
+  (watching the cluster, its default domain as above) but is not in the scheduling path. Its
   scheduling path is the default one, so for a workload without extended resources
   (SchedulingBasic) pure coincides with default and is not run.
 """

@@ -192,7 +192,9 @@ def run(
                 kubeconfig=handover / "cluster.kubeconfig",
                 mode="pure" if way == "pure" else "extender",
                 token=token,
-                domain=wl.domain or DEFAULT_RESOURCE_DOMAIN,
+                # Not the workload's domain: an extender owning foo.com writes the nodes'
+                # foo.com/* capacity back to what its ledger declares (nothing), and no pod fits.
+                domain=DEFAULT_RESOURCE_DOMAIN,
             )
         )
     )
