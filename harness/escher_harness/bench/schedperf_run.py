@@ -60,6 +60,9 @@ BUILD_SCRIPT: Final = REPO_ROOT / "hack" / "build-scheduler-perf.sh"
 TOPIC: Final = "escher"
 _EXTENDER_START_SECONDS: Final = 60.0
 _NODES_SEEN_SECONDS: Final = 120.0
+# One run of the largest workload (1,000 nodes) takes a few minutes; pods that never fit would
+# otherwise keep scheduler_perf waiting without end.
+_RUN_SECONDS: Final = 900.0
 
 Progress = Callable[[str], None]
 
@@ -210,6 +213,10 @@ def run(
     try:
         next_sample = time.monotonic()
         while processes.is_running(bench):
+            if time.monotonic() - started > _RUN_SECONDS:
+                raise RuntimeError(
+                    f"scheduler-perf still running after {_RUN_SECONDS:g}s; see {bench.log}"
+                )
             if time.monotonic() >= next_sample:
                 load.append(os.getloadavg()[0])
                 next_sample += 1.0
