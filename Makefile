@@ -16,7 +16,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit process e2e fuzz binaries peers venv clean
+.PHONY: demo test lint unit process e2e fuzz binaries peers scheduler-perf venv clean
 
 # The service and, beside it, the harness with the development tools.
 $(STAMP): pyproject.toml harness/pyproject.toml
@@ -33,6 +33,10 @@ binaries:
 # The benchmark's Coscheduling peer (kube-scheduler-plugins and its PodGroup CRD).
 peers:
 	hack/build-peers.sh
+
+# On demand only (not part of test or demo): `escher-extender bench scheduler-perf` runs it too.
+scheduler-perf:
+	hack/build-scheduler-perf.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

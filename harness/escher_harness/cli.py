@@ -101,6 +101,33 @@ def _bench_esl(args: argparse.Namespace) -> int:
     return esl_bench.run(args.out, cfg)
 
 
+def _bench_scheduler_perf(args: argparse.Namespace) -> int:
+    from escher_harness.bench import scheduler_perf
+    from escher_harness.bench.schedperf_config import ConfigError
+    from escher_harness.bench.schedperf_items import DataItemsError
+
+    cfg = scheduler_perf.Config(nodes=args.nodes, repeat=args.repeat)
+    if args.test_cases is not None:
+        cfg = dataclasses.replace(cfg, test_cases=args.test_cases)
+    if args.ways is not None:
+        cfg = dataclasses.replace(cfg, ways=args.ways)
+    try:
+        return scheduler_perf.run(args.out, cfg)
+    except (ConfigError, DataItemsError) as e:  # a workload or result not as expected
+        raise RuntimeError(str(e)) from None
+
+
+def _choices(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        given = text.split(",")
+        unknown = [g for g in given if g not in allowed]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"choose among {', '.join(allowed)}, not {unknown}")
+        return given
+
+    return parse
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(s) for s in text.split(",")]
@@ -165,3 +192,17 @@ def _add_bench(sub: Any) -> None:
     s.add_argument("--quick", action="store_true", help="two trials each (under a minute)")
     s.add_argument("--trials", type=int, default=5, help="trials per scenario")
     s.set_defaults(func=_guarded(_bench_esl))
+    from escher_harness.bench.schedperf_config import TEST_CASE_NAMES, WAYS
+
+    k = kinds.add_parser(
+        "scheduler-perf",
+        help="kube-scheduler's scheduler_perf: default, extender and pure, pods/s and ratios",
+    )
+    k.add_argument("--out", type=Path, required=True, help="directory for results and plots")
+    k.add_argument("--nodes", type=int, default=500, help="workload size: 10, 500 or 1000")
+    k.add_argument("--repeat", type=int, default=3, help="repetitions, ways interleaved")
+    k.add_argument(
+        "--test-cases", type=_choices(TEST_CASE_NAMES), help="comma-separated (default: both)"
+    )
+    k.add_argument("--ways", type=_choices(WAYS), help="comma-separated (default: all three)")
+    k.set_defaults(func=_guarded(_bench_scheduler_perf))

@@ -217,7 +217,7 @@ def _measure(
             if name in cpu_before
         },
         "scheduler": _scheduler_cycle(info, setup.pods),
-        "extender": _extender_costs(ext_before, _extender_metrics(info), setup.pods),
+        "extender": extender_costs(ext_before, _extender_metrics(info), setup.pods),
         "apiserver_binding_ms": _binding_latency(api_before, _apiserver_metrics(api)),
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "over_capacity": _over_capacity(api, kind),
@@ -326,7 +326,7 @@ def _extender_metrics(info: localcluster.ClusterInfo) -> str | None:
     return _scrape(f"{info.extender_url}/metrics", info.token)
 
 
-def _extender_costs(before: str | None, after: str | None, pods: int) -> dict[str, Any] | None:
+def extender_costs(before: str | None, after: str | None, pods: int) -> dict[str, Any] | None:
     """The extender's server-side latency per verb, and its bind's API calls, over the run."""
     if before is None or after is None:
         return None

@@ -108,12 +108,7 @@ def scheduler_config(
     whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url; the client's qps and burst,
     and percentageOfNodesToScore, when given.
     """
-    if user_config is not None:
-        config = copy.deepcopy(dict(user_config))
-    elif mode == "none":
-        config = {"apiVersion": SCHEDULER_API_VERSION, "kind": SCHEDULER_KIND}
-    else:
-        config = _template(mode)
+    config = copy.deepcopy(dict(user_config)) if user_config is not None else mode_config(mode)
     config["clientConnection"] = {
         **(config.get("clientConnection") or {}),
         "kubeconfig": str(kubeconfig),
@@ -125,10 +120,24 @@ def scheduler_config(
     if percentage_of_nodes_to_score is not None:
         config["percentageOfNodesToScore"] = percentage_of_nodes_to_score
     config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
-    for extender in config.get("extenders") or []:
-        if extender_url is not None and extender.get("urlPrefix") == EXTENDER_URL_PLACEHOLDER:
-            extender["urlPrefix"] = extender_url
+    if extender_url is not None:
+        point_extenders(config, extender_url)
     return config
+
+
+def mode_config(mode: Mode) -> dict[str, Any]:
+    """The mode's template (scheduler-config/<mode>.yaml), or for mode none the defaults;
+    nothing filled in yet."""
+    if mode == "none":
+        return {"apiVersion": SCHEDULER_API_VERSION, "kind": SCHEDULER_KIND}
+    return _template(mode)
+
+
+def point_extenders(config: Mapping[str, Any], extender_url: str) -> None:
+    """Point the extenders whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url."""
+    for extender in config.get("extenders") or []:
+        if extender.get("urlPrefix") == EXTENDER_URL_PLACEHOLDER:
+            extender["urlPrefix"] = extender_url
 
 
 def scheduler_name(config: Mapping[str, Any]) -> str:

@@ -128,6 +128,17 @@ def exit_code(record: ProcessRecord) -> int | None:
     return os.waitstatus_to_exitcode(status) if pid else None
 
 
+def wait_exit(record: ProcessRecord, timeout: float = 10.0) -> int | None:
+    """The exit code of a child that is_running() says has ended, reaping it; None if it was
+    not reaped within `timeout` s. A multi-threaded child (any Go binary) shows as a zombie
+    while its other threads are still exiting, and waitpid does not report it until they
+    have: exit_code() straight after is_running() can see None."""
+    deadline = time.monotonic() + timeout
+    while (code := exit_code(record)) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return code
+
+
 def stop(
     record: ProcessRecord, *, grace: float = 10.0, first: signal.Signals = signal.SIGTERM
 ) -> None:
