@@ -316,3 +316,27 @@ def test_the_scheduler_reads_the_generated_config_where_it_is_mounted() -> None:
         assert f"--config={mount['mountPath']}/config.yaml" in container["command"]
         assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+@pytest.mark.parametrize("mode", ["extender", "pure"])
+def test_a_network_policy_lets_only_the_scheduler_and_labelled_namespaces_in(mode: str) -> None:
+    docs = overlay(mode)
+    policy = find(docs, "NetworkPolicy", "escher-extender")["spec"]
+    extender = find(docs, "Deployment", "escher-extender")
+    scheduler = find(docs, "Deployment", "escher-scheduler")
+    assert policy["podSelector"]["matchLabels"].items() <= (
+        extender["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert policy["policyTypes"] == ["Ingress"]
+    (rule,) = policy["ingress"]
+    scheduler_labels = scheduler["spec"]["template"]["metadata"]["labels"]
+    sources = rule["from"]
+    assert any(
+        s.get("podSelector", {}).get("matchLabels", {}).items() <= scheduler_labels.items()
+        and "namespaceSelector" not in s
+        for s in sources
+    )
+    assert {"namespaceSelector": {"matchLabels": {"escher.io/policy-client": "true"}}} in sources
+    (container,) = pod_spec(docs, "escher-extender")["containers"]
+    (port,) = container["ports"]
+    assert rule["ports"] == [{"port": port["containerPort"], "protocol": "TCP"}]
