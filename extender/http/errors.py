@@ -164,6 +164,10 @@ def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> No
 
     async def http(request: Request, e: Exception) -> Response:
         assert isinstance(e, StarletteHTTPException)
+        if isinstance(e.__cause__, HTTPError):
+            # The edge's body limits, raised while FastAPI read the body: it wraps whatever
+            # reading raises in a 400 ("error parsing the body"), hiding the 413 or 408.
+            return await known(request, e.__cause__)
         on_client_error(request, e.status_code)
         path = request.url.path[:200]
         if e.status_code == 404:

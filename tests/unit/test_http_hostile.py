@@ -146,3 +146,20 @@ def test_json_nested_ten_thousand_deep_is_a_400(http: TestClient) -> None:
 def test_a_non_ascii_bearer_token_is_a_401(http: TestClient) -> None:
     reply = http.get("/v1/cluster-state", headers={"Authorization": "Bearer ée".encode("latin-1")})
     assert reply.status_code == 401
+
+
+@pytest.mark.parametrize(("method", "path"), [("PUT", "/v1/resources/x"), ("POST", "/filter")])
+def test_a_chunked_body_over_the_limit_is_a_413_on_every_route(method: str, path: str) -> None:
+    """Without a Content-Length the edge counts while reading; on the policy routes FastAPI
+    reads the body and used to turn the limit into a 400 ("error parsing the body")."""
+    settings = Settings(kube=False, bind=False, token=TOKEN, max_body_bytes=1024)
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"capacity": 1, "pad": "'
+        for _ in range(64):
+            yield b"x" * 64
+
+    with TestClient(create_app(settings), headers=AUTH) as client:
+        reply = client.request(method, path, content=chunks())
+        assert reply.status_code == 413, reply.text
+        assert client.get("/v1/resources/x").status_code == 404  # nothing was created
