@@ -101,6 +101,13 @@ def _bench_esl(args: argparse.Namespace) -> int:
     return esl_bench.run(args.out, cfg)
 
 
+def _bench_stall(args: argparse.Namespace) -> int:
+    from escher_harness.bench import stall
+
+    print(stall.run(args.out, repeat=args.repeat))
+    return 0
+
+
 def _bench_scheduler_perf(args: argparse.Namespace) -> int:
     from escher_harness.bench import scheduler_perf
     from escher_harness.bench.schedperf_config import ConfigError
@@ -192,6 +199,12 @@ def _add_bench(sub: Any) -> None:
     s.add_argument("--quick", action="store_true", help="two trials each (under a minute)")
     s.add_argument("--trials", type=int, default=5, help="trials per scenario")
     s.set_defaults(func=_guarded(_bench_esl))
+    t = kinds.add_parser(
+        "stall", help="the longest event-loop stall one request causes, seen by /healthz"
+    )
+    t.add_argument("--out", type=Path, required=True, help="directory for stall.md")
+    t.add_argument("--repeat", type=int, default=5, help="times each heavy request is sent")
+    t.set_defaults(func=_guarded(_bench_stall))
     from escher_harness.bench.schedperf_config import TEST_CASE_NAMES, WAYS
 
     k = kinds.add_parser(

@@ -26,6 +26,7 @@ from escher_harness.bench import promhist
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.processes import rss_bytes
 from escher_harness.workload import Workload, pod_manifest
+from extender.core.ledger import HolderKind
 from extender.esl.client import PolicyClient
 
 RESOURCE = "mem"
@@ -117,4 +118,4 @@ def _wait_for_holdings(
 
 def _bound_holdings(text: str) -> float:
     by_kind = promhist.gauges(text, "escher_ledger_holdings", lambda labels: labels.get("kind"))
-    return by_kind.get("bound", 0.0)
+    return by_kind.get(HolderKind.POD.value, 0.0)  # bound pods, as the API server shows them
