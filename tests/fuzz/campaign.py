@@ -11,7 +11,19 @@ from __future__ import annotations
 
 import os
 
+from hypothesis import HealthCheck, settings
+
 SEED = int(os.environ.get("ESCHER_FUZZ_SEED", "20261122"))
 EXAMPLES = int(os.environ.get("ESCHER_FUZZ_EXAMPLES", "15"))
 RUNS = int(os.environ.get("ESCHER_FUZZ_RUNS", "60"))
 STEPS = int(os.environ.get("ESCHER_FUZZ_STEPS", "40"))
+
+# The state machines' settings: RUNS runs of up to STEPS steps, no example database (the seed
+# makes runs reproducible), no deadline (a loaded CI machine is slow, not wrong).
+MACHINE = settings(
+    max_examples=RUNS,
+    stateful_step_count=STEPS,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import seed
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -30,7 +30,7 @@ from extender.core.objects import Pod
 from extender.core.pod import Keys, PodInfo, pod_info
 from extender.gang.manager import GangManager, Phase, Ticket
 
-from .campaign import RUNS, SEED, STEPS
+from .campaign import MACHINE, SEED
 from .invariants import check_consistent, check_within_capacity
 
 KEYS = Keys.for_domain("escher.io")
@@ -254,13 +254,7 @@ class GangMachine(RuleBasedStateMachine):
         TAKEN.update(self.steps)
 
 
-GangMachine.TestCase.settings = settings(
-    max_examples=RUNS,
-    stateful_step_count=STEPS,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+GangMachine.TestCase.settings = MACHINE
 TestGangs = GangMachine.TestCase
 
 

@@ -19,14 +19,14 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import seed
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from extender.core.errors import Conflict, CoreError, UnknownNode
 from extender.core.ledger import HolderKind, Ledger
 
-from .campaign import RUNS, SEED, STEPS
+from .campaign import MACHINE, SEED
 from .invariants import check_consistent, check_within_capacity, state
 
 DOMAIN = "escher.io"
@@ -195,13 +195,7 @@ class LedgerMachine(RuleBasedStateMachine):
         TAKEN.update(self.steps)
 
 
-LedgerMachine.TestCase.settings = settings(
-    max_examples=RUNS,
-    stateful_step_count=STEPS,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+LedgerMachine.TestCase.settings = MACHINE
 TestLedger = LedgerMachine.TestCase
 
 
