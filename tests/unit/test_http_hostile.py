@@ -163,3 +163,17 @@ def test_a_chunked_body_over_the_limit_is_a_413_on_every_route(method: str, path
         reply = client.request(method, path, content=chunks())
         assert reply.status_code == 413, reply.text
         assert client.get("/v1/resources/x").status_code == 404  # nothing was created
+
+
+@pytest.mark.parametrize(
+    ("metrics_auth", "token", "status"),
+    [(False, None, 200), (True, None, 401), (True, "wrong", 401), (True, TOKEN, 200)],
+    ids=["open", "protected-no-token", "protected-wrong-token", "protected-token"],
+)
+def test_metrics_take_the_policy_apis_credentials_when_protected(
+    metrics_auth: bool, token: str | None, status: int
+) -> None:
+    settings = Settings(kube=False, bind=False, token=TOKEN, metrics_auth=metrics_auth)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/metrics", headers=headers).status_code == status
