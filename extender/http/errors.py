@@ -97,7 +97,14 @@ def error_response(status: int, message: str, field: str | None = None) -> JSONR
     body: dict[str, str] = {"error": message}
     if field:
         body["field"] = field
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers: dict[str, str] | None = None
+    if status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif status == 503:
+        # Close the connection: a client kept alive on a follower (a deposed leader behind a
+        # Service: conntrack keeps the connection on it) reconnects, and the Service sends
+        # the new connection to the ready replica, the leader.
+        headers = {"Connection": "close", "Retry-After": "1"}
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -117,15 +117,17 @@ def test_the_verbs_answer_503_until_the_ledger_is_built(tmp_path: Path) -> None:
     svc = service(tmp_path, Server(set()))
     app = create_app(svc.settings, svc, lifecycle=False)
 
-    async def scenario() -> list[int]:
+    async def scenario() -> list[tuple[int, str | None]]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://x") as c:
             body = {"Pod": {"metadata": {"uid": "u"}}, "NodeNames": ["n0"]}
-            before = (await c.post("/filter", json=body)).status_code
+            before = await c.post("/filter", json=body)
             await svc.start()
             await until_ready(svc)
-            after = (await c.post("/filter", json=body)).status_code
+            after = await c.post("/filter", json=body)
             await svc.stop()
-            return [before, after]
+            return [(r.status_code, r.headers.get("connection")) for r in (before, after)]
 
-    assert asyncio.run(scenario()) == [503, 200]
+    # A 503 closes the connection, so a client kept alive on a replica that cannot answer
+    # (a follower, behind a Service) reconnects and is routed to one that can.
+    assert asyncio.run(scenario()) == [(503, "close"), (200, None)]
