@@ -22,6 +22,7 @@ held only for what a change touches. Nothing on the loop waits for I/O or a thre
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Coroutine
@@ -251,6 +252,9 @@ class Service:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.elector is not None and self._started:
+            with contextlib.suppress(TimeoutError):  # the API server away: the lease expires
+                await asyncio.wait_for(self.elector.release(), self.settings.retry_period_seconds)
         if self.api is not None:
             await self.api.aclose()
 

@@ -12,6 +12,10 @@ paused) stops writing before another replica may win the lease; a paused process
 later finds its time long past and writes nothing. Writes themselves carry preconditions
 too (the write-back's resourceVersion, the Binding's UID).
 
+`release()` runs at a graceful stop (SIGTERM: a rollout, a drain): the leader stops counting
+itself the leader, then empties the holder (leaseDurationSeconds 1, as client-go's
+ReleaseOnCancel), so a follower takes over within a retry period instead of a lease duration.
+
 `check()` runs at start: it fails with a message naming the problem when the service
 account may not use Leases, or when the Lease belongs to replicas of another resource domain.
 Created and run by extender.service, which is told of every change of leadership.
@@ -177,6 +181,32 @@ class LeaderElector:
                 extra={"leader": leading, "identity": self.identity, "lease": self.path},
             )
             self.on_change(leading)
+
+    async def release(self) -> bool:
+        """Give the lease up if this replica holds it; True when it was given up. Fenced
+        first: nothing is written as the leader from here on."""
+        self._renewed_at = None
+        self._settle()
+        try:
+            lease = await self._get()
+            if lease.spec.holderIdentity != self.identity:
+                return False
+            stamp = _now()
+            lease.spec = _Spec(
+                leaseDurationSeconds=1,
+                acquireTime=lease.spec.acquireTime,
+                renewTime=stamp,
+                leaseTransitions=lease.spec.leaseTransitions,
+            )
+            # The resourceVersion read is the precondition: a lease another replica has
+            # taken since is not emptied.
+            await self.api.request("PUT", self.path, body=msgspec.json.encode(lease))
+        except ApiError as e:
+            log.warning("leader election: releasing the lease: %s", e, extra={"reason": e.reason})
+            return False
+        self.holder = ""
+        log.info("lease released", extra={"identity": self.identity, "lease": self.path})
+        return True
 
     async def _get(self) -> _Lease:
         return msgspec.json.decode(await self.api.request("GET", self.path), type=_Lease)
