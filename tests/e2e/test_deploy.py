@@ -111,7 +111,14 @@ class Env:
         return self.info.paths["logs"] / "kube-scheduler.log"
 
     def run_extender(
-        self, name: str, *, kubeconfig: Path, port: int, tls: tuple[Path, Path] | None, ready: str
+        self,
+        name: str,
+        *,
+        kubeconfig: Path,
+        port: int,
+        tls: tuple[Path, Path] | None,
+        ready: str,
+        flags: tuple[str, ...] = (),
     ) -> ProcessRecord:
         """`escher-extender serve` as a process group of its own, waited for at `ready`."""
         argv = [
@@ -120,6 +127,7 @@ class Env:
             "--mode", self.mode,
             "--token", self.policy_token,
             "--port", str(port),
+            *flags,
         ]  # fmt: skip
         if tls is not None:
             argv += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
@@ -137,7 +145,9 @@ class Env:
         return record
 
     def start_extender(self, cert: Path, key: Path) -> None:
-        """The extender under test: the ServiceAccount's kubeconfig, HTTPS on self.port."""
+        """The extender under test: the ServiceAccount's kubeconfig, HTTPS on self.port, and
+        the Deployment's leader election (ready only once it leads, on the Lease its Role
+        grants)."""
         self.stop_extender()
         self.extender = self.run_extender(
             f"extender-{next(_names)}",
@@ -145,7 +155,17 @@ class Env:
             port=self.port,
             tls=(cert, key),
             ready="/readyz",
+            flags=self.leader_election_flags,
         )
+
+    @property
+    def leader_election_flags(self) -> tuple[str, ...]:
+        (deployment,) = [
+            d for d in self.rendered
+            if d["kind"] == "Deployment" and d["metadata"]["name"] == SERVICE_ACCOUNT
+        ]  # fmt: skip
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        return tuple(a for a in container["args"] if a.startswith(("--leader", "--lease")))
 
     def stop_extender(self) -> None:
         if self.extender is not None:
@@ -355,6 +375,30 @@ def test_the_api_server_grants_the_service_account_exactly_the_least_privilege_s
     }
     assert granted == EXPECTED[env.mode]
     assert not any(rule.resource_names for rule in rules)
+
+
+def test_the_extender_leads_on_the_lease_its_role_grants_and_no_other(env: Env) -> None:
+    # It became ready, so it holds the lease: created and renewed with the Role's grants.
+    leases = client.CoordinationV1Api(api_client(env.info.kubeconfig))
+    lease = leases.read_namespaced_lease(SERVICE_ACCOUNT, NAMESPACE)
+    assert lease.spec is not None and lease.spec.holder_identity, lease
+    assert lease.metadata is not None
+    assert (lease.metadata.annotations or {}).get("extender.escher.io/resource-domain") == (
+        "escher.io"
+    )
+    # The Role names its own Lease: kube-scheduler's is out of reach.
+    authorization = client.AuthorizationV1Api(api_client(env.sa_kubeconfig))
+    for namespace, name in ((NAMESPACE, "escher-scheduler"), ("kube-system", "kube-scheduler")):
+        attributes = client.V1ResourceAttributes(
+            group="coordination.k8s.io", resource="leases", verb="update",
+            namespace=namespace, name=name,
+        )  # fmt: skip
+        review = authorization.create_self_subject_access_review(
+            client.V1SelfSubjectAccessReview(
+                spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
+            )
+        )
+        assert review.status is not None and not review.status.allowed, (namespace, name)
 
 
 def test_a_scheduling_round_needs_nothing_beyond_the_role(env: Env) -> None:

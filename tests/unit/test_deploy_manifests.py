@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from extender.cli import build_parser
+from extender.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -41,6 +42,9 @@ LEAST_PRIVILEGE = {
 # Extender mode binds pods itself (bindVerb) and annotates gang members' pods.
 PLACEMENT = {("", "pods/binding", "create")}
 EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
+# In the escher-system namespace: the replicas' Lease.
+LEADER_ELECTION = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")}
+BINDINGS = frozenset({"ClusterRoleBinding", "RoleBinding"})
 
 Doc = dict[str, Any]
 
@@ -73,12 +77,17 @@ def find(docs: list[Doc], kind: str, name: str) -> Doc:
     return doc
 
 
-def granted(docs: list[Doc], subject: tuple[str, str]) -> list[Doc]:
+def granted(
+    docs: list[Doc],
+    subject: tuple[str, str],
+    kinds: frozenset[str] = frozenset({"ClusterRoleBinding"}),
+) -> list[Doc]:
     """The rules of every role in `docs` bound to the ServiceAccount `subject` (namespace,
-    name); built-in roles (system:..., not in `docs`) are left out."""
+    name) by a binding of `kinds` (default: the cluster-wide grants); built-in roles
+    (system:..., not in `docs`) are left out."""
     roles = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"].endswith("Role")}
     rules: list[Doc] = []
-    for binding in (d for d in docs if d["kind"] in {"ClusterRoleBinding", "RoleBinding"}):
+    for binding in (d for d in docs if d["kind"] in kinds):
         subjects = {
             (s.get("namespace"), s["name"])
             for s in binding["subjects"]
@@ -124,13 +133,22 @@ def test_the_extender_is_granted_exactly_the_least_privilege_set(mode: str) -> N
     for rule in rules:
         assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
         assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"]
-    bindings = [
-        d
-        for d in docs
-        if d["kind"] in {"ClusterRoleBinding", "RoleBinding"}
-        and d["roleRef"]["name"].startswith("escher-extender")
-    ]
-    assert {b["kind"] for b in bindings} == {"ClusterRoleBinding"}
+    # In a namespace: leader election's Lease and nothing else (test below).
+    namespaced = granted(docs, EXTENDER_SA, BINDINGS - {"ClusterRoleBinding"})
+    assert triples(namespaced) == LEADER_ELECTION
+
+
+def test_leader_election_may_create_leases_and_use_only_its_own() -> None:
+    docs = overlay("extender")
+    role = find(docs, "Role", "escher-extender-leader-election")
+    binding = find(docs, "RoleBinding", "escher-extender-leader-election")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
+    (container,) = pod_spec(docs, "escher-extender")["containers"]
+    parsed = build_parser().parse_args(["serve", *container["args"]])
+    assert parsed.leader_elect and parsed.lease_namespace == NAMESPACE
+    lease = parsed.lease_name or Settings.model_fields["lease_name"].default
+    by_name = {tuple(r.get("resourceNames", [])): set(r["verbs"]) for r in role["rules"]}
+    assert by_name == {(): {"create"}, (lease,): {"get", "update"}}
 
 
 def test_pure_mode_cannot_place_pods_and_extender_mode_does_through_its_own_role() -> None:
@@ -174,9 +192,7 @@ def test_the_scheduler_is_a_kube_scheduler_with_its_own_lease(mode: str) -> None
             "verbs": ["get", "update"],
         }
     ]
-    assert triples(granted(docs, SCHEDULER_SA)) >= {
-        ("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")
-    }
+    assert triples(granted(docs, SCHEDULER_SA, BINDINGS)) >= LEADER_ELECTION
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -278,14 +294,24 @@ def test_both_workloads_have_requests_and_a_memory_limit(name: str) -> None:
     assert security["capabilities"] == {"drop": ["ALL"]}
 
 
-def test_one_extender_at_a_time_guarded_by_a_budget() -> None:
+def test_two_replicas_elect_a_leader_apart_and_the_budget_guards_the_leader() -> None:
     docs = overlay("extender")
     deployment = find(docs, "Deployment", "escher-extender")
-    # The ledger is in the process: one replica, and a rollout never overlaps two.
-    assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 2
+    # Only the leader is ever ready: a rollout that waited for new pods to be ready before
+    # removing old ones would never finish, so it replaces them all at once.
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": "100%", "maxUnavailable": "100%"},
+    }
     labels = deployment["spec"]["template"]["metadata"]["labels"]
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= labels.items()
     budget = find(docs, "PodDisruptionBudget", "escher-extender")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"  # the follower
     assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
     assert find(docs, "Service", "escher-extender")["spec"]["selector"].items() <= labels.items()
 
