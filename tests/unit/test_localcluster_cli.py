@@ -35,10 +35,19 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
     [
         (["up", "--node-resource", "gpu=1"], 2, "up: node resource 'gpu' is not an extended"),
         (["up", "--nodes", "-1"], 2, "up: nodes must be >= 0"),
+        (["up", "--mode", "extender", "--replicas", "0"], 2, "up: replicas must be >= 1"),
+        (["up", "--replicas", "2"], 2, "up: replicas are extender replicas: they need mode"),
         (["up"], 1, "up: etcd not found (or not executable) in"),
         (["status"], 1, "status: no cluster in"),
     ],
-    ids=["resource", "nodes", "missing-binary", "status"],
+    ids=[
+        "resource",
+        "nodes",
+        "no-replica",
+        "replicas-without-extender",
+        "missing-binary",
+        "status",
+    ],
 )
 def test_errors_are_one_line(
     argv: list[str],
@@ -75,3 +84,23 @@ def test_kwok_runs_unless_turned_off(
     monkeypatch.setattr(commands, "up", record)
     assert main(["cluster", "up", "--dir", str(tmp_path / "c"), *flags]) == 1
     assert [s.kwok for s in specs] == [kwok]
+
+
+@pytest.mark.parametrize(
+    ("flags", "replicas"),
+    [([], 1), (["--replicas", "3"], 3)],
+    ids=["default-one", "three"],
+)
+def test_replicas_reach_the_spec(
+    flags: list[str], replicas: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    specs: list[ClusterSpec] = []
+
+    def record(spec: ClusterSpec, **_: object) -> None:
+        specs.append(spec)
+        raise ClusterError("recorded")
+
+    monkeypatch.setattr(commands, "up", record)
+    argv = ["cluster", "up", "--dir", str(tmp_path / "c"), "--mode", "extender", *flags]
+    assert main(argv) == 1
+    assert [s.replicas for s in specs] == [replicas]

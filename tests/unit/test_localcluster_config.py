@@ -242,6 +242,73 @@ def test_extender_command() -> None:
     ]
 
 
+def test_a_replica_competes_for_the_lease_under_its_own_name() -> None:
+    alone = config.extender_command(port=4, kubeconfig=KUBECONFIG, mode="extender", token="t")
+    replica = config.extender_command(
+        port=4, kubeconfig=KUBECONFIG, mode="extender", token="t", identity="extender-1"
+    )
+    assert "--leader-elect" not in alone
+    assert replica[: len(alone)] == alone
+    assert replica[len(alone) :] == [
+        "--leader-elect",
+        "--identity", "extender-1",
+        "--lease-name", "escher-extender",
+        "--lease-namespace", "kube-system",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("times", "env"),
+    [
+        (
+            config.LeaseTimes(),  # kube-scheduler's defaults
+            {"DURATION": "15", "RENEW_DEADLINE": "10", "RETRY_PERIOD": "2"},
+        ),
+        (
+            config.LeaseTimes(duration=4, renew_deadline=3, retry_period=0.5),
+            {"DURATION": "4", "RENEW_DEADLINE": "3", "RETRY_PERIOD": "0.5"},
+        ),
+    ],
+    ids=["defaults", "short"],
+)
+def test_lease_times_reach_the_replicas_as_settings(
+    times: config.LeaseTimes, env: dict[str, str]
+) -> None:
+    prefix = {"DURATION": "ESCHER_LEASE_DURATION_SECONDS"}
+    want = {prefix.get(k, f"ESCHER_{k}_SECONDS"): v for k, v in env.items()}
+    assert times.environment() == want
+
+
+@pytest.mark.parametrize(
+    ("duration", "renew", "retry"),
+    [(10, 10, 2), (10, 12, 2), (10, 5, 5), (10, 5, 0)],
+    ids=["renew-equals-lease", "renew-above-lease", "retry-equals-renew", "retry-zero"],
+)
+def test_lease_times_that_cannot_fence_are_refused(
+    duration: float, renew: float, retry: float
+) -> None:
+    with pytest.raises(ClusterError, match="0 < retry_period < renew_deadline < duration"):
+        config.LeaseTimes(duration=duration, renew_deadline=renew, retry_period=retry)
+
+
+def test_service_proxy_command() -> None:
+    assert config.service_proxy_command(port=9, backends=[10, 11], poll=0.2) == [
+        sys.executable, "-m", "escher_harness.localcluster.serviceproxy",
+        "--port", "9", "--poll", "0.2",
+        "--backend", "127.0.0.1:10", "--backend", "127.0.0.1:11",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "replica"),
+    [("extender-0", True), ("extender-12", True), ("extender", False),
+     ("extender-proxy", False), ("kube-scheduler", False)],
+    ids=["first", "twelfth", "lone-extender", "proxy", "other"],
+)  # fmt: skip
+def test_replica_names(name: str, replica: bool) -> None:
+    assert config.is_replica(name) is replica
+
+
 def test_kwok_command() -> None:
     command = config.kwok_command(Path("/b/kwok"), kubeconfig=KUBECONFIG, stages=Path("/s.yaml"))
     assert command == [

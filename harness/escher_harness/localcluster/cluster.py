@@ -3,7 +3,8 @@
 Called by the CLI (commands), the pytest fixtures (pytest_plugin), e2e tests and benchmarks.
 `up` starts etcd, kube-apiserver, the objects of the spec's manifests (e.g. CRDs), kwok (the
 fake nodes' kubelets, unless spec.kwok is off), the fake nodes, the extender service (modes
-extender and pure) and kube-scheduler, in that order, each once the previous one is ready
+extender and pure; with spec.replicas > 1, that many replicas electing a leader behind the
+service proxy) and kube-scheduler, in that order, each once the previous one is ready
 (kwok: once it has taken every fake node over); it records every process in the cluster
 directory as soon as it is started, so `down` can stop a cluster whose `up` failed or was
 interrupted. On any failure `up` stops everything it started itself.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import FailToCreateError
@@ -33,7 +35,15 @@ from escher_harness.kubeclient import api_client
 from escher_harness.localcluster import config, kwok
 from escher_harness.localcluster.binaries import Binaries, find_binaries
 from escher_harness.localcluster.clusterdir import ClusterDir, State, write_json
-from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN, MODES, Mode
+from escher_harness.localcluster.config import (
+    DEFAULT_RESOURCE_DOMAIN,
+    MODES,
+    SERVICE_PROXY,
+    LeaseTimes,
+    Mode,
+    is_replica,
+    replica_name,
+)
 from escher_harness.localcluster.errors import ClusterError
 from escher_harness.localcluster.fakenodes import NodeShape, create_nodes
 from escher_harness.localcluster.health import http_client, probe, start_failure, wait_ready
@@ -98,6 +108,14 @@ class ClusterSpec:
     client_burst: int | None = None
     # percentageOfNodesToScore of the scheduler (None: the mode's template, else the default).
     percentage_of_nodes_to_score: int | None = None
+    # Extender replicas (modes extender and pure). 1: one extender, no leader election. More:
+    # components extender-0, extender-1, ... run with --leader-elect on the Lease
+    # kube-system/escher-extender with these times, behind the service proxy (extender-proxy,
+    # escher_harness.localcluster.serviceproxy), which extender_url and kube-scheduler use.
+    replicas: int = 1
+    lease: LeaseTimes = field(default_factory=LeaseTimes)
+    # How often the service proxy asks each replica's /readyz.
+    proxy_poll: float = 0.2
     # Budget in seconds for all components to become ready (node creation not included; kwok
     # has the same budget again, from the nodes' creation, to take them over).
     timeout: float = 120.0
@@ -109,6 +127,12 @@ class ClusterSpec:
             raise ClusterError(f"nodes must be >= 0, not {self.nodes}")
         if self.timeout <= 0:
             raise ClusterError(f"timeout must be > 0, not {self.timeout}")
+        if self.replicas < 1:
+            raise ClusterError(f"replicas must be >= 1, not {self.replicas}")
+        if self.replicas > 1 and self.mode == "none":
+            raise ClusterError("replicas are extender replicas: they need mode extender or pure")
+        if self.proxy_poll <= 0:
+            raise ClusterError(f"proxy_poll must be > 0, not {self.proxy_poll}")
         if self.client_qps is not None and self.client_qps <= 0:
             raise ClusterError(f"client_qps must be > 0, not {self.client_qps}")
         if self.client_burst is not None and self.client_burst < 1:
@@ -149,6 +173,12 @@ class ClusterInfo:
     @property
     def pids(self) -> dict[str, int]:
         return {p.name: p.pid for p in self.processes}
+
+    @property
+    def replica_urls(self) -> dict[str, str]:
+        """Each extender replica's own URL, by component name (empty with one extender)."""
+        ports = self.ports.items()
+        return {name: f"http://127.0.0.1:{port}" for name, port in ports if is_replica(name)}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -198,6 +228,8 @@ class ComponentStatus:
     port: int
     health_url: str
     log: Path
+    # An extender replica's role, from its /readyz: "leader" or "follower" (None otherwise).
+    role: str | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +263,7 @@ class ClusterStatus:
                     "port": c.port,
                     "health_url": c.health_url,
                     "log": str(c.log),
+                    "role": c.role,
                 }
                 for c in self.components
             ],
@@ -257,13 +290,16 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
     except ManifestError as e:
         raise ClusterError(str(e)) from None
     with_extender = spec.mode != "none"
+    replicas = spec.replicas if with_extender and spec.replicas > 1 else 0
     ports = allocate_ports(
         {
             "etcd": spec.etcd_port,
             "etcd_peer": None,
             "apiserver": spec.apiserver_port,
             "scheduler": spec.scheduler_port,
+            # With replicas, "extender" is the service proxy's: the one address of them all.
             **({"extender": spec.extender_port} if with_extender else {}),
+            **{replica_name(i): None for i in range(replicas)},
         }
     )
     cdir = ClusterDir(spec.dir.absolute())
@@ -330,6 +366,7 @@ def start_component(dir: Path, name: str, *, timeout: float = 60.0) -> ClusterIn
         health_url=old.health_url,
         health_token=old.health_token,
         env=_environment(cdir),
+        extra_env=old.env,
     )
     records = tuple(new if p.name == name else p for p in state.processes)
     cdir.write_state(State(created_dir=state.created_dir, processes=records))
@@ -358,6 +395,9 @@ def status(dir: Path) -> ClusterStatus:
         for record in state.processes:
             alive = is_running(record)
             detail = probe(client, record) if alive else "not running"
+            role = None
+            if is_replica(record.name) and alive:
+                role = replica_role(client, f"http://127.0.0.1:{record.port}")
             components.append(
                 ComponentStatus(
                     name=record.name,
@@ -369,11 +409,22 @@ def status(dir: Path) -> ClusterStatus:
                     port=record.port,
                     health_url=record.health_url,
                     log=record.log,
+                    role=role,
                 )
             )
     return ClusterStatus(
         dir=cdir.root, ready=cdir.cluster_file.exists(), components=tuple(components)
     )
+
+
+def replica_role(client: httpx.Client, url: str) -> str:
+    """ "leader" when the replica at `url` is ready (only the leader is), else "follower"
+    (or "unknown" when it does not answer, e.g. paused)."""
+    try:
+        answer = client.get(f"{url}/readyz")
+    except httpx.HTTPError:
+        return "unknown"
+    return "leader" if answer.status_code == 200 else "follower"
 
 
 def load(dir: Path) -> ClusterInfo:
@@ -519,7 +570,7 @@ def _start(
     if kubelets is not None:
         _wait_for_kwok(kubelets, cdir.kubeconfig, nodes, time.monotonic() + spec.timeout)
         say(f"kwok took over {len(nodes)} nodes ({time.monotonic() - started:.1f}s)")
-    if extender_url and policy_token:
+    if extender_url and policy_token and spec.replicas == 1:
         launch(
             "extender",
             config.extender_command(
@@ -530,6 +581,37 @@ def _start(
                 domain=spec.resource_domain,
                 kube_qps=spec.client_qps,
                 kube_burst=spec.client_burst,
+            ),
+            ports["extender"],
+            f"{extender_url}/readyz",
+        )
+    elif extender_url and policy_token:
+        names = [replica_name(i) for i in range(spec.replicas)]
+        for name in names:
+            # Alive is what each replica must be: only the leader is ready.
+            launch(
+                name,
+                config.extender_command(
+                    port=ports[name],
+                    kubeconfig=cdir.kubeconfig,
+                    mode=spec.mode,
+                    token=policy_token,
+                    domain=spec.resource_domain,
+                    kube_qps=spec.client_qps,
+                    kube_burst=spec.client_burst,
+                    identity=name,
+                ),
+                ports[name],
+                f"http://127.0.0.1:{ports[name]}/healthz",
+                extra_env=spec.lease.environment(),
+            )
+        # Ready once a leader is ready behind it: its /readyz is the leader's.
+        launch(
+            SERVICE_PROXY,
+            config.service_proxy_command(
+                port=ports["extender"],
+                backends=[ports[n] for n in names],
+                poll=spec.proxy_poll,
             ),
             ports["extender"],
             f"{extender_url}/readyz",

@@ -82,6 +82,13 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         metavar="GROUP/VERSION=BOOL",
         help="kube-apiserver API group (repeatable)",
     )
+    p.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="extender replicas (modes extender and pure): more than 1 run with leader "
+        "election behind a service proxy at the extender's address (default 1)",
+    )
     for component in ("etcd", "apiserver", "scheduler", "extender"):
         p.add_argument(
             f"--{component}-port",
@@ -138,6 +145,7 @@ def _up(args: argparse.Namespace) -> int:
             apiserver_port=args.apiserver_port,
             scheduler_port=args.scheduler_port,
             extender_port=args.extender_port,
+            replicas=args.replicas,
             kwok=args.kwok,
             timeout=args.timeout,
         )
@@ -181,11 +189,14 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(st.to_json(), indent=2))
     else:
-        print(f"{'COMPONENT':<16}{'PID':>8}  {'ALIVE':<6}{'HEALTHY':<8}{'RSS MiB':>8}  {'PORT':>5}")
+        print(
+            f"{'COMPONENT':<16}{'PID':>8}  {'ALIVE':<6}{'HEALTHY':<8}{'RSS MiB':>8}  {'PORT':>5}"
+            f"  {'ROLE':<9}"
+        )
         for c in st.components:
             print(
                 f"{c.name:<16}{c.pid:>8}  {_yes(c.alive):<6}{_yes(c.healthy):<8}"
-                f"{c.rss_bytes / 2**20:>8.1f}  {c.port or '-':>5}"
+                f"{c.rss_bytes / 2**20:>8.1f}  {c.port or '-':>5}  {c.role or '-':<9}"
                 + (f"  ({c.detail})" if c.detail else "")
             )
         state = "ready" if st.ready else "not ready (up did not finish)"
@@ -205,6 +216,11 @@ def _summary(info: ClusterInfo) -> str:
     if info.extender_url:
         lines.append(
             f"  extender    {info.extender_url} (policy API token in {info.dir}/cluster.json)"
+        )
+    if info.replica_urls:
+        lines.append(
+            f"  replicas    {', '.join(info.replica_urls)} behind the service proxy "
+            "(`cluster status` shows the leader)"
         )
     lines += [
         f"  logs        {info.paths['logs']}",

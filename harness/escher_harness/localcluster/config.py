@@ -1,6 +1,7 @@
 """Pure rendering of everything the control plane is started with: the kubeconfig, the token
 file, the KubeSchedulerConfiguration, and the command lines of etcd, kube-apiserver,
-kube-scheduler, kwok and the extender service.
+kube-scheduler, kwok, the extender service (alone, or as replicas electing a leader) and the
+service proxy in front of the replicas.
 
 Called by cluster.up, which writes the results into the cluster directory; nothing here starts
 a process, and only the scheduler-config helpers read files.
@@ -9,8 +10,10 @@ a process, and only the scheduler-config helpers read files.
 from __future__ import annotations
 
 import copy
+import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -30,6 +33,47 @@ SCHEDULER_KIND: Final = "KubeSchedulerConfiguration"
 # What an extender's urlPrefix says in a template (or a user's copy of one) until the launcher
 # knows the extender's port.
 EXTENDER_URL_PLACEHOLDER: Final = "${EXTENDER_URL}"
+
+# Replicas of the extender (ClusterSpec.replicas > 1): components extender-0, extender-1, ...
+# behind the service proxy, competing for one Lease. A lone extender is "extender".
+LEASE_NAME: Final = "escher-extender"
+LEASE_NAMESPACE: Final = "kube-system"  # kube-apiserver creates it at start
+SERVICE_PROXY: Final = "extender-proxy"
+_REPLICA = re.compile(r"^extender-(\d+)$")
+
+
+def replica_name(index: int) -> str:
+    return f"extender-{index}"
+
+
+def is_replica(component: str) -> bool:
+    return _REPLICA.match(component) is not None
+
+
+@dataclass(frozen=True)
+class LeaseTimes:
+    """Leader election's durations for the extender's replicas, in seconds; the defaults are
+    kube-scheduler's. Tests shorten them to keep failovers quick."""
+
+    duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.retry_period < self.renew_deadline < self.duration:
+            raise ClusterError(
+                "lease times must satisfy 0 < retry_period < renew_deadline < duration, not "
+                f"retry_period={self.retry_period:g}, renew_deadline={self.renew_deadline:g}, "
+                f"duration={self.duration:g}"
+            )
+
+    def environment(self) -> dict[str, str]:
+        """The extender's settings (extender.settings) for these times."""
+        return {
+            "ESCHER_LEASE_DURATION_SECONDS": f"{self.duration:g}",
+            "ESCHER_RENEW_DEADLINE_SECONDS": f"{self.renew_deadline:g}",
+            "ESCHER_RETRY_PERIOD_SECONDS": f"{self.retry_period:g}",
+        }
 
 
 def render_kubeconfig(server: str, token: str) -> str:
@@ -243,8 +287,11 @@ def extender_command(
     domain: str = DEFAULT_RESOURCE_DOMAIN,
     kube_qps: float | None = None,
     kube_burst: int | None = None,
+    identity: str | None = None,
 ) -> list[str]:
-    """The extender service, run with this interpreter so it uses the same installation."""
+    """The extender service, run with this interpreter so it uses the same installation.
+    With `identity`, as one of several replicas: it competes for the Lease
+    LEASE_NAMESPACE/LEASE_NAME under that name (LeaseTimes.environment gives the durations)."""
     command = [
         sys.executable, "-m", "extender", "serve",
         "--host", "127.0.0.1",
@@ -258,6 +305,27 @@ def extender_command(
         command += ["--kube-qps", f"{kube_qps:g}"]
     if kube_burst is not None:
         command += ["--kube-burst", str(kube_burst)]
+    if identity is not None:
+        command += [
+            "--leader-elect",
+            "--identity", identity,
+            "--lease-name", LEASE_NAME,
+            "--lease-namespace", LEASE_NAMESPACE,
+        ]  # fmt: skip
+    return command
+
+
+def service_proxy_command(*, port: int, backends: Sequence[int], poll: float) -> list[str]:
+    """The service proxy (escher_harness.localcluster.serviceproxy) on `port`, forwarding each
+    new connection to one of the replicas on `backends` whose /readyz answers 200, looked at
+    every `poll` seconds."""
+    command = [
+        sys.executable, "-m", "escher_harness.localcluster.serviceproxy",
+        "--port", str(port),
+        "--poll", f"{poll:g}",
+    ]  # fmt: skip
+    for backend in backends:
+        command += ["--backend", f"127.0.0.1:{backend}"]
     return command
 
 

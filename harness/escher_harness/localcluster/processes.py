@@ -13,7 +13,7 @@ import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -35,6 +35,9 @@ class ProcessRecord:
     port: int
     health_url: str
     health_token: str | None = None
+    # Variables set on top of the cluster's environment (e.g. an extender replica's lease
+    # durations), so a restart starts it the same way.
+    env: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +49,7 @@ class ProcessRecord:
             "port": self.port,
             "health_url": self.health_url,
             "health_token": self.health_token,
+            "env": dict(self.env),
         }
 
     @classmethod
@@ -59,6 +63,7 @@ class ProcessRecord:
             port=int(data["port"]),
             health_url=data["health_url"],
             health_token=data.get("health_token"),
+            env=dict(data.get("env") or {}),
         )
 
 
@@ -79,8 +84,10 @@ def spawn(
     health_url: str,
     health_token: str | None = None,
     env: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> ProcessRecord:
-    """Start argv in a new session, stdin from /dev/null, stdout and stderr to `log`."""
+    """Start argv in a new session, stdin from /dev/null, stdout and stderr to `log`, with
+    `env` (default: this process's) and `extra_env` on top, which the record keeps."""
     log.parent.mkdir(parents=True, exist_ok=True)
     # posix_spawn rather than subprocess.Popen: no Popen object whose finaliser would warn
     # about a child that is meant to outlive it (the CLI's `up` returns with the cluster running).
@@ -88,7 +95,7 @@ def spawn(
         pid = os.posix_spawn(
             argv[0],
             list(argv),
-            dict(os.environ if env is None else env),
+            {**(os.environ if env is None else env), **(extra_env or {})},
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
@@ -109,6 +116,7 @@ def spawn(
         port=port,
         health_url=health_url,
         health_token=health_token,
+        env=dict(extra_env or {}),
     )
 
 
