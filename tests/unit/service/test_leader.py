@@ -15,6 +15,7 @@ import pytest
 
 from extender.adapters.kubeapi import ApiError
 from extender.adapters.leader import DOMAIN_ANNOTATION, LeaderElectionError, LeaderElector
+from extender.settings import Settings
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lease"
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -193,3 +194,20 @@ def test_the_start_checks_pass_with_the_grants_and_the_same_domain() -> None:
     asyncio.run(elector(store, Clock(), "a").check())  # no lease yet
     attempt(elector(store, Clock(), "x"))
     asyncio.run(elector(store, Clock(), "a").check())
+
+
+@pytest.mark.parametrize(
+    ("times", "message"),
+    [
+        ({"lease_duration_seconds": 10, "renew_deadline_seconds": 10}, "renew_deadline_seconds"),
+        ({"lease_duration_seconds": 10, "renew_deadline_seconds": 12}, "renew_deadline_seconds"),
+        ({"renew_deadline_seconds": 5, "retry_period_seconds": 5}, "retry_period_seconds"),
+    ],
+    ids=["renew-equals-lease", "renew-above-lease", "retry-equals-renew"],
+)
+def test_lease_times_that_cannot_fence_are_refused_at_start(
+    times: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        Settings(leader_elect=True, kube=True, **times)  # type: ignore[arg-type]
+    Settings(leader_elect=True, kube=True)  # kube-scheduler's defaults are consistent
