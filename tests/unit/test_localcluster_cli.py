@@ -70,29 +70,17 @@ def test_down_of_nothing_succeeds(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.parametrize(
-    ("flags", "kwok"), [([], True), (["--no-kwok"], False)], ids=["default", "no-kwok"]
+    ("flags", "field", "value"),
+    [
+        ([], "kwok", True),
+        (["--no-kwok"], "kwok", False),
+        ([], "replicas", 1),
+        (["--replicas", "3"], "replicas", 3),
+    ],
+    ids=["kwok-default", "no-kwok", "one-replica-default", "three-replicas"],
 )
-def test_kwok_runs_unless_turned_off(
-    flags: list[str], kwok: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    specs: list[ClusterSpec] = []
-
-    def record(spec: ClusterSpec, **_: object) -> None:
-        specs.append(spec)
-        raise ClusterError("recorded")
-
-    monkeypatch.setattr(commands, "up", record)
-    assert main(["cluster", "up", "--dir", str(tmp_path / "c"), *flags]) == 1
-    assert [s.kwok for s in specs] == [kwok]
-
-
-@pytest.mark.parametrize(
-    ("flags", "replicas"),
-    [([], 1), (["--replicas", "3"], 3)],
-    ids=["default-one", "three"],
-)
-def test_replicas_reach_the_spec(
-    flags: list[str], replicas: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_flags_reach_the_spec(
+    flags: list[str], field: str, value: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     specs: list[ClusterSpec] = []
 
@@ -103,4 +91,4 @@ def test_replicas_reach_the_spec(
     monkeypatch.setattr(commands, "up", record)
     argv = ["cluster", "up", "--dir", str(tmp_path / "c"), "--mode", "extender", *flags]
     assert main(argv) == 1
-    assert [s.replicas for s in specs] == [replicas]
+    assert [getattr(s, field) for s in specs] == [value]

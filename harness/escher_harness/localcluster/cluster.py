@@ -570,18 +570,24 @@ def _start(
     if kubelets is not None:
         _wait_for_kwok(kubelets, cdir.kubeconfig, nodes, time.monotonic() + spec.timeout)
         say(f"kwok took over {len(nodes)} nodes ({time.monotonic() - started:.1f}s)")
+
+    def extender_argv(port: int, identity: str | None = None) -> list[str]:
+        assert policy_token is not None
+        return config.extender_command(
+            port=port,
+            kubeconfig=cdir.kubeconfig,
+            mode=spec.mode,
+            token=policy_token,
+            domain=spec.resource_domain,
+            kube_qps=spec.client_qps,
+            kube_burst=spec.client_burst,
+            identity=identity,
+        )
+
     if extender_url and policy_token and spec.replicas == 1:
         launch(
             "extender",
-            config.extender_command(
-                port=ports["extender"],
-                kubeconfig=cdir.kubeconfig,
-                mode=spec.mode,
-                token=policy_token,
-                domain=spec.resource_domain,
-                kube_qps=spec.client_qps,
-                kube_burst=spec.client_burst,
-            ),
+            extender_argv(ports["extender"]),
             ports["extender"],
             f"{extender_url}/readyz",
         )
@@ -591,16 +597,7 @@ def _start(
             # Alive is what each replica must be: only the leader is ready.
             launch(
                 name,
-                config.extender_command(
-                    port=ports[name],
-                    kubeconfig=cdir.kubeconfig,
-                    mode=spec.mode,
-                    token=policy_token,
-                    domain=spec.resource_domain,
-                    kube_qps=spec.client_qps,
-                    kube_burst=spec.client_burst,
-                    identity=name,
-                ),
+                extender_argv(ports[name], identity=name),
                 ports[name],
                 f"http://127.0.0.1:{ports[name]}/healthz",
                 extra_env=spec.lease.environment(),
