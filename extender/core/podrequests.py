@@ -1,4 +1,4 @@
-"""What a pod requests, exactly as kube-scheduler v1.37.1 computes it for NodeResourcesFit.
+"""What a pod requests, exactly as kube-scheduler v1.37.2 computes it for NodeResourcesFit.
 
 A port of k8s.io/component-helpers' resource.PodRequests with the options NodeResourcesFit's
 computePodResourceRequest uses for a pod being scheduled (PodLevelResources on, no status

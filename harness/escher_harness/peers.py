@@ -13,7 +13,7 @@ the ESCHER extender is compared with, through the API:
   spec.schedulingGroup.podGroupName (the same pod field as in 1.36; only the group's API
   version moved, v1alpha2 is gone).
 
-What 1.37.1 needs, read from its sources: one feature gate, GenericWorkload (beta, off by
+What 1.37.2 needs, read from its sources: one feature gate, GenericWorkload (beta, off by
 default, pkg/features/kube_features.go). It serves the Workload and PodGroup storage, keeps
 pods' spec.schedulingGroup, and adds the GangScheduling plugin to kube-scheduler's default
 profile (pkg/scheduler/apis/config/v1/default_plugins.go); the GangScheduling gate of 1.36 no

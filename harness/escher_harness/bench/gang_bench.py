@@ -264,7 +264,7 @@ def report_md(doc: dict[str, Any], table: str) -> str:
 Run {doc["started"]} ({doc["duration_s"]:g}s) with `escher-extender bench gang`.
 
 Cluster: a fresh local control plane per run (real etcd, kube-apiserver, kube-scheduler
-v1.37.1, kwok v0.8.0 as the kubelets), {wl["nodes"]} fake nodes of {wl["node_cpu"]} cpu /
+v1.37.2, kwok v0.8.0 as the kubelets), {wl["nodes"]} fake nodes of {wl["node_cpu"]} cpu /
 {wl["node_memory"]}.
 Arrivals driven by locust (open loop, one arrival every 1/rate seconds):
 {scen}

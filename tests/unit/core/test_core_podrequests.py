@@ -1,4 +1,4 @@
-"""Pod requests exactly as kube-scheduler v1.37.1 computes them (component-helpers'
+"""Pod requests exactly as kube-scheduler v1.37.2 computes them (component-helpers'
 PodRequests, as NodeResourcesFit calls it). Cases with a `go:` id are ported from
 helpers_test.go's TestPodResourceRequests and TestPodRequestsAndLimitsWithoutOverhead."""
 
