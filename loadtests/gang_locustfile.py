@@ -1,145 +1,159 @@
-"""Locust load for the gang benchmark: gangs arrive at a fixed rate and run their course.
+"""Locust load for the gang benchmark: replay one workload trace against one approach.
 
-One locust user paces arrivals (`constant_pacing(1 / rate)`); each arrival runs a gang's
-life in its own greenlet: submit it through the approach under test (escher_harness.bench.
-approaches), wait until all members are bound or its deadline passes, hold it `hold` seconds
-(the job "runs"), delete it. Arrivals are open-loop: a slow approach does not slow them down.
-A watch in this process records when each member is first seen bound and when a bound member
-is deleted; together with the life events that makes the trace (escher_harness.bench.trace) the
-figures are computed from. Each gang is also reported to locust as a request ("gang", named
-by the approach) with its submit-to-complete time, or as a failure if it was given up.
+One locust user does, in order: the set-up (API client, the pod watch listed and running,
+the extender's policy client for the pure approaches), one warm-up gang that is not counted
+(the same for every approach: it pays the cold start), the reading of kube-apiserver's write
+counters; then the clock starts (START in the log) and every gang of the trace is submitted
+at its planned time after it (open loop, each gang's life in its own greenlet:
+escher_harness.bench.replay). Once every life has ended (bounded by the deadline and the run
+times), the write counters are read again and locust quits. Nothing of the set-up falls in
+the measured window, and no time limit (`-t`) cuts the trace short.
+
+Each gang is reported to locust as a request ("gang", named by the approach) with its
+submit-to-complete time, or as a failure if it was given up. The log (escher_harness.bench.
+trace) is what the figures are computed from; the run's own facts (t0, the warm-up, the
+write counters) go to the JSON file `result`.
 
 Run by `escher-extender bench gang` (escher_harness.bench.gang_bench), configured by the JSON in
-ESCHER_GANG_BENCH: approach, cluster_dir, trace, size, cpu, memory, rate, hold, deadline,
-attempt_timeout.
+ESCHER_GANG_BENCH: approach, cluster_dir, workload (the trace file), log, result, deadline,
+attempt_timeout, warmup (a GangArrival).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 import gevent
-from locust import User, constant_pacing, events, task
+from locust import User, constant, events, task
+from locust.exception import StopUser
 
 from escher_harness import localcluster
-from escher_harness.bench import approaches
-from escher_harness.bench.trace import Event, Kind
+from escher_harness.bench import approaches, replay, scenario
+from escher_harness.bench.apimetrics import write_counts
+from escher_harness.bench.recorder import Recorder
+from escher_harness.bench.trace import Event, Kind, line
 from escher_harness.kubeclient import api_client
-from escher_harness.workload import PodChange, Workload
+from extender.esl.client import PolicyClient
 
 CFG: dict[str, Any] = json.loads(os.environ.get("ESCHER_GANG_BENCH", "{}"))
-_ids = itertools.count(1)
-_lives: list[gevent.Greenlet] = []
+# Lives still running this long after the last arrival's deadline and run time are stopped.
+_DRAIN_SLACK = replay.SUCCEED_SLACK + 30.0
 
 
 class Run:
-    """The run's shared state: API client, trace file, bound members per gang."""
+    """One replay: the cluster, the log, the watch, and the approach's environment."""
 
     def __init__(self) -> None:
+        self.approach: str = CFG["approach"]
+        self.trace = scenario.from_json(json.loads(Path(CFG["workload"]).read_text()))
         self.info = localcluster.load(Path(CFG["cluster_dir"]))
-        self.api = api_client(self.info.kubeconfig, pool_size=64)
+        self.api = api_client(self.info.kubeconfig, pool_size=128)
         # Line-buffered: the benchmark reads the file for its progress lines.
-        self.trace = open(CFG["trace"], "a", buffering=1)  # noqa: SIM115 - closed at test_stop
-        self.bound: dict[str, int] = {}
+        self.log = open(CFG["log"], "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self.gangs = {a.name for a in self.trace}
+        self.watch = Recorder(self.api, self.gangs, self.emit)
         self.stop = threading.Event()
-        self.env = approaches.Env(self.info, self.api, self, self.event)
-        self.watcher = gevent.spawn(Workload(self.api).watch, self.stop, self.on_change)
+        self.watcher = gevent.spawn(self.watch.run, self.stop)
+        policy = None
+        if self.approach in ("pure", "pure-ghost"):
+            assert self.info.extender_url is not None
+            policy = PolicyClient(self.info.extender_url, self.info.token)
+        self.env = approaches.Env(self.info, self.api, self.watch, self.on_event, policy)
+        self.result: dict[str, Any] = {}
 
     def emit(self, e: Event) -> None:
-        self.trace.write(
-            json.dumps(
-                {"t": e.t, "kind": e.kind.value, "gang": e.gang, "pod": e.pod, "size": e.size}
-            )
-            + "\n"
-        )
+        if e.kind in (Kind.START,) or e.gang in self.gangs:
+            self.log.write(line(e))
 
-    def event(self, kind: str, gang: str) -> None:  # the pure ESL's rollbacks
+    def on_event(self, kind: str, gang: str) -> None:  # the pure runner's rollbacks
         self.emit(Event(time.time(), Kind(kind), gang))
 
-    def on_change(self, c: PodChange) -> None:
-        gang = c.name.split("-")[0]
-        self.bound[gang] = self.bound.get(gang, 0) + (-1 if c.deleted else 1)
-        self.emit(Event(c.t, Kind.UNBOUND if c.deleted else Kind.BOUND, gang, c.name))
+    def job(self, a: scenario.GangArrival) -> approaches.GangJob:
+        return approaches.GangJob(a, CFG["deadline"], CFG["attempt_timeout"])
 
-    def wait(self, gang: str, size: int, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while self.bound.get(gang, 0) < size:
-            if time.monotonic() > end:
-                return False
-            gevent.sleep(0.02)
-        return True
+    def warm_up(self) -> None:
+        """One gang like the trace's, not counted: the first pod, bind, filter call, group
+        and policy call of the run happen here, outside the clock."""
+        if not self.watch.synced.wait(30):
+            raise RuntimeError("the pod watch did not list within 30 s")
+        a = scenario.GangArrival(**CFG["warmup"])
+        outcome = replay.life(
+            self.approach, self.env, self.watch, self.job(a), time.time(), self.emit
+        )
+        gone = self.watch.gone(self.watch.pods_of(a.name), 30)
+        self.result["warmup"] = {
+            "gang": a.name,
+            "completed": outcome.completed,
+            "latency_ms": round(outcome.elapsed_ms, 1),
+            "error": repr(outcome.error) if outcome.error else None,
+            "cleaned_up": gone,
+        }
+        if not outcome.completed:
+            raise RuntimeError(f"the warm-up gang did not complete: {outcome.error!r}")
+
+    def replay(self) -> None:
+        self.result["writes_before"] = write_counts(self.api)
+        t0 = time.time() + 0.2
+        self.result["t0"] = t0
+        self.emit(Event(t0, Kind.START))
+        lives: list[gevent.Greenlet] = []
+
+        def spawn(a: scenario.GangArrival, due: float) -> None:
+            lives.append(gevent.spawn(self.live, a, due))
+
+        replay.replay(self.trace, t0, spawn, gevent.sleep)
+        longest = CFG["deadline"] + max((a.run_time for a in self.trace), default=0.0)
+        gevent.joinall(lives, timeout=longest + _DRAIN_SLACK)
+        self.result["unfinished_lives"] = sum(1 for g in lives if not g.dead)
+        gevent.killall([g for g in lives if not g.dead], timeout=5)
+        self.result["writes_after"] = write_counts(self.api)
+        self.result["drained"] = time.time()
+
+    def live(self, a: scenario.GangArrival, due: float) -> None:
+        try:
+            out = replay.life(self.approach, self.env, self.watch, self.job(a), due, self.emit)
+        except Exception as e:  # deleting failed: count the gang as failed, keep replaying
+            out = replay.Outcome(a.name, False, 0.0, e)
+        events.request.fire(
+            request_type="gang",
+            name=self.approach,
+            response_time=out.elapsed_ms,
+            response_length=a.size if out.completed else 0,
+            exception=None if out.completed else out.error or TimeoutError(f"{a.name} given up"),
+            context={},
+        )
 
     def close(self) -> None:
         self.stop.set()
-        self.watcher.join(timeout=5)
-        self.trace.close()
+        self.watcher.join(timeout=10)
+        if self.env.policy is not None:
+            self.env.policy.close()
+        self.log.close()
+        Path(CFG["result"]).write_text(json.dumps(self.result, indent=1) + "\n")
 
 
-_run: Run | None = None
-
-
-@events.test_start.add_listener
-def _start(**_: Any) -> None:
-    global _run
-    _run = Run()
-
-
-@events.test_stop.add_listener
-def _stop(**_: Any) -> None:
-    # Let every gang already submitted run its course (bounded by its deadline and hold).
-    gevent.joinall(_lives, timeout=CFG["deadline"] + CFG["hold"] + 30)
-    if _run is not None:
-        _run.close()
-
-
-def _life(run: Run) -> None:
-    name = f"g{next(_ids):05d}"
-    job = approaches.GangJob(
-        name, CFG["size"], CFG["cpu"], CFG["memory"], CFG["deadline"], CFG["attempt_timeout"]
-    )
-    start = time.time()
-    run.emit(Event(start, Kind.SUBMIT, name, size=job.size))
-    exception: Exception | None = None
-    try:
-        ok = approaches.submit(CFG["approach"], run.env, job)
-    except Exception as e:  # the approach failed outright: a failed request, not a crash
-        ok, exception = False, e
-    elapsed_ms = (time.time() - start) * 1000
-    if ok:
-        events.request.fire(
-            request_type="gang",
-            name=CFG["approach"],
-            response_time=elapsed_ms,
-            response_length=job.size,
-            exception=None,
-            context={},
-        )
-        gevent.sleep(CFG["hold"])
-    else:
-        run.emit(Event(time.time(), Kind.TIMEOUT, name))
-        events.request.fire(
-            request_type="gang",
-            name=CFG["approach"],
-            response_time=elapsed_ms,
-            response_length=0,
-            context={},
-            exception=exception or TimeoutError(f"{name} given up"),
-        )
-    approaches.delete(CFG["approach"], run.env, job)
-    if ok:
-        run.emit(Event(time.time(), Kind.DONE, name))
-
-
-class Submitter(User):
-    wait_time = constant_pacing(1.0 / float(CFG.get("rate", 1.0)))
+class Replayer(User):
+    wait_time = constant(0)
 
     @task
-    def submit(self) -> None:
-        assert _run is not None
-        _lives.append(gevent.spawn(_life, _run))
+    def replay(self) -> None:
+        run: Run | None = None
+        try:
+            run = Run()
+            run.warm_up()
+            run.replay()
+        except Exception:
+            Path(CFG["result"] + ".error").write_text(traceback.format_exc())
+        finally:
+            if run is not None:
+                run.close()
+            runner = self.environment.runner
+            if runner is not None:
+                gevent.spawn(runner.quit)
+        raise StopUser()

@@ -77,13 +77,8 @@ def _bench_extender(args: argparse.Namespace) -> int:
 
 
 def _bench_gang(args: argparse.Namespace) -> int:
-    from escher_harness.bench import approaches, gang_bench
+    from escher_harness.bench import approaches, gang_bench, presets
 
-    wl = (
-        gang_bench.quick_workload()
-        if args.quick
-        else gang_bench.workload(False, args.seconds, args.size, args.rate, args.nodes)
-    )
     which = args.approaches or list(approaches.APPROACHES)
     unknown = [a for a in which if a not in approaches.APPROACHES]
     if unknown:
@@ -91,7 +86,41 @@ def _bench_gang(args: argparse.Namespace) -> int:
             f"escher-extender bench gang: unknown approach {unknown[0]!r}; "
             f"choose from {', '.join(approaches.APPROACHES)}"
         )
-    return gang_bench.run(args.out, wl, which)
+    try:
+        preset = presets.customised(
+            presets.PRESETS["quick" if args.quick else args.preset],
+            scenarios=args.scenarios,
+            nodes=args.nodes,
+            repeat=args.repeat,
+            seed=args.seed,
+            qps=args.qps,
+            burst=args.burst,
+            rate=args.rate,
+            duration=args.duration,
+            sizes=args.sizes,
+            shapes=args.shapes,
+            run_time=args.run_time,
+            deadline=args.deadline,
+        )
+    except ValueError as e:  # a distribution or scenario field that does not parse
+        raise SystemExit(f"escher-extender bench gang: {e}") from None
+    return gang_bench.run(args.out, preset, which, resume=args.resume, command=_command(args))
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The bench gang command as given, for the report."""
+    parts = ["escher-extender", "bench", "gang"]
+    for name, value in sorted(vars(args).items()):
+        if name in ("func", "command", "benchmark") or value in (None, False):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            parts.append(flag)
+        elif isinstance(value, list):
+            parts += [flag, ",".join(map(str, value))]
+        else:
+            parts += [flag, str(value)]
+    return " ".join(parts)
 
 
 def _bench_esl(args: argparse.Namespace) -> int:
@@ -155,6 +184,30 @@ def _modes(text: str) -> list[str]:
     return modes
 
 
+def _names(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return n
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
+    return x
+
+
 def _add_bench(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks")
     kinds = p.add_subparsers(dest="benchmark", required=True)
@@ -183,16 +236,38 @@ def _add_bench(sub: Any) -> None:
     )
     e.add_argument("--baseline", type=Path, help="an earlier results.json to guard against")
     e.set_defaults(func=_guarded(_bench_extender))
-    g = kinds.add_parser("gang", help="gang scheduling: extender, pure, default and peers")
-    g.add_argument("--out", type=Path, required=True, help="directory for results and plots")
-    g.add_argument("--quick", action="store_true", help="a small preset (a few minutes)")
-    g.add_argument(
-        "--approaches", type=lambda t: t.split(","), help="comma-separated (default: all five)"
+    g = kinds.add_parser(
+        "gang",
+        help="gang scheduling: six approaches replay one workload trace",
+        description="Replays one workload (generated from a seed) against the extender, the "
+        "pure approach (plan and ghost variants), plain kube-scheduler, Coscheduling and "
+        "native gang scheduling, on a fresh cluster per run, interleaved over repetitions. "
+        "Scenario options apply to every scenario of the preset kept (see --scenarios).",
     )
-    g.add_argument("--seconds", type=float, default=60.0, help="arrivals last this long")
-    g.add_argument("--size", type=int, default=4, help="members per gang")
-    g.add_argument("--rate", type=float, default=0.5, help="gangs/s without contention (x4 with)")
-    g.add_argument("--nodes", type=int, default=8, help="nodes of 8 cpu, 32Gi")
+    g.add_argument("--out", type=Path, required=True, help="directory for results and plots")
+    g.add_argument(
+        "--preset",
+        choices=("quick", "standard", "escher", "scale"),
+        default="standard",
+        help="cluster, scenarios and repetitions (default: standard)",
+    )
+    g.add_argument("--quick", action="store_true", help="the quick preset (what make demo runs)")
+    g.add_argument("--approaches", type=_names, help="comma-separated (default: all six)")
+    g.add_argument("--scenarios", type=_names, help="no-contention,contention (default: both)")
+    g.add_argument("--repeat", type=_positive_int, help="repetitions (default: the preset's)")
+    g.add_argument("--seed", type=int, help="the workload's seed (default: the preset's, 1)")
+    g.add_argument("--resume", action="store_true", help="keep the runs already in --out")
+    g.add_argument("--nodes", type=_positive_int, help="nodes (each of the preset's shape)")
+    g.add_argument("--rate", type=_positive_float, help="gang arrivals per second (Poisson)")
+    g.add_argument("--duration", type=_positive_float, help="seconds of arrivals")
+    g.add_argument("--sizes", help="gang size distribution, e.g. 2:3,4:2,8:1 (value:weight)")
+    g.add_argument("--shapes", help="member cpu/memory, e.g. 1/1Gi:3,2/2Gi:1")
+    g.add_argument(
+        "--run-time", help="run time distribution (s): 5, uniform:2,8, exp:5, lognormal:4,0.6,20"
+    )
+    g.add_argument("--deadline", type=_positive_float, help="seconds before a gang is given up")
+    g.add_argument("--qps", type=_positive_float, help="every scheduler's client qps (1000)")
+    g.add_argument("--burst", type=_positive_int, help="every scheduler's client burst (2000)")
     g.set_defaults(func=_guarded(_bench_gang))
     s = kinds.add_parser("esl", help="soft constraints and bin-packing: scores vs timeouts")
     s.add_argument("--out", type=Path, required=True, help="directory for results")

@@ -1,23 +1,31 @@
-"""The five gang-scheduling approaches the benchmark compares, each a cluster set-up plus a
-way to submit and delete one gang through the real API.
+"""The six gang-scheduling approaches the benchmark compares: each a cluster set-up on equal
+footing, plus how to submit, start and delete one gang through the real API.
 
 - extender: kube-scheduler + the ESCHER extender; gangs declared by labels (extender.gang).
-- pure: ESCHER's pure approach; the pure gang runner (escher_harness.bench.puregang) on
-  plain kube-scheduler.
+- pure: ESCHER's pure approach, planned from the cluster state (escher_harness.bench.puregang)
+  on plain kube-scheduler.
+- pure-ghost: the same with ESCHER's ghost tasks: placeholder pods hold the room first.
 - default: plain kube-scheduler with no gang support: the members are just pods.
 - coscheduling: scheduler-plugins' Coscheduling plugin in its own kube-scheduler build, with
   its PodGroup CRD (ESCHER's "FrameSpace": gang logic inside the scheduling framework).
 - native: Kubernetes v1.37's own gang scheduling (beta: the GenericWorkload gate and
   scheduling.k8s.io/v1beta1 PodGroups; escher_harness.peers).
 
-Every gang is named `g<digits>` and its pods `<gang>-...`, so the trace recorder can tell a
-pod's gang from its name alone, the same way for every approach. Called by the locustfile
+Every cluster gets the same Footing: nodes and their shape, kwok as the kubelets, one API
+budget (clientConnection qps/burst) for whichever kube-scheduler runs and for the extender's
+own client, and percentageOfNodesToScore. A gang's pods are created without a run time: the
+job starts when the whole gang is bound (`start` then sets each member's run time, and kwok
+makes it Succeeded that long after), as a real gang job waits at its rendezvous; members of
+a gang never complete do not run and are deleted at the deadline.
+
+Every gang is named `g<digits>` and its pods `<gang>-...`, so the recorder can tell a pod's
+gang from its name alone, the same way for every approach. Called by the locustfile
 (loadtests/gang_locustfile.py) and by escher_harness.bench.gang_bench.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,46 +36,78 @@ from escher_harness import localcluster
 from escher_harness import peers as peer_gangs
 from escher_harness.bench.loc import loc
 from escher_harness.bench.puregang import GangRequest, PureGang
+from escher_harness.bench.scenario import GangArrival
+from escher_harness.localcluster.kwok import RUN_TIME_ANNOTATION, format_run_time
 from escher_harness.localcluster.paths import REPO_ROOT, cache_dir, scheduler_config_dir
 from escher_harness.workload import Workload, pod_manifest
 from extender.esl.client import PolicyClient
 
 REPO = REPO_ROOT
-APPROACHES = ("extender", "pure", "default", "coscheduling", "native")
+APPROACHES = ("extender", "pure", "pure-ghost", "default", "coscheduling", "native")
+_PURE = ("pure", "pure-ghost")
+
+
+@dataclass(frozen=True)
+class Footing:
+    """What every approach's cluster has alike."""
+
+    nodes: int
+    node_cpu: str
+    node_memory: str
+    # clientConnection.qps/burst of every kube-scheduler, and the extender's own client:
+    # high enough that no token bucket decides a result.
+    client_qps: float = 1000.0
+    client_burst: int = 2000
+    # Every feasible node is scored (the extender needs it; the others get it too).
+    percentage_of_nodes_to_score: int = 100
 
 
 @dataclass(frozen=True)
 class GangJob:
-    name: str
-    size: int
-    cpu: str
-    memory: str
+    arrival: GangArrival
     deadline: float  # seconds to complete before the gang is given up
-    attempt_timeout: float  # pure approach: per attempt
+    attempt_timeout: float  # pure approaches: per attempt
+
+    @property
+    def name(self) -> str:
+        return self.arrival.name
 
 
-class Waiter(Protocol):
-    def wait(self, gang: str, size: int, timeout: float) -> bool: ...
+class Pods(Protocol):
+    """What the approaches need of the run's pod watch (the locustfile's Recorder)."""
+
+    def bound(self, names: Sequence[str], timeout: float) -> int: ...
+
+    def nodes(self, names: Sequence[str]) -> dict[str, str | None]: ...
 
 
 @dataclass
 class Env:
-    """What a running approach needs: the cluster, API access, and the bound-pod waiter."""
+    """What a running approach needs: the cluster, API access, the pod watch, and the
+    policy client of the pure approaches (one per run, as an application would keep)."""
 
     info: localcluster.ClusterInfo
     api: client.ApiClient
-    waiter: Waiter
+    watch: Pods
     on_event: Callable[[str, str], None]
-    pods: dict[str, tuple[str, ...]] = field(default_factory=dict)  # gang -> its pods
+    policy: PolicyClient | None = None
+    pods: dict[str, tuple[str, ...]] = field(default_factory=dict)  # gang -> its pods now
 
 
-def cluster_spec(
-    approach: str, dir: Path, nodes: int, cpu: str, memory: str
-) -> localcluster.ClusterSpec:
-    common: dict[str, Any] = {"dir": dir, "nodes": nodes, "node_cpu": cpu, "node_memory": memory}
+def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.ClusterSpec:
+    common: dict[str, Any] = {
+        "dir": dir,
+        "nodes": footing.nodes,
+        "node_cpu": footing.node_cpu,
+        "node_memory": footing.node_memory,
+        "kwok": True,
+        "client_qps": footing.client_qps,
+        "client_burst": footing.client_burst,
+        "percentage_of_nodes_to_score": footing.percentage_of_nodes_to_score,
+    }
     if approach == "extender":
         return localcluster.ClusterSpec(mode="extender", **common)
-    if approach == "pure":
+    if approach in _PURE:
         return localcluster.ClusterSpec(mode="pure", **common)
     if approach == "default":
         return localcluster.ClusterSpec(mode="none", **common)
@@ -92,56 +132,65 @@ def cluster_spec(
 
 def submit(approach: str, env: Env, job: GangJob) -> bool:
     """Submit `job` and return once it is complete (True) or given up (False)."""
-    work = Workload(env.api)
-    if approach == "pure":
-        return _pure(env, work, job)
+    a = job.arrival
+    if approach in _PURE:
+        return _pure(env, job, placeholders=approach == "pure-ghost")
     if approach == "coscheduling":
         gang = peer_gangs.submit_coscheduling_gang(
             env.api,
-            job.name,
-            size=job.size,
-            min_member=job.size,
-            cpu=job.cpu,
-            memory=job.memory,
-            schedule_timeout_seconds=int(job.deadline),
+            a.name,
+            size=a.size,
+            min_member=a.size,
+            cpu=a.cpu,
+            memory=a.memory,
+            schedule_timeout_seconds=max(1, round(job.deadline)),
         )
-        env.pods[job.name] = gang.pods
+        env.pods[a.name] = gang.pods
     elif approach == "native":
         gang = peer_gangs.submit_native_gang(
-            env.api,
-            job.name,
-            size=job.size,
-            min_member=job.size,
-            cpu=job.cpu,
-            memory=job.memory,
+            env.api, a.name, size=a.size, min_member=a.size, cpu=a.cpu, memory=a.memory
         )
-        env.pods[job.name] = gang.pods
+        env.pods[a.name] = gang.pods
     else:
         labels, annotations = {}, {}
         if approach == "extender":
             domain = env.info.resource_domain
-            labels = {f"{domain}/gang": job.name}
+            labels = {f"{domain}/gang": a.name}
             annotations = {
-                f"{domain}/gang-min": str(job.size),
+                f"{domain}/gang-min": str(a.size),
                 f"{domain}/gang-timeout": f"{job.deadline:g}",
             }
-        names = tuple(f"{job.name}-{i}" for i in range(job.size))
+        names = tuple(f"{a.name}-{i}" for i in range(a.size))
+        work = Workload(env.api)
         for n in names:
             work.create(
                 pod_manifest(
                     n,
-                    requests={"cpu": job.cpu, "memory": job.memory},
+                    requests={"cpu": a.cpu, "memory": a.memory},
                     labels=labels,
                     annotations=annotations,
                 )
             )
-        env.pods[job.name] = names
-    return env.waiter.wait(job.name, job.size, job.deadline)
+        env.pods[a.name] = names
+    return env.watch.bound(env.pods[a.name], job.deadline) == a.size
+
+
+def start(env: Env, job: GangJob) -> tuple[str, ...]:
+    """The whole gang is bound: its job starts. Each member gets its run time (one patch
+    per member, the same for every approach); kwok makes it Succeeded that long after."""
+    core = client.CoreV1Api(env.api)
+    patch = {
+        "metadata": {"annotations": {RUN_TIME_ANNOTATION: format_run_time(job.arrival.run_time)}}
+    }
+    members = env.pods.get(job.name, ())
+    for name in members:
+        core.patch_namespaced_pod(name, "default", patch)
+    return members
 
 
 def delete(approach: str, env: Env, job: GangJob) -> None:
     pods = env.pods.pop(job.name, ())
-    gang = peer_gangs.Gang(job.name, "default", pods, job.size)
+    gang = peer_gangs.Gang(job.name, "default", pods, job.arrival.size)
     if approach == "coscheduling":
         peer_gangs.delete_coscheduling_gang(env.api, gang)
     elif approach == "native":
@@ -150,11 +199,12 @@ def delete(approach: str, env: Env, job: GangJob) -> None:
         Workload(env.api).delete(pods)
 
 
-class _WaiterPods:
-    """The pure ESL's Pods, answered from the run's watch rather than by polling."""
+class _PurePods:
+    """The pure runner's Pods: creations and deletions go to the API and are remembered in
+    env.pods; binding is answered from the run's watch rather than by polling."""
 
-    def __init__(self, work: Workload, env: Env, gang: str) -> None:
-        self.work, self.env, self.gang = work, env, gang
+    def __init__(self, env: Env, gang: str) -> None:
+        self.work, self.env, self.gang = Workload(env.api), env, gang
 
     def create(self, manifest: Any) -> None:
         self.work.create(manifest)
@@ -165,31 +215,32 @@ class _WaiterPods:
         self.env.pods[self.gang] = tuple(p for p in self.env.pods[self.gang] if p not in names)
 
     def bound(self, names: Any, timeout: float) -> int:
-        return len(names) if self.env.waiter.wait(self.gang, len(names), timeout) else 0
+        return self.env.watch.bound(names, timeout)
 
     def nodes(self, names: Any) -> dict[str, str | None]:
-        return self.work.nodes(names)
+        return self.env.watch.nodes(names)
 
 
-def _pure(env: Env, work: Workload, job: GangJob) -> bool:
-    assert env.info.extender_url is not None
-    with PolicyClient(env.info.extender_url, env.info.token) as policy:
-        esl = PureGang(
-            policy,
-            _WaiterPods(work, env, job.name),
-            env.info.resource_domain,
-            on_event=env.on_event,
+def _pure(env: Env, job: GangJob, placeholders: bool) -> bool:
+    assert env.policy is not None, "the pure approaches need the extender's policy API"
+    a = job.arrival
+    esl = PureGang(
+        env.policy,
+        _PurePods(env, a.name),
+        env.info.resource_domain,
+        on_event=env.on_event,
+        placeholders=placeholders,
+    )
+    r = esl.run(
+        GangRequest(
+            a.name,
+            a.size,
+            cpu=a.cpu,
+            memory=a.memory,
+            attempt_timeout=job.attempt_timeout,
+            deadline=job.deadline,
         )
-        r = esl.run(
-            GangRequest(
-                job.name,
-                job.size,
-                cpu=job.cpu,
-                memory=job.memory,
-                attempt_timeout=job.attempt_timeout,
-                deadline=job.deadline,
-            )
-        )
+    )
     return r.completed
 
 
@@ -197,17 +248,20 @@ def policy_loc() -> dict[str, int | None]:
     """Lines of gang policy code per approach: non-blank, non-comment lines of the files
     that implement the gang logic (the peers' from the Go module cache, when present)."""
     mod = cache_dir() / "go" / "mod"
+    pure = [
+        REPO / "extender" / "esl" / "gang.py",
+        REPO / "harness" / "escher_harness" / "bench" / "puregang.py",
+    ]
     files: dict[str, list[Path]] = {
         # The gang feature's folder and the filter that keeps others off reserved places.
         "extender": [
             *sorted((REPO / "extender" / "gang").glob("*.py")),
             REPO / "extender" / "filters" / "reservation.py",
         ],
-        # The gang ESL, and the runner that creates, replaces and deletes the pods.
-        "pure": [
-            REPO / "extender" / "esl" / "gang.py",
-            REPO / "harness" / "escher_harness" / "bench" / "puregang.py",
-        ],
+        # The gang ESL, and the runner that creates, replaces and deletes the pods (both
+        # variants live in the same runner, so they count the same lines).
+        "pure": pure,
+        "pure-ghost": pure,
         "default": [],
         "coscheduling": sorted(
             mod.glob("sigs.k8s.io/scheduler-plugins@*/pkg/coscheduling/**/*.go")

@@ -1,11 +1,15 @@
-"""`escher-extender bench gang --out DIR`: gang scheduling, five approaches, one workload.
+"""`escher-extender bench gang --out DIR`: gang scheduling, six approaches, one replayed workload.
 
-For each approach (escher_harness.bench.approaches) and each scenario (no contention; demand above
-capacity, so gangs must queue) on a fresh local control plane: drive gang arrivals with locust
-(loadtests/gang_locustfile.py), record the event trace, read kube-apiserver's write counter
-before and after, and compute every figure from the trace (escher_harness.bench.trace). Writes
-DIR/results.json, DIR/report.md, DIR/latency_cdf.png, DIR/partial_gangs.png and the raw
-traces, and prints the comparison table. Called by extender.cli (and so by `make demo`).
+For a preset (escher_harness.bench.presets): generate each scenario's workload trace once
+from the seed (escher_harness.bench.scenario) and write it to DIR/workload/; then, for each
+repetition, each scenario and each approach (interleaved, the first approach rotating with
+the repetition), start a fresh local control plane on the preset's footing, replay the trace
+with locust (loadtests/gang_locustfile.py), record CPU and load, stop the cluster, and
+compute the run's figures from its event log (escher_harness.bench.trace). Each run is saved
+at once as DIR/runs/r<k>/<scenario>/<approach>/run.json, so `--resume` continues a campaign
+split across invocations (the workload and footing must be the same). Finally every figure
+is given as median [min-max] over repetitions in DIR/results.json and DIR/report.md, with
+PNG plots, and the tables are printed. Called by escher_harness.cli (and so by `make demo`).
 """
 
 from __future__ import annotations
@@ -15,63 +19,25 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from escher_harness import localcluster
-from escher_harness.bench import approaches, trace
-from escher_harness.bench.apimetrics import write_requests
-from escher_harness.kubeclient import api_client
+from escher_harness.bench import approaches, environment, gang_plots, gang_report, scenario, trace
+from escher_harness.bench.apimetrics import difference
+from escher_harness.bench.presets import Preset
+from escher_harness.bench.replay import SUCCEED_SLACK
 
 LOCUSTFILE = approaches.REPO / "loadtests" / "gang_locustfile.py"
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    size: int  # members per gang (all required: min = size)
-    cpu: str  # per member
-    memory: str
-    rate: float  # gangs per second
-    hold: float  # seconds a complete gang runs before it is deleted
-    seconds: float  # how long gangs keep arriving
-    deadline: float  # a gang not complete by then is given up
-    attempt_timeout: float  # pure approach, per attempt
-
-
-@dataclass(frozen=True)
-class Workload:
-    nodes: int
-    node_cpu: str
-    node_memory: str
-    scenarios: tuple[Scenario, ...]
-
-
-def workload(
-    quick: bool,
-    seconds: float | None = None,
-    size: int = 4,
-    rate: float | None = None,
-    nodes: int = 8,
-) -> Workload:
-    """Nodes of 8 cpu. No contention: demand is a quarter of capacity. Contention: gangs of
-    twice the cpu arrive four times as often, so demand is about twice capacity."""
-    secs = seconds or (10.0 if quick else 60.0)
-    base = rate or 0.5
-    deadline = 15.0 if quick else 30.0
-    return Workload(
-        nodes=nodes,
-        node_cpu="8",
-        node_memory="32Gi",
-        scenarios=(
-            Scenario("no-contention", size, "1", "1Gi", base, 4.0, secs, deadline, 5.0),
-            Scenario("contention", size, "2", "2Gi", base * 4, 6.0, secs, deadline, 5.0),
-        ),
-    )
+# Budget for the load generator's set-up and warm-up, and for its drain beyond the last
+# gang's deadline and run time, before a run is declared hung.
+_SETUP_BUDGET = 120.0
+_DRAIN_BUDGET = SUCCEED_SLACK + 90.0
 
 
 def _say(msg: str) -> None:
@@ -81,7 +47,7 @@ def _say(msg: str) -> None:
 def unavailable(approach: str) -> str | None:
     """Why an approach cannot run here, or None."""
     if approach == "coscheduling":
-        spec = approaches.cluster_spec(approach, Path("/"), 1, "1", "1Gi")
+        spec = approaches.cluster_spec(approach, Path("/"), approaches.Footing(1, "1", "1Gi"))
         if (
             spec.scheduler_binary is None
             or not spec.scheduler_binary.exists()
@@ -91,40 +57,102 @@ def unavailable(approach: str) -> str | None:
     return None
 
 
-def run_one(approach: str, wl: Workload, sc: Scenario, out: Path) -> dict[str, Any]:
+def order(which: Sequence[str], rep: int) -> list[str]:
+    """The approaches of repetition `rep` (1-based): all of them, the first rotating, so no
+    approach always runs first (after a cold machine) or last."""
+    k = (rep - 1) % len(which) if which else 0
+    return [*which[k:], *which[:k]]
+
+
+def warmup_gang(
+    sc: scenario.Scenario, trace_: Sequence[scenario.GangArrival]
+) -> scenario.GangArrival:
+    """The uncounted first gang: two members shaped like the trace's first gang, no run time."""
+    first = trace_[0]
+    return scenario.GangArrival(0.0, "w00000", 2, first.cpu, first.memory, 0.0)
+
+
+def run_one(
+    approach: str,
+    preset: Preset,
+    sc: scenario.Scenario,
+    workload: Path,
+    arrivals: Sequence[scenario.GangArrival],
+    run_dir: Path,
+    label: str,
+) -> dict[str, Any]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log, result = run_dir / "log.jsonl", run_dir / "locust-result.json"
+    for p in (log, result, Path(f"{result}.error")):
+        p.unlink(missing_ok=True)
+    log.write_text("")
     with tempfile.TemporaryDirectory(prefix=f"escher-gang-{approach}-") as tmp:
-        spec = approaches.cluster_spec(
-            approach, Path(tmp) / "c", wl.nodes, wl.node_cpu, wl.node_memory
-        )
+        spec = approaches.cluster_spec(approach, Path(tmp) / "c", preset.footing)
         info = localcluster.up(spec)
         try:
-            api = api_client(info.kubeconfig)
-            path = out / "traces" / f"{approach}-{sc.name}.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("")
             cfg = {
                 "approach": approach,
                 "cluster_dir": str(info.dir),
-                "trace": str(path),
-                **asdict(sc),
+                "workload": str(workload),
+                "log": str(log),
+                "result": str(result),
+                "deadline": sc.deadline,
+                "attempt_timeout": sc.attempt_timeout,
+                "warmup": asdict(warmup_gang(sc, arrivals)),
             }
-            before = write_requests(api)
-            _locust(cfg, sc, path, f"{approach}/{sc.name}")
-            writes = write_requests(api) - before
+            before = {p.name: environment.cpu_seconds(p.pid) for p in info.processes}
+            budget = (
+                _SETUP_BUDGET
+                + max(a.at for a in arrivals)
+                + sc.deadline
+                + max(a.run_time for a in arrivals)
+                + _DRAIN_BUDGET
+            )
+            with environment.LoadSampler() as load:
+                _locust(cfg, log, label, len(arrivals), budget, run_dir / "locust.txt")
+            after = {p.name: environment.cpu_seconds(p.pid) for p in info.processes}
+            if info.extender_url:
+                _save_metrics(info.extender_url, run_dir / "extender-metrics.txt")
         finally:
             localcluster.down(info.dir)
-    f = trace.figures(trace.load(path))
-    result = f.to_json()
-    result["api_writes_per_gang"] = (
-        round(writes / f.gangs_submitted, 1) if f.gangs_submitted else None
-    )
-    result["api_writes"] = writes
-    result["latencies_ms"] = f.latencies_ms
-    result["partial_series"] = f.partial_series
-    return result
+    error = Path(f"{result}.error")
+    if error.exists():
+        raise RuntimeError(f"the load generator failed: {error.read_text()[-2000:]}")
+    facts = json.loads(result.read_text())
+    f = trace.figures(trace.load(log))
+    writes = difference(facts["writes_after"], facts["writes_before"])
+    total = sum(writes.values())
+    return {
+        **f.to_json(),
+        "latencies_ms": f.latencies_ms,
+        "partial_series": f.partial_series,
+        "api_writes": total,
+        "api_writes_per_gang": round(total / f.gangs_submitted, 1) if f.gangs_submitted else None,
+        "writes": writes,
+        "warmup": facts.get("warmup"),
+        "unfinished_lives": facts.get("unfinished_lives"),
+        "load_average": load.summary(),
+        "cpu_seconds": {
+            k: round(a - b, 2)
+            for k, a in after.items()
+            if a is not None and (b := before.get(k)) is not None
+        },
+        "cluster_ready_s": round(info.ready_seconds, 1),
+    }
 
 
-def _locust(cfg: dict[str, Any], sc: Scenario, path: Path, label: str) -> None:
+def _save_metrics(url: str, path: Path) -> None:
+    """The extender's /metrics at the end of a run (its per-verb latency histograms), kept
+    beside the run for diagnosis."""
+    try:
+        path.write_text(httpx.get(f"{url}/metrics", timeout=10).text)
+    except httpx.HTTPError as e:
+        path.write_text(f"# not read: {e}\n")
+
+
+def _locust(
+    cfg: dict[str, Any], log: Path, label: str, gangs: int, budget: float, output: Path
+) -> None:
     env = {**os.environ, "ESCHER_GANG_BENCH": json.dumps(cfg)}
     cmd = [
         sys.executable,
@@ -137,192 +165,196 @@ def _locust(cfg: dict[str, Any], sc: Scenario, path: Path, label: str) -> None:
         "1",
         "-r",
         "1",
-        "-t",
-        f"{max(1, round(sc.seconds))}s",  # locust takes whole seconds
         "--only-summary",
         "--loglevel",
         "WARNING",
+        # A gang given up is a result, not an error: only a crash exits non-zero.
+        "--exit-code-on-error",
+        "0",
     ]
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    output: list[str] = []
-    reader = threading.Thread(target=lambda: output.extend(proc.stdout or []), daemon=True)
-    reader.start()
-    started = time.monotonic()
-    while proc.poll() is None:
-        time.sleep(5)
-        counts = {
-            k: path.read_text().count(f'"kind": "{k}"') for k in ("submit", "done", "timeout")
-        }
-        _say(
-            f"{label}: {time.monotonic() - started:.0f}s, {counts['submit']} gangs submitted, "
-            f"{counts['done']} done, {counts['timeout']} given up"
-        )
-    reader.join(5)
-    # locust exits 1 when any request failed (a gang given up): that is a result, not an error
-    if proc.returncode not in (0, 1):
-        raise RuntimeError(f"locust failed ({proc.returncode}): {''.join(output)[-3000:]}")
+    with output.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        started = time.monotonic()
+        try:
+            while proc.poll() is None:
+                time.sleep(5)
+                text = log.read_text()
+                counts = {k: text.count(f'"kind": "{k}"') for k in ("submit", "done", "timeout")}
+                _say(
+                    f"{label}: {time.monotonic() - started:.0f}s, {counts['submit']}/{gangs} "
+                    f"gangs submitted, {counts['done']} done, {counts['timeout']} given up"
+                )
+                if time.monotonic() - started > budget:
+                    raise RuntimeError(f"the load generator ran over its {budget:.0f}s budget")
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    if proc.returncode != 0:
+        raise RuntimeError(f"locust failed ({proc.returncode}): {output.read_text()[-3000:]}")
 
 
-def run(out: Path, wl: Workload, which: Sequence[str] = approaches.APPROACHES) -> int:
+def _plan(preset: Preset) -> dict[str, Any]:
+    """What a resumed campaign must share with the runs already on disk."""
+    fixed = {k: v for k, v in asdict(preset).items() if k != "repeat"}
+    return {
+        "preset": fixed,
+        "digests": {
+            s.name: scenario.digest(scenario.generate(s, preset.seed)) for s in preset.scenarios
+        },
+    }
+
+
+def run(
+    out: Path,
+    preset: Preset,
+    which: Sequence[str] = approaches.APPROACHES,
+    resume: bool = False,
+    command: str = "",
+) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
+    plan = _plan(preset)
+    plan_file = out / "plan.json"
+    if resume and plan_file.exists():
+        old = json.loads(plan_file.read_text())
+        if old != json.loads(json.dumps(plan)):
+            raise RuntimeError(
+                f"--resume: {out} holds runs of another workload or footing; use a new --out"
+            )
+    elif (out / "runs").exists() and not resume:
+        raise RuntimeError(
+            f"{out} already holds runs: pass --resume to add to them, or a new --out"
+        )
+    plan_file.write_text(json.dumps(plan, indent=1) + "\n")
+
+    workloads: dict[str, Any] = {}
+    for sc in preset.scenarios:
+        arrivals = scenario.generate(sc, preset.seed)
+        path = out / "workload" / f"{sc.name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(scenario.to_json(arrivals)) + "\n")
+        workloads[sc.name] = {
+            "scenario": asdict(sc),
+            "digest": scenario.digest(arrivals),
+            "arrivals": scenario.to_json(arrivals),
+            "offered_cpu": round(sc.offered_cpu(), 1),
+            "capacity_cpu": preset.capacity_cpu(),
+            "file": str(path),
+        }
+        digest = workloads[sc.name]["digest"]
+        _say(f"workload {sc.name}: {len(arrivals)} gangs, seed {preset.seed}, trace {digest}")
+    _say(f"preset {preset.name}: {preset.describe()}")
+
+    skipped = {a: why for a in which if (why := unavailable(a))}
+    for a, why in skipped.items():
+        _say(f"{a}: skipped: {why}")
+    runnable = [a for a in which if a not in skipped]
+    total = preset.repeat * len(preset.scenarios) * len(runnable)
+    done = 0
+    for rep in range(1, preset.repeat + 1):
+        for sc in preset.scenarios:
+            arrivals = scenario.from_json(workloads[sc.name]["arrivals"])
+            for approach in order(runnable, rep):
+                done += 1
+                run_dir = out / "runs" / f"r{rep}" / sc.name / approach
+                saved = run_dir / "run.json"
+                if resume and saved.exists():
+                    continue
+                label = f"[{done}/{total}] r{rep} {sc.name} {approach}"
+                _say(f"{label}: starting a fresh control plane")
+                try:
+                    result = run_one(
+                        approach,
+                        preset,
+                        sc,
+                        Path(workloads[sc.name]["file"]),
+                        arrivals,
+                        run_dir,
+                        label,
+                    )
+                except (localcluster.ClusterError, RuntimeError) as e:
+                    _say(f"{label}: failed: {e}")
+                    result = {"error": str(e)}
+                saved.write_text(json.dumps(result) + "\n")
+    return _finish(out, preset, which, runnable, skipped, workloads, started, command)
+
+
+def load_runs(
+    out: Path, repeat: int, scenarios: Sequence[str], which: Sequence[str]
+) -> dict[str, dict[str, dict[int, dict[str, Any]]]]:
+    """The recorded runs on disk: runs[scenario][approach][rep]."""
+    runs: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
+    for sc in scenarios:
+        for a in which:
+            for rep in range(1, repeat + 1):
+                p = out / "runs" / f"r{rep}" / sc / a / "run.json"
+                if p.exists():
+                    runs.setdefault(sc, {}).setdefault(a, {})[rep] = json.loads(p.read_text())
+    return runs
+
+
+def _finish(
+    out: Path,
+    preset: Preset,
+    which: Sequence[str],
+    runnable: Sequence[str],
+    skipped: dict[str, str],
+    workloads: dict[str, Any],
+    started: float,
+    command: str,
+) -> int:
+    names = [s.name for s in preset.scenarios]
+    runs = load_runs(out, preset.repeat, names, runnable)
     loc = approaches.policy_loc()
     results: dict[str, Any] = {}
-    for approach in which:
-        why = unavailable(approach)
-        if why:
-            _say(f"{approach}: skipped: {why}")
-            results[approach] = {"skipped": why, "policy_loc": loc.get(approach)}
+    for a in which:
+        if a in skipped:
+            results[a] = {"skipped": skipped[a], "policy_loc": loc.get(a)}
             continue
-        per: dict[str, Any] = {}
-        for sc in wl.scenarios:
-            _say(f"{approach}/{sc.name}: starting a fresh control plane")
-            try:
-                per[sc.name] = run_one(approach, wl, sc, out)
-            except (localcluster.ClusterError, RuntimeError) as e:
-                _say(f"{approach}/{sc.name}: failed: {e}")
-                per[sc.name] = {"error": str(e)}
-        headline = per.get("contention", {})
-        results[approach] = {
-            **{k: v for k, v in headline.items() if k not in ("latencies_ms", "partial_series")},
-            "policy_loc": loc.get(approach),
-            "scenarios": per,
-        }
+        per = {}
+        for sc in names:
+            reps = runs.get(sc, {}).get(a, {})
+            per[sc] = {
+                "figures": gang_report.aggregate(list(reps.values())),
+                "errors": [r["error"] for r in reps.values() if "error" in r],
+                "repetitions": {
+                    str(k): {
+                        x: v for x, v in r.items() if x not in ("latencies_ms", "partial_series")
+                    }
+                    for k, r in sorted(reps.items())
+                },
+            }
+        results[a] = {"policy_loc": loc.get(a), "scenarios": per}
+    ts = gang_report.targets(runs)
     doc = {
-        "workload": {**asdict(wl), "headline_scenario": "contention"},
+        "command": command or "escher-extender bench gang",
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_s": round(time.time() - started, 1),
+        "preset": asdict(preset),
+        "repetitions": preset.repeat,
+        "order": {str(r): order(runnable, r) for r in range(1, preset.repeat + 1)},
+        "workloads": workloads,
+        "environment": {"versions": environment.versions(), "machine": environment.machine()},
         "approaches": results,
+        "targets": [asdict(t) for t in ts],
     }
-    slim = json.loads(json.dumps(doc))
-    for a in slim["approaches"].values():
-        for s in a.get("scenarios", {}).values():
-            s.pop("latencies_ms", None)
-            s.pop("partial_series", None)
-    (out / "results.json").write_text(json.dumps(slim, indent=2) + "\n")
-    table = report_table(slim)
-    (out / "report.md").write_text(report_md(slim, table))
-    _plots(out, doc)
-    print(table)
+    tables = {
+        "outcome": gang_report.table(results, names, gang_report.OUTCOME_TABLE),
+        "cost": gang_report.table(results, names, gang_report.COST_TABLE, loc),
+        "run": gang_report.table(results, names, gang_report.RUN_TABLE),
+    }
+    (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out / "report.md").write_text(gang_report.report_md(doc, tables, ts))
+    gang_plots.write(out, runs, names, runnable)
+    for sc, w in workloads.items():
+        print(f"{sc}: {len(w['arrivals'])} gangs, seed {preset.seed}, trace {w['digest']}")
+    print(f"repetitions: {preset.repeat} (cells: median [min-max])\n")
+    print(tables["outcome"], "\n", tables["cost"], sep="\n")
+    print("\n" + gang_report.targets_md(ts))
     print(f"\nwrote {out / 'results.json'}, {out / 'report.md'} and plots in {out}")
     return 0
-
-
-COLUMNS = [
-    ("approach", None),
-    ("scenario", None),
-    ("gangs", "gangs_submitted"),
-    ("completed", "gangs_completed"),
-    ("p50 ms", "p50"),
-    ("p90 ms", "p90"),
-    ("p99 ms", "p99"),
-    ("max partial", "max_partial_gangs"),
-    ("partial pod·s", "partial_pod_seconds"),
-    ("rollbacks", "rollbacks"),
-    ("timeouts", "timeouts"),
-    ("writes/gang", "api_writes_per_gang"),
-    ("policy LOC", "policy_loc"),
-]
-
-
-def report_table(doc: dict[str, Any]) -> str:
-    rows = [[c for c, _ in COLUMNS]]
-    for approach, a in doc["approaches"].items():
-        if "skipped" in a:
-            rows.append([approach, "skipped", a["skipped"]] + [""] * (len(COLUMNS) - 3))
-            continue
-        for sc, r in a["scenarios"].items():
-            if "error" in r:
-                rows.append([approach, sc, "error: " + r["error"][:60]] + [""] * (len(COLUMNS) - 3))
-                continue
-            lat = r.get("latency_ms") or {}
-            cells = [approach, sc]
-            for _, key in COLUMNS[2:]:
-                v = a["policy_loc"] if key == "policy_loc" else lat.get(key, r.get(key))
-                cells.append("-" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v))
-            rows.append(cells)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
-    lines = [
-        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows
-    ]
-    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
-
-
-def report_md(doc: dict[str, Any], table: str) -> str:
-    wl = doc["workload"]
-    scen = "\n".join(
-        f"- **{s['name']}**: gangs of {s['size']} x ({s['cpu']} cpu, {s['memory']}), "
-        f"{s['rate']:g} gangs/s for {s['seconds']:g}s, each held {s['hold']:g}s once complete, "
-        f"given up after {s['deadline']:g}s"
-        for s in wl["scenarios"]
-    )
-    return f"""# Gang scheduling: extender vs pure ephemeral resources vs baselines and peers
-
-Run {doc["started"]} ({doc["duration_s"]:g}s) with `escher-extender bench gang`.
-
-Cluster: a fresh local control plane per run (real etcd, kube-apiserver, kube-scheduler
-v1.37.2, kwok v0.8.0 as the kubelets), {wl["nodes"]} fake nodes of {wl["node_cpu"]} cpu /
-{wl["node_memory"]}.
-Arrivals driven by locust (open loop, one arrival every 1/rate seconds):
-{scen}
-
-Latency: from a gang's submission to its last member bound. *Max partial*: most gangs with
-some but not all members bound at one moment. *Partial pod·s*: pod-seconds held by
-incomplete gangs. *Writes/gang*: kube-apiserver write requests (events and leases excluded)
-during the run per gang submitted; they include kwok's (a pod status patch per bound pod, a
-node status patch per node every 20-45 s), the same for every approach per pod and second.
-*Policy LOC*: non-blank, non-comment lines of the gang logic (extender: the extender/gang
-package and filters/reservation.py; pure: esl/gang.py and the harness's pod runner
-bench/puregang.py; peers: their plugin packages from the Go module cache).
-
-{table}
-
-Figures are computed from the recorded traces in `traces/` (escher_harness/bench/trace.py).
-"""
-
-
-def _plots(out: Path, doc: dict[str, Any]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    scenarios = [s["name"] for s in doc["workload"]["scenarios"]]
-    fig, axes = plt.subplots(1, len(scenarios), figsize=(12, 4.5), sharey=True)
-    for ax, sc in zip(axes, scenarios, strict=True):
-        for approach, a in doc["approaches"].items():
-            lat = a.get("scenarios", {}).get(sc, {}).get("latencies_ms") or []
-            if lat:
-                ax.plot(lat, [(i + 1) / len(lat) for i in range(len(lat))], label=approach)
-        ax.set_title(f"gang latency CDF: {sc}")
-        ax.set_xlabel("submit -> last member bound (ms)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    axes[0].set_ylabel("fraction of completed gangs")
-    fig.tight_layout()
-    fig.savefig(out / "latency_cdf.png", dpi=120)
-    plt.close(fig)
-
-    fig, axes = plt.subplots(1, len(scenarios), figsize=(12, 4.5), sharey=True)
-    for ax, sc in zip(axes, scenarios, strict=True):
-        for approach, a in doc["approaches"].items():
-            series = a.get("scenarios", {}).get(sc, {}).get("partial_series") or []
-            if series:
-                xs = [t for t, _ in series]
-                ys = [c for _, c in series]
-                ax.step(xs, ys, where="post", label=approach)
-        ax.set_title(f"partially bound gangs over time: {sc}")
-        ax.set_xlabel("seconds since the first event")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    axes[0].set_ylabel("gangs with some but not all members bound")
-    fig.tight_layout()
-    fig.savefig(out / "partial_gangs.png", dpi=120)
-    plt.close(fig)
-
-
-def quick_workload() -> Workload:
-    return replace(workload(quick=True), nodes=4)

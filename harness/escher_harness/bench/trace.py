@@ -1,10 +1,23 @@
-"""The gang benchmark's event trace and the figures computed from it. Pure, no I/O.
+"""The gang benchmark's event log and the figures computed from it. Pure, no I/O.
 
-A trace is a time-ordered list of events: what the load generator did (a gang submitted,
-rolled back, timed out, deleted) and what the cluster did (a member first seen bound, a
-bound member deleted), each stamped with wall-clock seconds. Every figure in the report is
-computed here from the trace alone, so it can be checked against a recorded trace
-(tests/unit/test_trace.py). Called by escher_harness.bench.gang_bench.
+One run's log is a time-ordered list of events: what the load generator did (the replay
+started, a gang submitted, rolled back, given up, done) and what the cluster did (a member
+first seen bound, Running, Succeeded; a bound member deleted; a placeholder of a gang bound
+or gone), each stamped with wall-clock seconds. Every figure of the report is computed here
+from the log alone, so it can be checked against a recorded log (tests/unit/test_trace.py).
+Called by escher_harness.bench.gang_bench; written by the locustfile's recorder.
+
+Definitions (the report repeats them):
+- A gang is *complete* once `size` distinct members are bound at once; its *latency* runs
+  from its SUBMIT (the load generator's first call for it) to that moment.
+- It *succeeded* once every member of the complete set has been seen Succeeded.
+- It is *partial* while 0 < members bound < size, before it is complete. Placeholders are
+  not members: a gang holding only placeholders is not partial.
+- *Partial pod-seconds* integrate, over time, the pods bound for gangs not yet complete:
+  members of partial gangs and placeholders alike (both hold room nothing can use yet). The
+  placeholders' share is also given alone. After completion nothing of a gang counts.
+- A *partial stretch* is one interval a gang is partial; it ends *completing* when the gang
+  completes, otherwise (members deleted by a rollback or at the deadline) it was wasted.
 """
 
 from __future__ import annotations
@@ -20,21 +33,27 @@ from escher_harness.bench.stats import summary
 
 
 class Kind(StrEnum):
-    SUBMIT = "submit"  # the gang was handed to the approach (first attempt only counts)
+    START = "start"  # the replay's clock started (set-up and warm-up are over)
+    SUBMIT = "submit"  # the load generator's first call for the gang (`due`: when planned)
     BOUND = "bound"  # a member pod was first seen with spec.nodeName
+    RUNNING = "running"  # a member pod was first seen Running
+    SUCCEEDED = "succeeded"  # a member pod was first seen Succeeded (its room is free)
     UNBOUND = "unbound"  # a bound member pod was deleted
+    HELD = "held"  # a placeholder pod of the gang was first seen bound
+    RELEASED = "released"  # a bound placeholder pod of the gang was deleted
     ROLLBACK = "rollback"  # the approach undid a partly placed attempt and will retry
     TIMEOUT = "timeout"  # the gang did not complete within its deadline and was given up
-    DONE = "done"  # the gang ran to completion and was deleted by the load generator
+    DONE = "done"  # the gang ran to completion (all Succeeded) and was deleted
 
 
 @dataclass(frozen=True)
 class Event:
     t: float
     kind: Kind
-    gang: str
+    gang: str = ""
     pod: str = ""
-    size: int = 0  # the gang's minimum members (SUBMIT events)
+    size: int = 0  # SUBMIT: the gang's members (all required)
+    due: float = 0.0  # SUBMIT: when the trace planned it (wall clock)
 
 
 def load(path: Path) -> list[Event]:
@@ -43,26 +62,44 @@ def load(path: Path) -> list[Event]:
         if line.strip():
             d = json.loads(line)
             events.append(
-                Event(d["t"], Kind(d["kind"]), d["gang"], d.get("pod", ""), d.get("size", 0))
+                Event(
+                    d["t"],
+                    Kind(d["kind"]),
+                    d.get("gang", ""),
+                    d.get("pod", ""),
+                    d.get("size", 0),
+                    d.get("due", 0.0),
+                )
             )
     return sorted(events, key=lambda e: e.t)
 
 
+def line(e: Event) -> str:
+    return json.dumps({k: v for k, v in asdict(e).items() if v or k in ("t", "kind")}) + "\n"
+
+
 def dump(events: Iterable[Event]) -> str:
-    return "".join(json.dumps(asdict(e)) + "\n" for e in events)
+    return "".join(line(e) for e in events)
 
 
 @dataclass(frozen=True)
 class Figures:
     gangs_submitted: int
     gangs_completed: int
-    latency_ms: dict[str, float]  # p50/p90/p99/max/n of submit -> last member bound
+    gangs_succeeded: int
+    latency_ms: dict[str, float]  # n/p50/p90/p99/max of submit -> last member bound
     latencies_ms: list[float]
     max_partial_gangs: int
-    partial_pod_seconds: float
+    partial_pod_seconds: float  # members and placeholders of incomplete gangs
+    placeholder_pod_seconds: float  # the placeholders' share
+    partial_stretches: int
+    wasted_partial_stretches: int  # partial stretches that ended without the gang completing
+    longest_partial_ms: float  # longest partial stretch (0 if none)
     rollbacks: int
     timeouts: int
-    partial_series: list[tuple[float, int]]  # (seconds since start, partial gangs) steps
+    replay_lag_ms: float  # latest SUBMIT after its planned time: how faithful the replay was
+    last_done_s: float  # seconds from START to the last gang done (0 if none)
+    partial_series: list[tuple[float, int]]  # (seconds since START, partial gangs) steps
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -72,59 +109,87 @@ class Figures:
 
 
 def figures(events: Sequence[Event]) -> Figures:
-    """Every figure of one run.
-
-    A gang is complete once `size` distinct members are bound at the same time; its latency
-    runs from its first SUBMIT to that moment. It is *partially bound* while 0 < bound <
-    size, and `partial_pod_seconds` integrates its bound members over those stretches: the
-    resources an incomplete gang holds and cannot use.
-    """
+    """Every figure of one run (see the module's definitions)."""
     events = sorted(events, key=lambda e: e.t)
-    start = events[0].t if events else 0.0
+    starts = [e.t for e in events if e.kind is Kind.START]
+    start = starts[0] if starts else events[0].t if events else 0.0
     size: dict[str, int] = {}
     submitted: dict[str, float] = {}
     bound: dict[str, set[str]] = {}
+    held: dict[str, set[str]] = {}
+    complete_set: dict[str, frozenset[str]] = {}
+    succeeded: dict[str, set[str]] = {}
     completed: dict[str, float] = {}
-    partial: set[str] = set()
+    partial_since: dict[str, float] = {}
+    stretches: list[tuple[float, bool]] = []  # (seconds, ended by completing)
     series: list[tuple[float, int]] = [(0.0, 0)]
-    pod_seconds = 0.0
+    pod_seconds = placeholder_seconds = 0.0
     last_t = start
     rollbacks = timeouts = 0
+    lag = 0.0
+    done_at = 0.0
     for e in events:
-        # integrate the partial gangs' bound members up to this event
-        pod_seconds += (e.t - last_t) * sum(len(bound[g]) for g in partial)
-        last_t = e.t
+        # integrate the room held for incomplete gangs up to this event
+        dt = max(0.0, e.t - last_t)
+        waiting = [g for g in size if g not in completed]
+        members = sum(len(bound.get(g, ())) for g in waiting if g in partial_since)
+        placeholders = sum(len(held.get(g, ())) for g in waiting)
+        pod_seconds += dt * (members + placeholders)
+        placeholder_seconds += dt * placeholders
+        last_t = max(last_t, e.t)
         g = e.gang
         if e.kind is Kind.SUBMIT:
             size.setdefault(g, e.size)
             submitted.setdefault(g, e.t)
+            if e.due:
+                lag = max(lag, e.t - e.due)
         elif e.kind is Kind.BOUND:
             bound.setdefault(g, set()).add(e.pod)
         elif e.kind is Kind.UNBOUND:
             bound.setdefault(g, set()).discard(e.pod)
+        elif e.kind is Kind.HELD:
+            held.setdefault(g, set()).add(e.pod)
+        elif e.kind is Kind.RELEASED:
+            held.setdefault(g, set()).discard(e.pod)
+        elif e.kind is Kind.SUCCEEDED:
+            succeeded.setdefault(g, set()).add(e.pod)
         elif e.kind is Kind.ROLLBACK:
             rollbacks += 1
         elif e.kind is Kind.TIMEOUT:
             timeouts += 1
+        elif e.kind is Kind.DONE:
+            done_at = max(done_at, e.t - start)
         n, want = len(bound.get(g, ())), size.get(g, 0)
         if want and n >= want and g not in completed:
             completed[g] = e.t
-        was = g in partial
-        # A completed gang being torn down is not "partially bound"; a given-up one is,
-        # for as long as its members still hold their places.
+            complete_set[g] = frozenset(bound[g])
         now = bool(want) and g not in completed and 0 < n < want
-        if now != was:
-            (partial.add if now else partial.discard)(g)
-            series.append((e.t - start, len(partial)))
+        if now and g not in partial_since:
+            partial_since[g] = e.t
+            series.append((e.t - start, len(partial_since)))
+        elif not now and g in partial_since:
+            stretches.append((e.t - partial_since.pop(g), g in completed))
+            series.append((e.t - start, len(partial_since)))
+    for since in partial_since.values():  # still partial when the log ends
+        stretches.append((last_t - since, False))
     latencies = [(completed[g] - submitted[g]) * 1000 for g in completed if g in submitted]
     return Figures(
         gangs_submitted=len(submitted),
         gangs_completed=len(completed),
+        gangs_succeeded=sum(
+            1 for g, members in complete_set.items() if members <= succeeded.get(g, set())
+        ),
         latency_ms=summary(latencies) if latencies else {},
         latencies_ms=sorted(latencies),
         max_partial_gangs=max(c for _, c in series),
         partial_pod_seconds=round(pod_seconds, 3),
+        placeholder_pod_seconds=round(placeholder_seconds, 3),
+        partial_stretches=len(stretches),
+        wasted_partial_stretches=sum(1 for _, completing in stretches if not completing),
+        longest_partial_ms=round(max((s for s, _ in stretches), default=0.0) * 1000, 1),
         rollbacks=rollbacks,
         timeouts=timeouts,
+        replay_lag_ms=round(lag * 1000, 1),
+        last_done_s=round(done_at, 3),
         partial_series=series,
     )

@@ -1,0 +1,139 @@
+"""What a benchmark records about where it ran: versions, cores, load, CPU spent.
+
+- `versions()`: Kubernetes (kube-apiserver and kube-scheduler), the Coscheduling peer's
+  scheduler-plugins release (its go.mod pin) and the Kubernetes it is built against, kwok,
+  etcd, this package and the repository's commit, Python and locust.
+- `LoadSampler`: the 1-minute load average, sampled while a run goes on (min, mean, max).
+- `cpu_seconds(pid)`: user + system CPU a process has used (from /proc), read before its
+  cluster is stopped, so each component's share of the machine is on record.
+The machine is shared and noisy: this is what lets a reader judge a figure. Called by
+escher_harness.bench.gang_bench.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import re
+import statistics
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from escher_harness.localcluster.binaries import bin_dir
+from escher_harness.localcluster.paths import REPO_ROOT
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({e})"
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else "unknown"
+
+
+def _version_in(text: str) -> str:
+    m = re.search(r"v?\d+\.\d+\.\d+", text)
+    return m.group(0) if m else text
+
+
+def _pin(gomod: Path, module: str) -> str | None:
+    try:
+        m = re.search(rf"^require {re.escape(module)} (\S+)", gomod.read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+def _package(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def versions() -> dict[str, Any]:
+    b = bin_dir()
+    commit = _first_line(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"])
+    dirty = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    plugins = b / "kube-scheduler-plugins"
+    return {
+        "kubernetes": _version_in(_first_line([str(b / "kube-apiserver"), "--version"])),
+        "kube-scheduler": _version_in(_first_line([str(b / "kube-scheduler"), "--version"])),
+        "scheduler-plugins": _pin(
+            REPO_ROOT / "hack" / "scheduler-plugins" / "go.mod", "sigs.k8s.io/scheduler-plugins"
+        ),
+        "scheduler-plugins built on kubernetes": _version_in(
+            _first_line([str(plugins), "--version"])
+        )
+        if plugins.exists()
+        else None,
+        "kwok": _version_in(_first_line([str(b / "kwok"), "--version"])),
+        "etcd": _version_in(_first_line([str(b / "etcd"), "--version"])),
+        "escher-extender": _package("escher-extender"),
+        "escher-harness": _package("escher-harness"),
+        "commit": commit + ("-dirty" if dirty else ""),
+        "python": platform.python_version(),
+        "locust": _package("locust"),
+    }
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of `pid` and its waited-for children; None if it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    # utime, stime, cutime, cstime: fields 14-17 of proc(5), 12-15 after the comm.
+    return round(sum(int(f) for f in fields[11:15]) / _CLK_TCK, 2)
+
+
+class LoadSampler:
+    """Samples the 1-minute load average every `every` seconds in a thread until stopped."""
+
+    def __init__(self, every: float = 2.0) -> None:
+        self.every = every
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(self.every + 1)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self._stop.wait(self.every):
+                return
+
+    def summary(self) -> dict[str, float]:
+        s = self.samples or [os.getloadavg()[0]]
+        return {
+            "min": round(min(s), 2),
+            "mean": round(statistics.fmean(s), 2),
+            "max": round(max(s), 2),
+        }

@@ -1,0 +1,104 @@
+"""The gang benchmark's plots, every repetition shown: latency CDFs (a line per repetition,
+one colour per approach), partially bound gangs over time, and completions per approach
+(median with min-max bars, each repetition a dot). Written as PNG beside report.md by
+escher_harness.bench.gang_bench; `runs[scenario][approach][rep]` are the recorded runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+Runs = Mapping[str, Mapping[str, Mapping[int, Mapping[str, Any]]]]
+
+
+def write(out: Path, runs: Runs, scenarios: Sequence[str], approaches: Sequence[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colour = {a: f"C{i}" for i, a in enumerate(approaches)}
+    n = len(scenarios)
+
+    fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.8), squeeze=False)
+    for ax, sc in zip(axes[0], scenarios, strict=True):
+        for a in approaches:
+            labelled = False
+            for rep in sorted(runs.get(sc, {}).get(a, {})):
+                lat = runs[sc][a][rep].get("latencies_ms") or []
+                if not lat:
+                    continue
+                ys = [(i + 1) / len(lat) for i in range(len(lat))]
+                ax.step(
+                    lat,
+                    ys,
+                    where="post",
+                    color=colour[a],
+                    alpha=0.75,
+                    lw=1.2,
+                    label=None if labelled else a,
+                )
+                labelled = True
+        ax.set_xscale("log")
+        ax.set_title(f"gang latency CDF: {sc} (a line per repetition)")
+        ax.set_xlabel("submission -> last member bound (ms, log scale)")
+        ax.set_ylabel("fraction of the run's completed gangs")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "latency_cdf.png", dpi=120)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(
+        len(approaches),
+        n,
+        figsize=(6.5 * n, 1.6 * len(approaches) + 1),
+        squeeze=False,
+        sharex="col",
+    )
+    for col, sc in enumerate(scenarios):
+        for row, a in enumerate(approaches):
+            ax = axes[row][col]
+            for rep in sorted(runs.get(sc, {}).get(a, {})):
+                series = runs[sc][a][rep].get("partial_series") or []
+                if series:
+                    ax.step(
+                        [t for t, _ in series],
+                        [c for _, c in series],
+                        where="post",
+                        color=colour[a],
+                        alpha=0.7,
+                        lw=1,
+                    )
+            ax.set_ylabel(a, fontsize=8)
+            ax.grid(True, alpha=0.3)
+            if row == 0:
+                ax.set_title(f"partially bound gangs over time: {sc}")
+        axes[-1][col].set_xlabel("seconds since the clock started (a line per repetition)")
+    fig.tight_layout()
+    fig.savefig(out / "partial_gangs.png", dpi=120)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.2), squeeze=False)
+    for ax, sc in zip(axes[0], scenarios, strict=True):
+        for i, a in enumerate(approaches):
+            reps = runs.get(sc, {}).get(a, {})
+            done = [r["gangs_completed"] for r in reps.values() if "gangs_completed" in r]
+            if not done:
+                continue
+            done.sort()
+            mid = statistics.median(done)
+            ax.bar(i, mid, color=colour[a], alpha=0.6)
+            ax.errorbar(i, mid, yerr=[[mid - done[0]], [done[-1] - mid]], color="black", capsize=4)
+            ax.scatter([i] * len(done), done, color="black", s=10, zorder=3)
+            total = max(r.get("gangs_submitted", 0) for r in reps.values())
+            ax.axhline(total, color="grey", lw=0.8, ls="--")
+        ax.set_xticks(range(len(approaches)), approaches, rotation=20, fontsize=8)
+        ax.set_title(f"gangs completed: {sc} (dashed: submitted)")
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "completions.png", dpi=120)
+    plt.close(fig)

@@ -1,0 +1,374 @@
+"""The gang benchmark's report: figures over repetitions, the tables, issue 12's targets, and
+report.md with every definition. Pure, no I/O: given the recorded runs, it returns text.
+
+Each run (one approach, one scenario, one repetition) is a dict as gang_bench writes it to
+runs/r<k>/<scenario>/<approach>/run.json. Every figure is computed per run, then given as
+its median over repetitions with min and max (stats.spread). Called by
+escher_harness.bench.gang_bench; tested from recorded runs (tests/unit/test_gang_report.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from escher_harness.bench.stats import spread
+
+Run = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    label: str
+    get: Callable[[Run], float | None]
+    decimals: int = 0
+
+
+def _lat(p: str) -> Callable[[Run], float | None]:
+    return lambda r: (r.get("latency_ms") or {}).get(p)
+
+
+def _key(k: str) -> Callable[[Run], float | None]:
+    return lambda r: r.get(k)
+
+
+def _scheduling_cpu(r: Run) -> float | None:
+    cpu = r.get("cpu_seconds") or {}
+    parts = [v for k, v in cpu.items() if k in ("kube-scheduler", "extender") and v is not None]
+    return sum(parts) if parts else None
+
+
+FIGURES = (
+    Figure("gangs", "gangs", _key("gangs_submitted")),
+    Figure("completed", "completed", _key("gangs_completed")),
+    Figure("succeeded", "succeeded", _key("gangs_succeeded")),
+    Figure("timeouts", "timeouts", _key("timeouts")),
+    Figure("rollbacks", "rollbacks", _key("rollbacks")),
+    Figure("p50", "p50 ms", _lat("p50"), 1),
+    Figure("p90", "p90 ms", _lat("p90"), 1),
+    Figure("p99", "p99 ms", _lat("p99"), 1),
+    Figure("max_partial", "max partial", _key("max_partial_gangs")),
+    Figure("wasted_partial", "wasted partial", _key("wasted_partial_stretches")),
+    Figure("longest_partial_ms", "longest partial ms", _key("longest_partial_ms"), 1),
+    Figure("partial_pod_s", "partial pod·s", _key("partial_pod_seconds"), 1),
+    Figure("placeholder_pod_s", "of which placeholders", _key("placeholder_pod_seconds"), 1),
+    Figure("writes_per_gang", "writes/gang", _key("api_writes_per_gang"), 1),
+    Figure("scheduling_cpu_s", "sched. CPU s", _scheduling_cpu, 1),
+    Figure("replay_lag_ms", "replay lag ms", _key("replay_lag_ms"), 1),
+    Figure("warmup_ms", "warm-up ms", lambda r: (r.get("warmup") or {}).get("latency_ms"), 1),
+    Figure("load", "load avg", lambda r: (r.get("load_average") or {}).get("mean"), 2),
+)
+_BY_KEY = {f.key: f for f in FIGURES}
+OUTCOME_TABLE = ("gangs", "completed", "succeeded", "timeouts", "rollbacks", "p50", "p90", "p99")
+COST_TABLE = (
+    "max_partial",
+    "wasted_partial",
+    "longest_partial_ms",
+    "partial_pod_s",
+    "placeholder_pod_s",
+    "writes_per_gang",
+    "scheduling_cpu_s",
+)
+RUN_TABLE = ("replay_lag_ms", "warmup_ms", "load")
+
+
+def aggregate(runs: Sequence[Run]) -> dict[str, dict[str, float]]:
+    """Each figure's spread over the runs (repetitions) that have it."""
+    out: dict[str, dict[str, float]] = {}
+    for f in FIGURES:
+        values = [v for r in runs if "error" not in r and (v := f.get(r)) is not None]
+        if values:
+            out[f.key] = spread([float(v) for v in values])
+    return out
+
+
+def cell(s: Mapping[str, float] | None, decimals: int) -> str:
+    if not s:
+        return "-"
+
+    def fmt(x: float) -> str:
+        return f"{x:.{decimals}f}"
+
+    if s["n"] == 1 or s["min"] == s["max"]:
+        return fmt(s["median"])
+    return f"{fmt(s['median'])} [{fmt(s['min'])}-{fmt(s['max'])}]"
+
+
+def table(
+    results: Mapping[str, Mapping[str, Any]],
+    scenarios: Sequence[str],
+    keys: Sequence[str],
+    loc: Mapping[str, int | None] | None = None,
+) -> str:
+    """A markdown table: one row per scenario and approach, one column per figure; each
+    cell the median [min-max] over repetitions. `results[approach]` holds `skipped`, or
+    `scenarios[name]` = {"figures": aggregate(...), "errors": [...]}."""
+    head = ["scenario", "approach", *(_BY_KEY[k].label for k in keys)]
+    if loc is not None:
+        head.append("policy LOC")
+    rows = [head]
+    for sc in scenarios:
+        for approach, a in results.items():
+            if "skipped" in a:
+                rows.append([sc, approach, "skipped: " + a["skipped"]] + [""] * (len(head) - 3))
+                continue
+            r = a["scenarios"].get(sc) or {}
+            figs = r.get("figures") or {}
+            if not figs and r.get("errors"):
+                rows.append(
+                    [sc, approach, "error: " + r["errors"][0][:60]] + [""] * (len(head) - 3)
+                )
+                continue
+            cells = [sc, approach, *(cell(figs.get(k), _BY_KEY[k].decimals) for k in keys)]
+            if loc is not None:
+                cells.append(str(loc.get(approach) if loc.get(approach) is not None else "-"))
+            rows.append(cells)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+# --- issue 12's targets ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    met: bool | None  # None: not measurable (an approach or scenario missing)
+    detail: str
+
+
+def _per_rep(
+    runs: Mapping[str, Mapping[str, Mapping[int, Run]]], sc: str, approach: str, f: str
+) -> dict[int, float]:
+    fig = _BY_KEY[f]
+    out: dict[int, float] = {}
+    for rep, r in (runs.get(sc, {}).get(approach) or {}).items():
+        if "error" not in r and (v := fig.get(r)) is not None:
+            out[rep] = float(v)
+    return out
+
+
+def _compare(
+    runs: Mapping[str, Mapping[str, Mapping[int, Run]]],
+    name: str,
+    sc: str,
+    figure: str,
+    better: Callable[[float, float], bool],
+    peers: Sequence[str],
+    relation: str,
+) -> Target:
+    """Whether the extender's `figure` relates as `better` to the best of `peers` in every
+    repetition that has all of them, and in the medians."""
+    mine = _per_rep(runs, sc, "extender", figure)
+    theirs = {p: _per_rep(runs, sc, p, figure) for p in peers}
+    reps = sorted(set(mine).intersection(*(set(t) for t in theirs.values())))
+    if not reps:
+        return Target(name, None, f"not measured: extender or {', '.join(peers)} missing in {sc}")
+    pick = min if better(0, 1) else max  # the peers' strongest figure in that repetition
+    ok = [better(mine[k], pick(theirs[p][k] for p in peers)) for k in reps]
+    med = spread([mine[k] for k in reps])["median"]
+    peer_meds = ", ".join(f"{p} {spread([theirs[p][k] for k in reps])['median']:g}" for p in peers)
+    detail = (
+        f"extender {med:g} {relation} {peer_meds} (medians over {len(reps)} repetitions); "
+        f"held in {sum(ok)} of {len(reps)} repetitions"
+    )
+    return Target(name, all(ok), detail)
+
+
+def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]:
+    """Issue 12's targets, judged repetition by repetition (ratios measured in one run):
+    a target is met when it holds in every repetition. `runs[scenario][approach][rep]`."""
+    le = lambda a, b: a <= b  # noqa: E731 - the relation is the data here
+    ge = lambda a, b: a >= b  # noqa: E731
+    out = [
+        _compare(
+            runs,
+            "no contention: extender p50 <= the lower of Coscheduling's and native's p50",
+            "no-contention",
+            "p50",
+            le,
+            ("coscheduling", "native"),
+            "ms vs",
+        ),
+        _compare(
+            runs,
+            "contention: extender completes at least as many gangs as native",
+            "contention",
+            "completed",
+            ge,
+            ("native",),
+            "vs",
+        ),
+    ]
+    # "Max partial no higher than the bind burst": the extender's partially bound gangs must
+    # all be gangs in their bind burst, i.e. every partial stretch ends with the gang complete.
+    wasted = _per_rep(runs, "contention", "extender", "wasted_partial")
+    if wasted:
+        mp = _per_rep(runs, "contention", "extender", "max_partial")
+        longest = _per_rep(runs, "contention", "extender", "longest_partial_ms")
+        out.append(
+            Target(
+                "contention: extender max partial only from bind bursts "
+                "(every partially bound gang completes)",
+                all(v == 0 for v in wasted.values()),
+                f"partial stretches not ending complete: {sorted(wasted.values())} per "
+                f"repetition; max partial {sorted(mp.values())}, longest partial stretch "
+                f"{sorted(longest.values())} ms",
+            )
+        )
+    else:
+        out.append(
+            Target("contention: extender max partial only from bind bursts", None, "not measured")
+        )
+    out += [
+        _compare(
+            runs,
+            "contention: extender partial pod-seconds <= native's",
+            "contention",
+            "partial_pod_s",
+            le,
+            ("native",),
+            "vs",
+        ),
+        _compare(
+            runs,
+            "contention: extender API writes per gang <= native's",
+            "contention",
+            "writes_per_gang",
+            le,
+            ("native",),
+            "vs",
+        ),
+    ]
+    return out
+
+
+def targets_md(ts: Sequence[Target]) -> str:
+    mark = {True: "met", False: "NOT met", None: "not measured"}
+    return "\n".join(f"- **{mark[t.met]}**: {t.name}. {t.detail}." for t in ts)
+
+
+# --- report.md ---------------------------------------------------------------------------
+
+DEFINITIONS = """\
+- **Latency**: from a gang's submission to its last member bound, the same for every
+  approach. Submission is the load generator's first API call for the gang: the PodGroup's
+  creation (coscheduling, native), the first member's creation (extender, default), the
+  first cluster-state read of the planning (pure, pure-ghost: they work before any pod
+  exists, and that counts). "Bound" is the moment the run's one pod watch first sees
+  spec.nodeName, the same watch for every approach. p50/p90/p99 are nearest-rank percentiles
+  of one run's completed gangs; the table gives their median [min-max] over repetitions.
+- **Completed**: all of a gang's members bound at once, before its deadline. **Succeeded**:
+  the completed gang then ran its run time (kwok) and every member was seen Succeeded.
+  **Timeouts**: gangs not complete by their deadline; their pods (and groups) are deleted.
+- **Rollbacks**: attempts an approach undid after writing to the API (the pure approaches
+  delete an attempt's pods and resource, or placeholders that did not all bind, and retry).
+  Attempts undone in a scheduler's memory (the extender's expired reservations,
+  Coscheduling's permit rejections) write nothing and are not counted here.
+- **Max partial**: the most gangs at one moment with some but not all members bound (members
+  only: a placeholder is not a member). **Wasted partial**: partial stretches that ended
+  otherwise than by the gang completing (members deleted by a rollback or at the deadline).
+  **Longest partial**: the longest such stretch, completing or not (a gang bound member by
+  member by the Binding API is partial for its bind burst).
+- **Partial pod·s**: pod-seconds of pods bound for gangs not yet complete: members of
+  partial gangs and placeholders (pure-ghost), both holding room nothing can use yet; the
+  placeholders' share is given alone. Room held without a pod (the extender's in-memory
+  reservations, a scheduler's assumed pods at permit) is invisible to the API and not counted.
+- **Writes/gang**: kube-apiserver's own `apiserver_request_total` for POST, PUT, PATCH,
+  DELETE and APPLY, between the clock's start and the end of the run, divided by the gangs
+  submitted; events and leases are left out. Included: the load generator's creates,
+  run-time patches and deletes, the PodGroups (peers), bindings and pod status patches by
+  the scheduler, the extender's bindings and node status patches, and kwok's pod status
+  (Running, Succeeded) and node heartbeat patches. A completed gang costs more writes than a
+  given-up one (it runs), so more completions raise this figure; results.json has the
+  breakdown per verb and resource.
+- **Sched. CPU s**: CPU seconds used by kube-scheduler and (extender mode) the extender
+  from the launch of the load generator to its end (the warm-up gang included).
+- **Policy LOC**: non-blank, non-comment, non-docstring lines of the gang logic. extender:
+  the `extender/gang/` package and `filters/reservation.py` (Python, inside the extender);
+  pure and pure-ghost: the gang ESL `extender/esl/gang.py` and the runner
+  `bench/puregang.py` (Python library plus application code; both variants are in the same
+  files); coscheduling: scheduler-plugins' `pkg/coscheduling` (Go, tests excluded); native:
+  Kubernetes' `pkg/scheduler/framework/plugins/gangscheduling` (Go, tests excluded; the
+  framework's own gang machinery elsewhere in kube-scheduler is not counted).
+- **Replay lag**: the latest any gang was submitted after its planned time (how faithful
+  the open-loop replay was). **Warm-up**: the uncounted first gang's latency (the cold
+  start). **Load avg**: the machine's 1-minute load average during the run (mean)."""
+
+
+def report_md(doc: Mapping[str, Any], tables: Mapping[str, str], ts: Sequence[Target]) -> str:
+    p = doc["preset"]
+    f = p["footing"]
+    env = doc["environment"]
+    work = "\n".join(
+        f"- **{w['scenario']['name']}** ({len(w['arrivals'])} gangs, trace `{w['digest']}`): "
+        f"gang sizes `{w['scenario']['sizes']}`, member cpu/memory `{w['scenario']['shapes']}`, "
+        f"run time `{w['scenario']['run_time']}` s, Poisson arrivals at "
+        f"{w['scenario']['rate']:g}/s for {w['scenario']['duration']:g} s, deadline "
+        f"{w['scenario']['deadline']:g} s (pure approaches: {w['scenario']['attempt_timeout']:g} s "
+        f"per attempt); offered load {w['offered_cpu']:.0f} cpu of {w['capacity_cpu']:.0f}."
+        for w in doc["workloads"].values()
+    )
+    versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
+    order = "; ".join(f"repetition {k}: {' '.join(o)}" for k, o in doc["order"].items())
+    return f"""# Gang scheduling: six approaches, one replayed workload
+
+`{doc["command"]}`, started {doc["started"]}, {doc["duration_s"]:g} s in all.
+Preset **{p["name"]}**{": " + p["note"] if p["note"] else ""}. Seed **{p["seed"]}**,
+**{doc["repetitions"]} repetition(s)**: every cell is the median [min-max] over them.
+
+## Workload (generated once from the seed, replayed by every approach)
+
+{work}
+
+Every approach replays exactly these arrivals from a common start: the cluster is started,
+the pod watch listed, and one warm-up gang (uncounted, the same for every approach) run
+before the clock starts. A complete gang's members then get their run time (the job starts
+at its rendezvous) and kwok makes them Succeeded that long after, freeing their room; a gang
+not complete by its deadline is deleted.
+
+## Equal footing
+
+A fresh local control plane per run: etcd, kube-apiserver, kube-scheduler (for
+coscheduling: scheduler-plugins' build of it), kwok as the kubelets of {f["nodes"]} nodes of
+{f["node_cpu"]} cpu / {f["node_memory"]}. Every scheduler's clientConnection is qps
+{f["client_qps"]:g} / burst {f["client_burst"]} and so is the extender's own client;
+percentageOfNodesToScore {f["percentage_of_nodes_to_score"]} for all. kwok's client has no
+rate limit (kwok's own default).
+Order: approaches interleaved, the first one rotating each repetition ({order}).
+
+Versions: {versions}. Machine: {env["machine"]["cores"]} cores, {env["machine"]["platform"]};
+load average per run in the last table. The machine is shared: compare approaches within a
+repetition (ratios), not absolute times across reports.
+
+## Results
+
+Outcome:
+
+{tables["outcome"]}
+
+What it cost the cluster:
+
+{tables["cost"]}
+
+The runs themselves:
+
+{tables["run"]}
+
+Plots: `latency_cdf.png` (a line per repetition), `partial_gangs.png`, `completions.png`.
+Raw logs, per-run results and the extender's /metrics are under `runs/`.
+
+## Issue 12's targets (each judged per repetition, on one workload)
+
+{targets_md(ts)}
+
+## Definitions
+
+{DEFINITIONS}
+"""
