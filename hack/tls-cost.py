@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""What mutual TLS on the verbs costs a filter call, measured as kube-scheduler pays it.
+
+Starts the extender standalone (`serve --no-kube`) twice on loopback: once plain HTTP, once
+with the verbs on their own mutual-TLS listener (`--verbs-port`, `--verbs-client-ca`) as
+deploy/ runs it. Then sends filter calls (1,000 NodeNames, one ephemeral unit asked) over a
+kept-alive connection, as kube-scheduler's Go client does, in interleaved rounds, and prints
+the client round trip p50/p99 per setup, their ratio, and the cost of a new connection
+(the handshake, paid once per kept-alive connection). TokenReview is not on this path: the
+verbs authenticate by certificate, and only the policy API asks the API server.
+
+    .venv/bin/python hack/tls-cost.py [--calls 2000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from escher_harness.bench.latency import args as filter_args
+from escher_harness.localcluster.ports import allocate_ports
+
+
+def openssl(*argv: object) -> None:
+    subprocess.run(["openssl", *map(str, argv)], check=True, capture_output=True)
+
+
+def pki(d: Path) -> None:
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=ca",
+            "-keyout", d / "ca.key", "-out", d / "ca.crt")  # fmt: skip
+    for name, cn, ext in (("tls", "127.0.0.1", "subjectAltName=IP:127.0.0.1"),
+                          ("client", "kube-scheduler", "extendedKeyUsage=clientAuth")):  # fmt: skip
+        (d / f"{name}.ext").write_text(ext + "\n")
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}",
+                "-keyout", d / f"{name}.key", "-out", d / f"{name}.csr")  # fmt: skip
+        openssl("x509", "-req", "-in", d / f"{name}.csr", "-CA", d / "ca.crt", "-CAkey",
+                d / "ca.key", "-CAcreateserial", "-days", "1", "-out", d / f"{name}.crt",
+                "-extfile", d / f"{name}.ext")  # fmt: skip
+
+
+def serve(*argv: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "extender", "serve", "--no-kube", *argv],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def wait(url: str, **kw: object) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}/readyz", timeout=1, **kw)  # type: ignore[arg-type]
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise SystemExit(f"{url} did not come up")
+
+
+def timed(client: httpx.Client, body: bytes, calls: int) -> list[float]:
+    out = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        r = client.post("/filter", content=body, headers={"Content-Type": "application/json"})
+        out.append((time.perf_counter() - t) * 1000)
+        assert r.status_code == 200, r.text
+    return out
+
+
+def p99(xs: list[float]) -> float:
+    return statistics.quantiles(xs, n=100)[98]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=2000)
+    p.add_argument("--rounds", type=int, default=3)
+    opts = p.parse_args()
+    body = json.dumps(filter_args(1000)).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        pki(d)
+        ports = allocate_ports({"plain": None, "api": None, "verbs": None})
+        mtls = ["--port", str(ports["api"]), "--verbs-port", str(ports["verbs"]),
+                "--tls-cert", str(d / "tls.crt"), "--tls-key", str(d / "tls.key"),
+                "--verbs-client-ca", str(d / "ca.crt"), "--token", "t"]  # fmt: skip
+        procs = [serve("--port", str(ports["plain"]), "--token", "t"), serve(*mtls)]
+        ctx = ssl.create_default_context(cafile=str(d / "ca.crt"))
+        ctx.load_cert_chain(str(d / "client.crt"), str(d / "client.key"))
+        setups: dict[str, dict[str, Any]] = {
+            "plain HTTP": {"base_url": f"http://127.0.0.1:{ports['plain']}"},
+            "mutual TLS": {"base_url": f"https://127.0.0.1:{ports['verbs']}", "verify": ctx},
+        }
+        try:
+            wait(setups["plain HTTP"]["base_url"])
+            wait(f"https://127.0.0.1:{ports['api']}", verify=ssl.create_default_context(
+                cafile=str(d / "ca.crt")))  # fmt: skip
+            kept: dict[str, list[float]] = {k: [] for k in setups}
+            fresh: dict[str, list[float]] = {k: [] for k in setups}
+            for rnd in range(opts.rounds):
+                for name, kw in setups.items():
+                    with httpx.Client(timeout=30, **kw) as client:
+                        timed(client, body, 50)  # warm the connection and the paths
+                        kept[name] += timed(client, body, opts.calls)
+                    for _ in range(50):  # a new connection per call: the handshake
+                        with httpx.Client(timeout=30, **kw) as client:
+                            fresh[name] += timed(client, body, 1)
+                print(f"round {rnd + 1}/{opts.rounds} done", file=sys.stderr)
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(10)
+    print("| setup | kept-alive p50 ms | p99 ms | new connection p50 ms |")
+    print("|---|---|---|---|")
+    for name in setups:
+        print(f"| {name} | {statistics.median(kept[name]):.2f} | {p99(kept[name]):.2f} "
+              f"| {statistics.median(fresh[name]):.2f} |")  # fmt: skip
+    ratio = statistics.median(kept["mutual TLS"]) / statistics.median(kept["plain HTTP"])
+    print(f"mutual TLS / plain, kept-alive p50: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
