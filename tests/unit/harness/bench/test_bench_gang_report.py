@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 
-from escher_harness.bench import environment, gang_bench, gang_report, presets, scenario, trace
+from escher_harness.bench import (
+    environment,
+    gang_bench,
+    gang_plots,
+    gang_report,
+    presets,
+    scenario,
+    trace,
+)
 from escher_harness.bench.apimetrics import difference, parse_write_counts
 from escher_harness.bench.puregang import PLACEHOLDER_LABEL
 from escher_harness.bench.recorder import Recorder
@@ -21,6 +29,7 @@ from escher_harness.bench.trace import Event, Kind
 # --- the campaign ----------------------------------------------------------------------------
 
 WHICH = ("extender", "pure", "native")
+REAL_PLOTS = gang_plots.write
 
 
 def _small() -> presets.Preset:
@@ -73,6 +82,9 @@ def campaign(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     monkeypatch.setattr(gang_bench, "run_one", run_one)
     monkeypatch.setattr(gang_bench, "unavailable", lambda approach: None)
     monkeypatch.setattr(environment, "versions", lambda: {"kubernetes": "v1.37.2"})
+    # Rendering the PNGs is most of a campaign's time here; the one test of the plots
+    # puts the real writer back (REAL_PLOTS).
+    monkeypatch.setattr(gang_plots, "write", lambda *args: None)
     return calls
 
 
@@ -112,8 +124,9 @@ def test_approaches_interleave_and_the_first_rotates(
 
 
 def test_the_report_gives_median_min_and_max_over_repetitions(
-    campaign: list[dict[str, Any]], tmp_path: Path
+    campaign: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(gang_plots, "write", REAL_PLOTS)
     gang_bench.run(tmp_path, _small(), WHICH)
     doc = json.loads((tmp_path / "results.json").read_text())
     figs = doc["approaches"]["pure"]["scenarios"]["contention"]["figures"]
