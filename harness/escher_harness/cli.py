@@ -113,6 +113,8 @@ def _command(args: argparse.Namespace) -> str:
     for name, value in sorted(vars(args).items()):
         if name in ("func", "command", "benchmark") or value in (None, False):
             continue
+        if name == "preset" and args.quick:  # --quick names the preset; the default is moot
+            continue
         flag = "--" + name.replace("_", "-")
         if value is True:
             parts.append(flag)
