@@ -30,6 +30,7 @@ tick; read by GET /v1/gangs.
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ from extender.core.pod import Keys, PodInfo, Rejection
 from extender.gang.barrier import Barrier
 from extender.gang.plan import Want, plan
 from extender.gang.spec import GangSpec, InvalidGang, gang_spec
+
+log = logging.getLogger(__name__)
 
 
 class Phase(StrEnum):
@@ -97,6 +100,12 @@ class Gang:
     reason: str = ""
     # Members whose Binding was created and that the informer has not reported bound yet.
     committed: set[str] = field(default_factory=set)
+    # Its timeline, in wall-clock seconds (comparable with other processes' clocks): when
+    # it was first learnt, last reserved, and when its minimum was last all at bind.
+    # Logged once the gang is bound (`gang bound`), for `bench gang-timeline`.
+    learnt_at: float = 0.0
+    reserved_at: float | None = None
+    ready_at: float | None = None
 
     @property
     def key(self) -> str:
@@ -120,6 +129,7 @@ class GangManager:
         ledger: Ledger,
         keys: Keys,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
         backoff: tuple[float, float] = (1.0, 60.0),
         max_gangs: int = 100_000,
         unconfirmed_ttl: float = 60.0,
@@ -127,6 +137,7 @@ class GangManager:
         self.ledger = ledger
         self.keys = keys
         self.clock = clock
+        self.wall = wall
         self.backoff = backoff
         # What a caller of the verbs alone can make the manager hold: members the informer
         # never confirms are forgotten after unconfirmed_ttl, and there are at most
@@ -171,7 +182,7 @@ class GangManager:
             self._forget(pod.uid)  # relabelled into another gang
         g = self._gangs.get(spec.key)
         if g is None:
-            g = self._gangs[spec.key] = Gang(spec, next(self._generations))
+            g = self._gangs[spec.key] = Gang(spec, next(self._generations), learnt_at=self.wall())
         m = g.members.get(pod.uid)
         was_bound = m is not None and m.bound
         if m is None:
@@ -210,11 +221,32 @@ class GangManager:
     def _settle(self, g: Gang) -> None:
         """Bound once the minimum is bound; else open the barrier if enough are at bind."""
         if g.bound_count() >= g.spec.min_members:
+            if g.phase is Phase.BOUND:
+                return
             self._release(g, "")
             g.phase = Phase.BOUND
             g.reason = ""
+            log.info(
+                "gang bound",
+                extra={
+                    "gang": g.key,
+                    "generation": g.generation,
+                    "members": g.spec.min_members,
+                    "reservations": g.attempts,
+                    "learnt_at": g.learnt_at,
+                    "reserved_at": g.reserved_at,
+                    "ready_at": g.ready_at,
+                    "bound_at": self.wall(),
+                },
+            )
         elif g.barrier is not None and self._ready(g):
-            g.barrier.open()
+            self._open(g)
+
+    def _open(self, g: Gang) -> None:
+        assert g.barrier is not None
+        if not g.barrier.is_open:
+            g.ready_at = self.wall()
+        g.barrier.open()
 
     # ---- filter ----------------------------------------------------------------------------
 
@@ -327,6 +359,7 @@ class GangManager:
         g.phase = Phase.RESERVED
         g.attempts += 1
         g.expires = now + g.spec.timeout
+        g.reserved_at = self.wall()
         g.barrier = Barrier()
         waiting = g.spec.min_members - g.bound_count() - len(pending)
         g.reason = (
@@ -401,7 +434,7 @@ class GangManager:
             return f"gang {key}: this pod's place is reserved on {slot.node}, not {node}"
         g.barrier.waiting.add(uid)
         if self._ready(g):
-            g.barrier.open()
+            self._open(g)
         return Ticket(g.barrier, key)
 
     def _ready(self, g: Gang) -> bool:

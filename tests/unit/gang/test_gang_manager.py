@@ -274,6 +274,26 @@ def test_bind_refuses_a_member_on_another_node_or_without_a_place() -> None:
     assert gm.arrive("not-a-member", node) is None
 
 
+def test_a_bound_gang_logs_its_timeline_once_in_order(caplog: pytest.LogCaptureFixture) -> None:
+    ticks = iter(float(t) for t in range(1, 100))
+    gm = GangManager(cluster(), KEYS, clock=Clock(), wall=lambda: next(ticks))
+    pods = [member("g", i, size=2) for i in range(2)]
+    for p in pods:
+        upsert(gm, p)  # learnt at 1
+    places = {p.uid: passed(gm.filter(p, NODES))[0] for p in pods}  # reserved at 2
+    for p in pods:
+        assert isinstance(gm.arrive(p.uid, places[p.uid]), Ticket)  # ready at 3
+    with caplog.at_level("INFO", logger="extender.gang.manager"):
+        for p in pods:
+            gm.bound(p.uid, places[p.uid])  # bound at 4
+        upsert(gm, member("g", 0, size=2, node=places[pods[0].uid]))  # seen bound: no repeat
+    (record,) = [r for r in caplog.records if r.message == "gang bound"]
+    fields = record.__dict__
+    timeline = [fields[k] for k in ("learnt_at", "reserved_at", "ready_at", "bound_at")]
+    assert timeline == [1.0, 2.0, 3.0, 4.0]
+    assert (fields["gang"], fields["members"]) == ("default/g", 2)
+
+
 def test_a_member_alone_at_the_barrier_times_out_and_keeps_its_place() -> None:
     lg = cluster()
     gm = manager(lg)
