@@ -132,6 +132,19 @@ def _bench_esl(args: argparse.Namespace) -> int:
     return esl_bench.run(args.out, cfg)
 
 
+def _bench_gang_timeline(args: argparse.Namespace) -> int:
+    from escher_harness.bench import gang_timeline
+
+    gang_timeline.main(
+        args.out,
+        which=args.approaches or gang_timeline.APPROACHES,
+        gangs=args.gangs,
+        size=args.size,
+        repeat=args.repeat,
+    )
+    return 0
+
+
 def _bench_stall(args: argparse.Namespace) -> int:
     from escher_harness.bench import stall
 
@@ -276,6 +289,20 @@ def _add_bench(sub: Any) -> None:
     s.add_argument("--quick", action="store_true", help="two trials each (under a minute)")
     s.add_argument("--trials", type=int, default=5, help="trials per scenario")
     s.set_defaults(func=_guarded(_bench_esl))
+    tl = kinds.add_parser(
+        "gang-timeline",
+        help="one gang at a time: where its time goes, extender vs the in-framework peers",
+    )
+    tl.add_argument("--out", type=Path, required=True, help="directory for results")
+    tl.add_argument(
+        "--approaches",
+        type=_choices(("extender", "coscheduling", "native")),
+        help="comma-separated (default: extender,coscheduling,native)",
+    )
+    tl.add_argument("--gangs", type=_positive_int, default=20, help="gangs per run")
+    tl.add_argument("--size", type=_positive_int, default=4, help="members per gang")
+    tl.add_argument("--repeat", type=_positive_int, default=3, help="repetitions, interleaved")
+    tl.set_defaults(func=_guarded(_bench_gang_timeline))
     t = kinds.add_parser(
         "stall", help="the longest event-loop stall one request causes, seen by /healthz"
     )
