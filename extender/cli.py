@@ -41,6 +41,8 @@ def _serve(args: argparse.Namespace) -> int:
             "tls_key_file": args.tls_key,
             "verbs_port": args.verbs_port,
             "verbs_client_ca_file": args.verbs_client_ca,
+            "verbs_tls_cert_file": args.verbs_tls_cert,
+            "verbs_tls_key_file": args.verbs_tls_key,
             "kubernetes_auth": args.kubernetes_auth or None,
             "leader_elect": args.leader_elect or None,
             "lease_name": args.lease_name,
@@ -107,6 +109,13 @@ def _add_serve(sub: Any) -> None:
         type=Path,
         help="require kube-scheduler's client certificate, signed by this CA, on --verbs-port",
     )
+    p.add_argument(
+        "--verbs-tls-cert",
+        type=Path,
+        help="the --verbs-port listener's own certificate (default: --tls-cert), so the verbs "
+        "can be mutual TLS while --port stays plain HTTP",
+    )
+    p.add_argument("--verbs-tls-key", type=Path, help="... and its key (default: --tls-key)")
     p.add_argument(
         "--kubernetes-auth",
         action="store_true",

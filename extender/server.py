@@ -2,8 +2,9 @@
 
 The service starts first (a misconfiguration it cannot retry past ends here, with one line
 on stderr and exit status 2), then uvicorn serves the app: on `port` everything, or, with
-`verbs_port`, the policy API there and kube-scheduler's verbs on a second TLS listener that
-requires a client certificate signed by `verbs_client_ca_file` when one is given. Both use
+`verbs_port`, the policy API there and kube-scheduler's verbs on a second TLS listener (its
+own certificate, or the service's) that requires a client certificate signed by
+`verbs_client_ca_file` when one is given. Both use
 the header-timeout protocol (extender.http.protocol) and refuse requests beyond
 `max_concurrency` with 503. SIGTERM stops both and then the service. Called by extender.cli.
 """
@@ -48,13 +49,15 @@ def _configs(settings: Settings, app: object) -> list[uvicorn.Config]:
         "ssl_keyfile": str(s.tls_key_file) if s.tls_key_file else None,
     }
     configs = [uvicorn.Config(app, host=s.host, port=s.port, **common)]  # type: ignore[arg-type]
-    if s.verbs_port is not None:
-        mtls: dict[str, object] = {}
+    certificate = s.verbs_certificate()
+    if s.verbs_port is not None and certificate is not None:
+        verbs = {**common, "ssl_certfile": str(certificate[0]), "ssl_keyfile": str(certificate[1])}
         if s.verbs_client_ca_file is not None:
-            mtls = {"ssl_ca_certs": str(s.verbs_client_ca_file), "ssl_cert_reqs": ssl.CERT_REQUIRED}
-        configs.append(
-            uvicorn.Config(app, host=s.host, port=s.verbs_port, **common, **mtls)  # type: ignore[arg-type]
-        )
+            verbs |= {
+                "ssl_ca_certs": str(s.verbs_client_ca_file),
+                "ssl_cert_reqs": ssl.CERT_REQUIRED,
+            }
+        configs.append(uvicorn.Config(app, host=s.host, port=s.verbs_port, **verbs))  # type: ignore[arg-type]
     return configs
 
 

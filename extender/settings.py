@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     # signed by verbs_client_ca_file (mutual TLS); the verbs are then refused on `port`.
     verbs_port: int | None = Field(None, ge=0, le=65535)
     verbs_client_ca_file: Path | None = None
+    # The verbs listener's own certificate (default: tls_cert_file and tls_key_file), so the
+    # verbs can be mutual TLS while `port` stays plain HTTP (the embedded cluster).
+    verbs_tls_cert_file: Path | None = None
+    verbs_tls_key_file: Path | None = None
 
     # ---- Kubernetes ------------------------------------------------------------------------
     # kube=False is the standalone mode: node data only from requests, write-back and bind off.
@@ -118,14 +122,29 @@ class Settings(BaseSettings):
     def _level(cls, v: object) -> object:
         return v.upper() if isinstance(v, str) else v
 
+    def verbs_certificate(self) -> tuple[Path, Path] | None:
+        """The verbs listener's certificate and key: its own, else the service's."""
+        if self.verbs_tls_cert_file is not None and self.verbs_tls_key_file is not None:
+            return self.verbs_tls_cert_file, self.verbs_tls_key_file
+        if self.tls_cert_file is not None and self.tls_key_file is not None:
+            return self.tls_cert_file, self.tls_key_file
+        return None
+
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("tls_cert_file and tls_key_file must be given together")
         if self.verbs_client_ca_file is not None and self.verbs_port is None:
             raise ValueError("verbs_client_ca_file needs verbs_port (the mutual-TLS listener)")
-        if self.verbs_port is not None and self.tls_cert_file is None:
-            raise ValueError("verbs_port serves TLS: give tls_cert_file and tls_key_file")
+        if self.verbs_port is not None and self.verbs_certificate() is None:
+            raise ValueError(
+                "verbs_port serves TLS: give tls_cert_file and tls_key_file (or "
+                "verbs_tls_cert_file and verbs_tls_key_file)"
+            )
+        if (self.verbs_tls_cert_file is None) != (self.verbs_tls_key_file is None):
+            raise ValueError("give verbs_tls_cert_file and verbs_tls_key_file together")
+        if self.verbs_tls_cert_file is not None and self.verbs_port is None:
+            raise ValueError("verbs_tls_cert_file needs verbs_port (the verbs' own listener)")
         if self.verbs_port is not None and self.verbs_port == self.port != 0:
             raise ValueError("verbs_port must differ from port")
         if self.leader_elect:

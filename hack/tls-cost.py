@@ -28,24 +28,8 @@ from typing import Any
 import httpx
 
 from escher_harness.bench.latency import args as filter_args
+from escher_harness.localcluster.pki import make_pki
 from escher_harness.localcluster.ports import allocate_ports
-
-
-def openssl(*argv: object) -> None:
-    subprocess.run(["openssl", *map(str, argv)], check=True, capture_output=True)
-
-
-def pki(d: Path) -> None:
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=ca",
-            "-keyout", d / "ca.key", "-out", d / "ca.crt")  # fmt: skip
-    for name, cn, ext in (("tls", "127.0.0.1", "subjectAltName=IP:127.0.0.1"),
-                          ("client", "kube-scheduler", "extendedKeyUsage=clientAuth")):  # fmt: skip
-        (d / f"{name}.ext").write_text(ext + "\n")
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}",
-                "-keyout", d / f"{name}.key", "-out", d / f"{name}.csr")  # fmt: skip
-        openssl("x509", "-req", "-in", d / f"{name}.csr", "-CA", d / "ca.crt", "-CAkey",
-                d / "ca.key", "-CAcreateserial", "-days", "1", "-out", d / f"{name}.crt",
-                "-extfile", d / f"{name}.ext")  # fmt: skip
 
 
 def serve(*argv: str) -> subprocess.Popen[bytes]:
@@ -85,15 +69,14 @@ def main() -> None:
     opts = p.parse_args()
     body = json.dumps(filter_args(1000)).encode()
     with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
-        pki(d)
+        pki = make_pki(Path(tmp))
         ports = allocate_ports({"plain": None, "api": None, "verbs": None})
         mtls = ["--port", str(ports["api"]), "--verbs-port", str(ports["verbs"]),
-                "--tls-cert", str(d / "tls.crt"), "--tls-key", str(d / "tls.key"),
-                "--verbs-client-ca", str(d / "ca.crt"), "--token", "t"]  # fmt: skip
+                "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
+                "--verbs-client-ca", str(pki.ca), "--token", "t"]  # fmt: skip
         procs = [serve("--port", str(ports["plain"]), "--token", "t"), serve(*mtls)]
-        ctx = ssl.create_default_context(cafile=str(d / "ca.crt"))
-        ctx.load_cert_chain(str(d / "client.crt"), str(d / "client.key"))
+        ctx = ssl.create_default_context(cafile=str(pki.ca))
+        ctx.load_cert_chain(str(pki.client_cert), str(pki.client_key))
         setups: dict[str, dict[str, Any]] = {
             "plain HTTP": {"base_url": f"http://127.0.0.1:{ports['plain']}"},
             "mutual TLS": {"base_url": f"https://127.0.0.1:{ports['verbs']}", "verify": ctx},
@@ -101,7 +84,7 @@ def main() -> None:
         try:
             wait(setups["plain HTTP"]["base_url"])
             wait(f"https://127.0.0.1:{ports['api']}", verify=ssl.create_default_context(
-                cafile=str(d / "ca.crt")))  # fmt: skip
+                cafile=str(pki.ca)))  # fmt: skip
             kept: dict[str, list[float]] = {k: [] for k in setups}
             fresh: dict[str, list[float]] = {k: [] for k in setups}
             for rnd in range(opts.rounds):

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from escher_harness.localcluster.pki import Pki, make_pki
 from escher_harness.localcluster.ports import allocate_ports
 
 
@@ -80,6 +81,14 @@ def test_standalone_over_tls(cert: tuple[Path, Path]) -> None:
             "verbs_client_ca_file needs verbs_port",
         ),
         (["--no-kube", "--verbs-port", "9999"], "verbs_port serves TLS"),
+        (
+            ["--no-kube", "--verbs-port", "9999", "--verbs-tls-cert", "/x.crt"],
+            "verbs_port serves TLS",
+        ),
+        (
+            ["--no-kube", "--verbs-tls-cert", "/x.crt", "--verbs-tls-key", "/x.key"],
+            "verbs_tls_cert_file needs verbs_port",
+        ),
     ],
 )
 def test_refused_configuration_is_one_clear_line(args: list[str], message: str) -> None:
@@ -94,58 +103,44 @@ def test_refused_configuration_is_one_clear_line(args: list[str], message: str) 
     assert "Traceback" not in done.stderr
 
 
-def openssl(*args: str | Path) -> None:
-    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
-
-
 @pytest.fixture
-def pki(tmp_path: Path) -> dict[str, Path]:
-    """A CA, a server certificate for 127.0.0.1, and two client certificates: one the CA
-    signed (kube-scheduler's) and one self-signed (anybody's)."""
-    d = {k: tmp_path / k for k in ("ca.key", "ca.crt", "tls.key", "tls.crt", "client.key",
-                                   "client.crt", "rogue.key", "rogue.crt")}  # fmt: skip
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=ca",
-            "-keyout", d["ca.key"], "-out", d["ca.crt"])  # fmt: skip
-    for name, cn, san in (("tls", "127.0.0.1", "IP:127.0.0.1"), ("client", "kube-scheduler", "")):
-        csr = tmp_path / f"{name}.csr"
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}",
-                "-keyout", d[f"{name}.key"], "-out", csr)  # fmt: skip
-        ext = tmp_path / f"{name}.ext"
-        ext.write_text(f"subjectAltName={san}\n" if san else "extendedKeyUsage=clientAuth\n")
-        signed = d[f"{name}.crt"]
-        openssl("x509", "-req", "-in", csr, "-CA", d["ca.crt"], "-CAkey", d["ca.key"],
-                "-CAcreateserial", "-days", "1", "-out", signed, "-extfile", ext)  # fmt: skip
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=rogue",
-            "-keyout", d["rogue.key"], "-out", d["rogue.crt"])  # fmt: skip
-    return d
+def pki(tmp_path: Path) -> Pki:
+    return make_pki(tmp_path / "pki")
 
 
-def test_the_verbs_take_only_kube_schedulers_client_certificate(pki: dict[str, Path]) -> None:
+@pytest.mark.parametrize("api_tls", [True, False], ids=["one-certificate", "plain-policy-api"])
+def test_the_verbs_take_only_kube_schedulers_client_certificate(pki: Pki, api_tls: bool) -> None:
+    """With one certificate for both listeners (deploy/), or the verbs' own certificate and
+    the policy API on plain HTTP (the embedded cluster)."""
     ports = allocate_ports({"api": None, "verbs": None})
+    cert = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
+    if not api_tls:
+        cert = ["--verbs-tls-cert", str(pki.server_cert), "--verbs-tls-key", str(pki.server_key)]
     proc = serve("--no-kube", "--port", str(ports["api"]), "--verbs-port", str(ports["verbs"]),
-                 "--tls-cert", str(pki["tls.crt"]), "--tls-key", str(pki["tls.key"]),
-                 "--verbs-client-ca", str(pki["ca.crt"]), "--token", "t")  # fmt: skip
-    ca = str(pki["ca.crt"])
+                 *cert, "--verbs-client-ca", str(pki.ca), "--token", "t")  # fmt: skip
 
-    def context(client: str | None) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=ca)
+    def context(client: tuple[Path, Path] | None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(pki.ca))
         if client:
-            ctx.load_cert_chain(str(pki[f"{client}.crt"]), str(pki[f"{client}.key"]))
+            ctx.load_cert_chain(str(client[0]), str(client[1]))
         return ctx
 
+    scheduler = (pki.client_cert, pki.client_key)
     body = {"Pod": {"metadata": {"uid": "u"}}, "NodeNames": ["n"]}
-    api, verbs = f"https://127.0.0.1:{ports['api']}", f"https://127.0.0.1:{ports['verbs']}"
+    scheme = "https" if api_tls else "http"
+    api, verbs = f"{scheme}://127.0.0.1:{ports['api']}", f"https://127.0.0.1:{ports['verbs']}"
     try:
         assert wait_ready(api, proc, verify=context(None)).status_code == 200
-        ok = httpx.post(f"{verbs}/filter", json=body, verify=context("client"))
+        ok = httpx.post(f"{verbs}/filter", json=body, verify=context(scheduler))
         assert ok.status_code == 200 and ok.json()["NodeNames"] == ["n"]
-        for client in (None, "rogue"):  # no certificate, or one the CA did not sign
+        # No certificate, or one the CA did not sign.
+        for client in (None, (pki.rogue_cert, pki.rogue_key)):
             with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
                 httpx.post(f"{verbs}/filter", json=body, verify=context(client), timeout=5)
         # The verbs are not served on the API listener, and the API not on the verbs one.
         elsewhere = httpx.post(f"{api}/filter", json=body, verify=context(None))
         assert elsewhere.status_code == 404 and "mutual-TLS listener" in elsewhere.text
-        policy = httpx.get(f"{verbs}/v1/cluster-state", verify=context("client"))
+        policy = httpx.get(f"{verbs}/v1/cluster-state", verify=context(scheduler))
         assert policy.status_code == 404
     finally:
         proc.terminate()
