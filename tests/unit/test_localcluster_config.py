@@ -12,6 +12,7 @@ import yaml
 
 from escher_harness.localcluster import config
 from escher_harness.localcluster.errors import ClusterError
+from escher_harness.localcluster.pki import Pki
 
 KUBECONFIG = Path("/c/kubeconfig")
 URL = "http://127.0.0.1:9999"
@@ -292,51 +293,42 @@ def test_lease_times_that_cannot_fence_are_refused(
 
 
 def test_service_proxy_command() -> None:
-    assert config.service_proxy_command(port=9, backends=[10, 11], poll=0.2) == [
+    assert config.service_proxy_command(ports=[9], backends=[[10], [11]], poll=0.2) == [
         sys.executable, "-m", "escher_harness.localcluster.serviceproxy",
-        "--port", "9", "--poll", "0.2",
+        "--poll", "0.2", "--port", "9",
         "--backend", "127.0.0.1:10", "--backend", "127.0.0.1:11",
+    ]  # fmt: skip
+    # A second Service port (the verbs'): each replica names its port for it.
+    assert config.service_proxy_command(ports=[9, 19], backends=[[10, 20]], poll=1)[3:] == [
+        "--poll", "1", "--port", "9", "--port", "19", "--backend", "127.0.0.1:10,20",
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("name", "replica"),
-    [("extender-0", True), ("extender-12", True), ("extender", False),
-     ("extender-proxy", False), ("kube-scheduler", False)],
-    ids=["first", "twelfth", "lone-extender", "proxy", "other"],
-)  # fmt: skip
-def test_replica_names(name: str, replica: bool) -> None:
-    assert config.is_replica(name) is replica
+PKI = Pki(
+    *(Path(f"/pki/{n}") for n in ("ca", "ca.key", "tls", "tls.key", "c", "c.key", "r", "r.key"))
+)
 
 
-def test_kwok_command() -> None:
-    command = config.kwok_command(Path("/b/kwok"), kubeconfig=KUBECONFIG, stages=Path("/s.yaml"))
-    assert command == [
-        "/b/kwok",
-        f"--kubeconfig={KUBECONFIG}",
-        # Exactly one node selector: the project's fake nodes, no others.
-        "--manage-nodes-with-annotation-selector=harness.escher.io/fake-node=true",
-        "--node-lease-duration-seconds=0",  # no controller-manager reads leases
-        "--config=/s.yaml",
-    ]
-    # No kubelet API: kwok serves one only with a node port or a server address.
-    assert not any(a.startswith(("--node-port", "--server-address")) for a in command)
-
-
-def test_the_api_budget_and_the_nodes_scored_are_set_when_given() -> None:
+def test_with_verbs_tls_kube_scheduler_calls_the_extender_over_mutual_tls() -> None:
     rendered = config.scheduler_config(
-        "none",
+        "extender",
         user_config=None,
         kubeconfig=KUBECONFIG,
-        extender_url=None,
-        client_qps=1000,
-        client_burst=2000,
-        percentage_of_nodes_to_score=100,
+        extender_url="https://127.0.0.1:7",
+        verbs_tls=PKI,
     )
-    assert rendered["clientConnection"]["qps"] == 1000
-    assert rendered["clientConnection"]["burst"] == 2000
-    assert rendered["percentageOfNodesToScore"] == 100
+    (extender,) = rendered["extenders"]
+    assert extender["urlPrefix"] == "https://127.0.0.1:7" and extender["enableHTTPS"] is True
+    assert extender["tlsConfig"] == {
+        "caFile": "/pki/ca",
+        "certFile": "/pki/c",
+        "keyFile": "/pki/c.key",
+    }
+    # The extender serves the verbs there alone, requiring the certificate the CA signed.
     command = config.extender_command(
-        port=1, kubeconfig=KUBECONFIG, mode="extender", token="t", kube_qps=1000, kube_burst=2000
+        port=4, kubeconfig=KUBECONFIG, mode="extender", token="t", verbs_port=7, verbs_tls=PKI
     )
-    assert command[-4:] == ["--kube-qps", "1000", "--kube-burst", "2000"]
+    assert command[-8:] == [
+        "--verbs-port", "7", "--verbs-tls-cert", "/pki/tls", "--verbs-tls-key", "/pki/tls.key",
+        "--verbs-client-ca", "/pki/ca",
+    ]  # fmt: skip

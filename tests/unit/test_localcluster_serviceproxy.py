@@ -54,16 +54,24 @@ def test_failover_moves_new_connections_to_the_new_leader() -> None:
 
 @pytest.mark.parametrize(
     ("text", "backend"),
-    [("127.0.0.1:8080", Backend("127.0.0.1", 8080)), ("localhost:1", Backend("localhost", 1))],
-    ids=["ip", "name"],
+    [
+        ("127.0.0.1:8080", Backend("127.0.0.1", 8080)),
+        ("localhost:1", Backend("localhost", 1)),
+        ("127.0.0.1:80,443", Backend("127.0.0.1", 80, (443,))),
+    ],
+    ids=["ip", "name", "two-service-ports"],
 )
 def test_backend_parse(text: str, backend: Backend) -> None:
     assert Backend.parse(text) == backend
+    assert str(backend) == text
+    assert [backend.target(i) for i in range(1 + len(backend.more))] == [
+        int(p) for p in text.rsplit(":", 1)[1].split(",")
+    ]
 
 
 @pytest.mark.parametrize(
-    "text", ["127.0.0.1", ":80", "h:port", "h:0", "h:70000"], ids=["no-port", "no-host",
-    "word", "zero", "too-big"]
+    "text", ["127.0.0.1", ":80", "h:port", "h:0", "h:70000", "h:1,", "h:1,x"], ids=["no-port",
+    "no-host", "word", "zero", "too-big", "empty-second", "word-second"]
 )  # fmt: skip
 def test_backend_parse_refuses(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="is not HOST:PORT"):

@@ -39,6 +39,7 @@ from escher_harness.localcluster.config import (
     DEFAULT_RESOURCE_DOMAIN,
     MODES,
     SERVICE_PROXY,
+    VERBS,
     LeaseTimes,
     Mode,
     is_replica,
@@ -53,6 +54,7 @@ from escher_harness.localcluster.manifests import (
     create_manifests,
     load_manifests,
 )
+from escher_harness.localcluster.pki import make_pki
 from escher_harness.localcluster.ports import allocate_ports
 from escher_harness.localcluster.processes import (
     ProcessRecord,
@@ -291,15 +293,21 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
         raise ClusterError(str(e)) from None
     with_extender = spec.mode != "none"
     replicas = spec.replicas if with_extender and spec.replicas > 1 else 0
+    # In extender mode kube-scheduler calls the verbs on a listener of their own, over mutual
+    # TLS, as deploy/ runs it; the policy API stays plain HTTP on loopback.
+    verbs = spec.mode == "extender"
     ports = allocate_ports(
         {
             "etcd": spec.etcd_port,
             "etcd_peer": None,
             "apiserver": spec.apiserver_port,
             "scheduler": spec.scheduler_port,
-            # With replicas, "extender" is the service proxy's: the one address of them all.
+            # With replicas, "extender" and "verbs" are the service proxy's: the one address
+            # of them all.
             **({"extender": spec.extender_port} if with_extender else {}),
+            **({VERBS: None} if verbs else {}),
             **{replica_name(i): None for i in range(replicas)},
+            **{f"{VERBS}-{i}": None for i in range(replicas if verbs else 0)},
         }
     )
     cdir = ClusterDir(spec.dir.absolute())
@@ -481,21 +489,23 @@ def _start(
     apiserver_url = f"https://127.0.0.1:{ports['apiserver']}"
     extender_url = f"http://127.0.0.1:{ports['extender']}" if "extender" in ports else None
     policy_token = secrets.token_hex(16) if extender_url else None
+    verbs_tls = make_pki(cdir.cert_dir / "extender") if VERBS in ports else None
 
     scheduler_config = config.scheduler_config(
         spec.mode,
         user_config=user_config,
         kubeconfig=cdir.kubeconfig,
-        extender_url=extender_url,
+        extender_url=f"https://127.0.0.1:{ports[VERBS]}" if verbs_tls else extender_url,
         client_qps=spec.client_qps,
         client_burst=spec.client_burst,
         percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
+        verbs_tls=verbs_tls,
     )
     _write_private(cdir.tokens, config.render_tokens_csv(admin_token))
     _write_private(cdir.kubeconfig, config.render_kubeconfig(apiserver_url, admin_token))
     cdir.scheduler_config.write_text(config.dump_yaml(scheduler_config))
     _generate_rsa_key(cdir.sa_key)
-    cdir.cert_dir.mkdir(exist_ok=True)
+    cdir.cert_dir.mkdir(exist_ok=True)  # make_pki may have made it
     cdir.logs.mkdir(exist_ok=True)
 
     records: list[ProcessRecord] = []
@@ -571,7 +581,7 @@ def _start(
         _wait_for_kwok(kubelets, cdir.kubeconfig, nodes, time.monotonic() + spec.timeout)
         say(f"kwok took over {len(nodes)} nodes ({time.monotonic() - started:.1f}s)")
 
-    def extender_argv(port: int, identity: str | None = None) -> list[str]:
+    def extender_argv(port: int, verbs_port: int | None, identity: str | None = None) -> list[str]:
         assert policy_token is not None
         return config.extender_command(
             port=port,
@@ -582,32 +592,38 @@ def _start(
             kube_qps=spec.client_qps,
             kube_burst=spec.client_burst,
             identity=identity,
+            verbs_port=verbs_port,
+            verbs_tls=verbs_tls,
         )
 
     if extender_url and policy_token and spec.replicas == 1:
         launch(
             "extender",
-            extender_argv(ports["extender"]),
+            extender_argv(ports["extender"], ports.get(VERBS)),
             ports["extender"],
             f"{extender_url}/readyz",
         )
     elif extender_url and policy_token:
         names = [replica_name(i) for i in range(spec.replicas)]
-        for name in names:
+        for i, name in enumerate(names):
             # Alive is what each replica must be: only the leader is ready.
             launch(
                 name,
-                extender_argv(ports[name], identity=name),
+                extender_argv(ports[name], ports.get(f"{VERBS}-{i}"), identity=name),
                 ports[name],
                 f"http://127.0.0.1:{ports[name]}/healthz",
                 extra_env=spec.lease.environment(),
             )
         # Ready once a leader is ready behind it: its /readyz is the leader's.
+        service = ["extender", VERBS] if VERBS in ports else ["extender"]
         launch(
             SERVICE_PROXY,
             config.service_proxy_command(
-                port=ports["extender"],
-                backends=[ports[n] for n in names],
+                ports=[ports[p] for p in service],
+                backends=[
+                    [ports[n], *([ports[f"{VERBS}-{i}"]] if VERBS in ports else [])]
+                    for i, n in enumerate(names)
+                ],
                 poll=spec.proxy_poll,
             ),
             ports["extender"],

@@ -22,6 +22,7 @@ import yaml
 from escher_harness.localcluster.errors import ClusterError
 from escher_harness.localcluster.fakenodes import FAKE_NODE_ANNOTATION
 from escher_harness.localcluster.paths import scheduler_config_dir
+from escher_harness.localcluster.pki import Pki
 
 Mode = Literal["none", "extender", "pure"]
 MODES: Final[tuple[Mode, ...]] = ("none", "extender", "pure")
@@ -39,6 +40,9 @@ EXTENDER_URL_PLACEHOLDER: Final = "${EXTENDER_URL}"
 LEASE_NAME: Final = "escher-extender"
 LEASE_NAMESPACE: Final = "kube-system"  # kube-apiserver creates it at start
 SERVICE_PROXY: Final = "extender-proxy"
+# The port name of the extender's mutual-TLS listener for kube-scheduler's verbs (extender
+# mode); a replica's is VERBS-<index>.
+VERBS: Final = "verbs"
 _REPLICA = re.compile(r"^extender-(\d+)$")
 
 
@@ -142,6 +146,7 @@ def scheduler_config(
     client_qps: float | None = None,
     client_burst: int | None = None,
     percentage_of_nodes_to_score: int | None = None,
+    verbs_tls: Pki | None = None,
 ) -> dict[str, Any]:
     """The configuration kube-scheduler runs with.
 
@@ -149,8 +154,8 @@ def scheduler_config(
     it names no resource domain: NodeResourcesFit checks every extended resource), else (mode
     none) the defaults. The launcher
     always sets clientConnection.kubeconfig, turns leader election off, and points extenders
-    whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url; the client's qps and burst,
-    and percentageOfNodesToScore, when given.
+    whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url (over mutual TLS with
+    `verbs_tls`); the client's qps and burst, and percentageOfNodesToScore, when given.
     """
     config = copy.deepcopy(dict(user_config)) if user_config is not None else mode_config(mode)
     config["clientConnection"] = {
@@ -165,7 +170,7 @@ def scheduler_config(
         config["percentageOfNodesToScore"] = percentage_of_nodes_to_score
     config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
     if extender_url is not None:
-        point_extenders(config, extender_url)
+        point_extenders(config, extender_url, verbs_tls)
     return config
 
 
@@ -177,11 +182,20 @@ def mode_config(mode: Mode) -> dict[str, Any]:
     return _template(mode)
 
 
-def point_extenders(config: Mapping[str, Any], extender_url: str) -> None:
-    """Point the extenders whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url."""
+def point_extenders(config: Mapping[str, Any], extender_url: str, tls: Pki | None = None) -> None:
+    """Point the extenders whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url; with
+    `tls`, kube-scheduler verifies the extender against its CA and shows its client
+    certificate (mutual TLS, as deploy/ runs it)."""
     for extender in config.get("extenders") or []:
         if extender.get("urlPrefix") == EXTENDER_URL_PLACEHOLDER:
             extender["urlPrefix"] = extender_url
+            if tls is not None:
+                extender["enableHTTPS"] = True
+                extender["tlsConfig"] = {
+                    "caFile": str(tls.ca),
+                    "certFile": str(tls.client_cert),
+                    "keyFile": str(tls.client_key),
+                }
 
 
 def scheduler_name(config: Mapping[str, Any]) -> str:
@@ -288,10 +302,14 @@ def extender_command(
     kube_qps: float | None = None,
     kube_burst: int | None = None,
     identity: str | None = None,
+    verbs_port: int | None = None,
+    verbs_tls: Pki | None = None,
 ) -> list[str]:
     """The extender service, run with this interpreter so it uses the same installation.
     With `identity`, as one of several replicas: it competes for the Lease
-    LEASE_NAMESPACE/LEASE_NAME under that name (LeaseTimes.environment gives the durations)."""
+    LEASE_NAMESPACE/LEASE_NAME under that name (LeaseTimes.environment gives the durations).
+    With `verbs_port` and `verbs_tls`, kube-scheduler's verbs are served there only, over TLS,
+    to the holder of the client certificate the CA signed; the policy API stays plain HTTP."""
     command = [
         sys.executable, "-m", "extender", "serve",
         "--host", "127.0.0.1",
@@ -312,20 +330,30 @@ def extender_command(
             "--lease-name", LEASE_NAME,
             "--lease-namespace", LEASE_NAMESPACE,
         ]  # fmt: skip
+    if verbs_port is not None and verbs_tls is not None:
+        command += [
+            "--verbs-port", str(verbs_port),
+            "--verbs-tls-cert", str(verbs_tls.server_cert),
+            "--verbs-tls-key", str(verbs_tls.server_key),
+            "--verbs-client-ca", str(verbs_tls.ca),
+        ]  # fmt: skip
     return command
 
 
-def service_proxy_command(*, port: int, backends: Sequence[int], poll: float) -> list[str]:
-    """The service proxy (escher_harness.localcluster.serviceproxy) on `port`, forwarding each
-    new connection to one of the replicas on `backends` whose /readyz answers 200, looked at
-    every `poll` seconds."""
+def service_proxy_command(
+    *, ports: Sequence[int], backends: Sequence[Sequence[int]], poll: float
+) -> list[str]:
+    """The service proxy (escher_harness.localcluster.serviceproxy) on `ports`, forwarding
+    each new connection to one of the replicas whose /readyz answers 200 (on its first port),
+    looked at every `poll` seconds: `backends` gives each replica's port for each of `ports`."""
     command = [
         sys.executable, "-m", "escher_harness.localcluster.serviceproxy",
-        "--port", str(port),
         "--poll", f"{poll:g}",
     ]  # fmt: skip
+    for port in ports:
+        command += ["--port", str(port)]
     for backend in backends:
-        command += ["--backend", f"127.0.0.1:{backend}"]
+        command += ["--backend", "127.0.0.1:" + ",".join(map(str, backend))]
     return command
 
 

@@ -1,5 +1,6 @@
 """A Kubernetes Service in miniature, in front of the extender's replicas: a TCP proxy that
-forwards each new connection to a replica whose /readyz answers 200.
+forwards each new connection to a replica whose /readyz answers 200, on each of the
+Service's ports (the policy API's and, in extender mode, the verbs' mutual-TLS one).
 
 Run as a process of its own (component `extender-proxy`, `python -m
 escher_harness.localcluster.serviceproxy`) by cluster.up when ClusterSpec.replicas > 1;
@@ -21,26 +22,37 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
 
 @dataclass(frozen=True)
 class Backend:
+    """A replica: its host and the port its /readyz is probed on (the proxy's first listening
+    port forwards there), then the ports its further listening ports forward to, in order (a
+    Service's further ports, as the extender's mutual-TLS verbs listener)."""
+
     host: str
     port: int
+    more: tuple[int, ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"{self.host}:{','.join(map(str, (self.port, *self.more)))}"
+
+    def target(self, index: int) -> int:
+        """The port the proxy's `index`-th listening port forwards to."""
+        return self.port if index == 0 else self.more[index - 1]
 
     @classmethod
     def parse(cls, text: str) -> Backend:
-        host, sep, port = text.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
-        return cls(host, int(port))
+        host, sep, ports = text.rpartition(":")
+        numbers = ports.split(",")
+        if not sep or not host or not all(p.isdigit() and 0 < int(p) < 65536 for p in numbers):
+            raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT[,PORT...]")
+        return cls(host, int(numbers[0]), tuple(int(p) for p in numbers[1:]))
 
 
 @dataclass
@@ -76,7 +88,7 @@ def _say(message: str) -> None:
 async def _probe(endpoints: Endpoints, backend: Backend, poll: float) -> None:
     """Poll the backend's /readyz for ever; a refused, hung (a paused process) or non-200
     probe makes it not ready."""
-    url = f"http://{backend}/readyz"
+    url = f"http://{backend.host}:{backend.port}/readyz"
     async with httpx.AsyncClient(timeout=max(2 * poll, 0.1)) as client:
         while True:
             try:
@@ -105,23 +117,28 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 
 
 async def _connect(
-    endpoints: Endpoints,
+    endpoints: Endpoints, index: int
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-    """A connection to a ready backend, trying each ready one once; None if none answers."""
+    """A connection to a ready backend's `index`-th port, trying each ready one once; None
+    if none answers."""
     tried: set[Backend] = set()
     while (backend := endpoints.choose(frozenset(tried))) is not None:
         tried.add(backend)
+        port = backend.target(index)
         try:
-            return await asyncio.wait_for(asyncio.open_connection(backend.host, backend.port), 1.0)
+            return await asyncio.wait_for(asyncio.open_connection(backend.host, port), 1.0)
         except (OSError, TimeoutError):
             endpoints.set_ready(backend, False)  # gone: the next probe says when it is back
     return None
 
 
 async def _forward(
-    endpoints: Endpoints, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter
+    endpoints: Endpoints,
+    index: int,
+    client_reader: asyncio.StreamReader,
+    client_writer: asyncio.StreamWriter,
 ) -> None:
-    upstream = await _connect(endpoints)
+    upstream = await _connect(endpoints, index)
     if upstream is None:
         _reset(client_writer)
         return
@@ -140,31 +157,49 @@ async def _forward(
             w.close()
 
 
-async def serve(port: int, backends: Sequence[Backend], poll: float) -> None:
+async def serve(ports: Sequence[int], backends: Sequence[Backend], poll: float) -> None:
     endpoints = Endpoints(tuple(backends))
     probes = [asyncio.create_task(_probe(endpoints, b, poll)) for b in backends]
-    server = await asyncio.start_server(
-        lambda r, w: _forward(endpoints, r, w), "127.0.0.1", port, reuse_address=True
-    )
-    _say(f"listening on 127.0.0.1:{port} for {', '.join(map(str, backends))}")
+
+    def forwarder(index: int) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]:
+        return lambda r, w: _forward(endpoints, index, r, w)
+
+    servers = [
+        await asyncio.start_server(forwarder(i), "127.0.0.1", port, reuse_address=True)
+        for i, port in enumerate(ports)
+    ]
+    _say(f"listening on 127.0.0.1:{ports} for {', '.join(map(str, backends))}")
     try:
-        async with server:
-            await server.serve_forever()
+        await asyncio.gather(*(server.serve_forever() for server in servers))
     finally:
         for task in probes:
             task.cancel()
+        for server in servers:
+            server.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="serviceproxy", description="forward connections to a ready replica"
     )
-    p.add_argument("--port", type=int, required=True, help="port to listen on (127.0.0.1)")
     p.add_argument(
-        "--backend", type=Backend.parse, action="append", required=True, help="HOST:PORT"
+        "--port",
+        type=int,
+        action="append",
+        required=True,
+        help="a port to listen on (127.0.0.1); repeat for a Service's further ports",
+    )
+    p.add_argument(
+        "--backend",
+        type=Backend.parse,
+        action="append",
+        required=True,
+        help="HOST:PORT[,PORT...]: a replica's port for each --port, /readyz on the first",
     )
     p.add_argument("--poll", type=float, default=0.2, help="seconds between readiness probes")
     args = p.parse_args(argv)
+    if any(len(b.more) != len(args.port) - 1 for b in args.backend):
+        p.error(f"every --backend needs {len(args.port)} port(s), one for each --port")
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args.port, args.backend, args.poll))
     return 0
