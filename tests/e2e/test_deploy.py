@@ -43,6 +43,7 @@ from escher_harness.localcluster.config import render_kubeconfig
 from escher_harness.localcluster.errors import MissingBinaryError
 from escher_harness.localcluster.fakenodes import NodeShape, create_nodes
 from escher_harness.localcluster.health import wait_ready
+from escher_harness.localcluster.pki import make_pki
 from escher_harness.localcluster.ports import allocate_ports
 from escher_harness.localcluster.processes import ProcessRecord, spawn, stop
 from escher_harness.workload import Workload, pod_manifest
@@ -86,6 +87,9 @@ class Tls:
     # A certificate for the same address from a CA kube-scheduler does not trust.
     rogue_cert: Path
     rogue_key: Path
+    # kube-scheduler's client certificate, signed by `ca`: the verbs' listener requires it.
+    client_cert: Path
+    client_key: Path
 
 
 @dataclass
@@ -99,6 +103,7 @@ class Env:
     port: int
     policy_token: str
     sa_kubeconfig: Path
+    verbs_port: int
     processes: list[ProcessRecord] = field(default_factory=list)
     extender: ProcessRecord | None = None
 
@@ -155,17 +160,25 @@ class Env:
             port=self.port,
             tls=(cert, key),
             ready="/readyz",
-            flags=self.leader_election_flags,
+            flags=self.leader_election_flags + self.verbs_flags,
         )
 
     @property
     def leader_election_flags(self) -> tuple[str, ...]:
-        (deployment,) = [
-            d for d in self.rendered
-            if d["kind"] == "Deployment" and d["metadata"]["name"] == SERVICE_ACCOUNT
-        ]  # fmt: skip
-        (container,) = deployment["spec"]["template"]["spec"]["containers"]
-        return tuple(a for a in container["args"] if a.startswith(("--leader", "--lease")))
+        return tuple(
+            a for a in extender_args(self.rendered) if a.startswith(("--leader", "--lease"))
+        )
+
+    @property
+    def verbs_flags(self) -> tuple[str, ...]:
+        """The overlay's mutual-TLS verbs listener, on a free local port with the local CA."""
+        if not has_verbs_listener(self.rendered):
+            return ()
+        return ("--verbs-port", str(self.verbs_port), "--verbs-client-ca", str(self.tls.ca))
+
+    @property
+    def verbs_url(self) -> str:
+        return f"https://127.0.0.1:{self.verbs_port}"
 
     def stop_extender(self) -> None:
         if self.extender is not None:
@@ -215,44 +228,46 @@ def apply(kubectl: Path, kubeconfig: Path, docs: list[dict[str, Any]], *flags: s
     return r.stderr
 
 
-def openssl(*args: str) -> None:
-    r = subprocess.run(["openssl", *args], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+def extender_args(rendered: list[dict[str, Any]]) -> list[str]:
+    """The extender container's arguments, as the overlay renders them."""
+    (deployment,) = [
+        d for d in rendered
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == SERVICE_ACCOUNT
+    ]  # fmt: skip
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return list(container["args"])
+
+
+def has_verbs_listener(rendered: list[dict[str, Any]]) -> bool:
+    return any(a.startswith("--verbs-port") for a in extender_args(rendered))
 
 
 def make_tls(d: Path) -> Tls:
-    """Two CAs, and a serving certificate for 127.0.0.1 from each (P-256 keys: fast)."""
-    d.mkdir()
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    ext = d / "serving.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    paths = []
-    for name in ("ca", "rogue-ca"):
-        ca, ca_key, cert, key, csr = (
-            d / f"{name}.crt",
-            d / f"{name}.key",
-            d / f"{name}-serving.crt",
-            d / f"{name}-serving.key",
-            d / f"{name}-serving.csr",
-        )
-        openssl("req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca), "-days", "1",
-                "-subj", f"/CN=escher test {name}")  # fmt: skip
-        openssl("req", *ec, "-keyout", str(key), "-out", str(csr), "-subj", "/CN=escher-extender")
-        openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
-                "-CAcreateserial", "-days", "1", "-extfile", str(ext),
-                "-out", str(cert))  # fmt: skip
-        paths.append((ca, cert, key))
-    (ca, cert, key), (_, rogue_cert, rogue_key) = paths
-    return Tls(ca, cert, key, rogue_cert, rogue_key)
+    """Two CAs, a serving certificate for 127.0.0.1 from each, and kube-scheduler's client
+    certificate from the first."""
+    pki, rogue = make_pki(d / "ca"), make_pki(d / "rogue-ca")
+    return Tls(
+        pki.ca,
+        pki.server_cert,
+        pki.server_key,
+        rogue.server_cert,
+        rogue.server_key,
+        pki.client_cert,
+        pki.client_key,
+    )
 
 
-def local_scheduler_config(rendered: list[dict[str, Any]], url: str, ca: Path, out: Path) -> Path:
-    """The overlay's KubeSchedulerConfiguration, pointed at the local extender and CA file."""
+def local_scheduler_config(rendered: list[dict[str, Any]], url: str, tls: Tls, out: Path) -> Path:
+    """The overlay's KubeSchedulerConfiguration, pointed at the local extender and the local
+    CA and client certificate files."""
     (configmap,) = [d for d in rendered if d["kind"] == "ConfigMap"]
     config = yaml.safe_load(configmap["data"]["config.yaml"])
     for extender in config.get("extenders") or []:
         extender["urlPrefix"] = url
-        extender["tlsConfig"]["caFile"] = str(ca)
+        tls_config = extender["tlsConfig"]
+        tls_config["caFile"] = str(tls.ca)
+        if "certFile" in tls_config:
+            tls_config |= {"certFile": str(tls.client_cert), "keyFile": str(tls.client_key)}
     out.write_text(yaml.safe_dump(config))
     return out
 
@@ -283,10 +298,12 @@ def env(
     mode: str = request.param
     d = tmp_path_factory.mktemp(f"deploy-{mode}")
     tls = make_tls(d / "tls")
-    port = allocate_ports({"extender": None})["extender"]
+    ports = allocate_ports({"extender": None, "verbs": None})
     rendered = render(kubectl, mode)
+    # kube-scheduler calls the verbs on their own listener, where the overlay has one.
+    verbs = ports["verbs"] if has_verbs_listener(rendered) else ports["extender"]
     config = local_scheduler_config(
-        rendered, f"https://127.0.0.1:{port}", tls.ca, d / "scheduler-config.yaml"
+        rendered, f"https://127.0.0.1:{verbs}", tls, d / "scheduler-config.yaml"
     )
     info = localcluster.up(
         localcluster.ClusterSpec(dir=d / "cluster", nodes=2, mode="none", scheduler_config=config)
@@ -300,7 +317,18 @@ def env(
         sa_kubeconfig.write_text(
             render_kubeconfig(info.apiserver, service_account_token(info.kubeconfig))
         )
-        e = Env(mode, info, kubectl, rendered, warnings, tls, port, "policy-token", sa_kubeconfig)
+        e = Env(
+            mode,
+            info,
+            kubectl,
+            rendered,
+            warnings,
+            tls,
+            ports["extender"],
+            "policy-token",
+            sa_kubeconfig,
+            ports["verbs"],
+        )
         e.start_extender(tls.cert, tls.key)
         yield e
     finally:
@@ -511,6 +539,29 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env) -> None:
 
 
 @pytest.mark.parametrize("env", ["extender"], indirect=True)
+def test_the_verbs_answer_only_kube_schedulers_client_certificate(env: Env) -> None:
+    """As deployed, the verbs (bind creates Bindings) take no caller but the holder of the
+    client certificate the CA signed; the policy listener does not serve them at all."""
+    assert env.verbs_flags, "the extender overlay serves the verbs on a listener of their own"
+    body = {"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "node-0"}
+
+    def call(verb: str, client: tuple[Path, Path] | None, base: str) -> httpx.Response:
+        ctx = ssl.create_default_context(cafile=str(env.tls.ca))
+        if client is not None:
+            ctx.load_cert_chain(str(client[0]), str(client[1]))
+        return httpx.post(f"{base}/{verb}", json=body, verify=ctx, timeout=10)
+
+    scheduler = (env.tls.client_cert, env.tls.client_key)
+    # The scheduler's certificate gets an answer: this pod was never filtered, so no bind.
+    answer = call("bind", scheduler, env.verbs_url)
+    assert answer.status_code == 200 and "was not filtered" in answer.json()["Error"]
+    for stranger in (None, (env.tls.rogue_cert, env.tls.rogue_key)):
+        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+            call("bind", stranger, env.verbs_url)
+    assert call("bind", None, env.url).status_code == 404
+
+
+@pytest.mark.parametrize("env", ["extender"], indirect=True)
 def test_kube_scheduler_refuses_a_certificate_from_another_ca(env: Env) -> None:
     admin = api_client(env.info.kubeconfig)
     with env.policy() as policy:
@@ -551,7 +602,7 @@ def test_an_unreachable_extender_leaves_the_pod_pending_and_is_logged(env: Env) 
             lambda: any("connection refused" in x for x in log_lines_about(env.scheduler_log, pod)),
         )
         line = next(x for x in log_lines_about(env.scheduler_log, pod) if "connection refused" in x)
-        assert f"127.0.0.1:{env.port}/filter" in line
+        assert f"{env.verbs_url}/filter" in line
         placement = work.placements([pod])[pod]
         assert placement.node is None
     finally:

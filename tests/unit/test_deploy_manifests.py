@@ -61,7 +61,24 @@ def collect(directory: Path) -> Iterator[Doc]:
 
 
 def overlay(mode: str) -> list[Doc]:
-    return list(collect(DEPLOY / "overlays" / mode))
+    """The overlay's objects with its JSON patches applied (what `kubectl kustomize` renders,
+    but for the strategic-merge patch files, which tests read on their own)."""
+    docs = list(collect(DEPLOY / "overlays" / mode))
+    for patch in kustomization(mode).get("patches", []):
+        if "target" not in patch:
+            continue
+        doc = find(docs, patch["target"]["kind"], patch["target"]["name"])
+        for op in yaml.safe_load(patch["patch"]):
+            assert op["op"] == "add", op
+            *parents, last = op["path"].strip("/").split("/")
+            node: Any = doc
+            for part in parents:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            if last == "-":
+                node.append(op["value"])
+            else:
+                node[last] = op["value"]
+    return docs
 
 
 def kustomization(mode: str) -> Doc:
@@ -111,17 +128,6 @@ def triples(rules: list[Doc]) -> set[tuple[str, str, str]]:
 
 def pod_spec(docs: list[Doc], name: str) -> Doc:
     return dict(find(docs, "Deployment", name)["spec"]["template"]["spec"])
-
-
-def mode_flag(mode: str) -> list[str]:
-    """The flags the overlay's JSON patches append to the extender's args."""
-    flags = []
-    for patch in kustomization(mode).get("patches", []):
-        if patch.get("target", {}).get("name") == "escher-extender":
-            for op in yaml.safe_load(patch["patch"]):
-                assert op["op"] == "add" and op["path"].endswith("/args/-")
-                flags.append(op["value"])
-    return flags
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -218,22 +224,51 @@ def test_the_extender_mode_config_is_the_local_one_plus_https_to_the_service() -
         k: v for k, v in extender.items() if k not in {"urlPrefix", "enableHTTPS", "tlsConfig"}
     } == {k: v for k, v in local_extender.items() if k != "urlPrefix"}
     assert extender["ignorable"] is False
-    # HTTPS to the Service, verified against the CA the scheduler's pod mounts.
+    # Mutual TLS to the Service's verbs port: the extender verified against the CA the
+    # scheduler's pod mounts, the scheduler by its client certificate.
     docs = overlay("extender")
     service = find(docs, "Service", "escher-extender")
-    (port,) = service["spec"]["ports"]
+    port = next(p for p in service["spec"]["ports"] if p["name"] == "verbs")
     host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
     assert extender["urlPrefix"] == f"https://{host}:{port['port']}"
     assert extender["enableHTTPS"] is True
     patch = yaml.safe_load((DEPLOY / "overlays" / "extender" / "scheduler-ca.yaml").read_text())
     spec = patch["spec"]["template"]["spec"]
-    (mount,) = spec["containers"][0]["volumeMounts"]
-    (volume,) = spec["volumes"]
-    assert volume["secret"]["secretName"] == "escher-extender-tls"
+    mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v["secret"] for v in spec["volumes"]}
+    assert volumes["extender-ca"]["secretName"] == "escher-extender-tls"
     # Only the CA certificate reaches the scheduler, never the extender's key.
-    assert volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
-    assert extender["tlsConfig"] == {"caFile": f"{mount['mountPath']}/ca.crt"}
+    assert volumes["extender-ca"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
+    assert volumes["client-tls"]["secretName"] == "escher-scheduler-client-tls"
+    assert extender["tlsConfig"] == {
+        "caFile": f"{mounts['extender-ca']}/ca.crt",
+        "certFile": f"{mounts['client-tls']}/tls.crt",
+        "keyFile": f"{mounts['client-tls']}/tls.key",
+    }
     assert {"path": "scheduler-ca.yaml"} in kustomization("extender")["patches"]
+
+
+def test_in_extender_mode_the_verbs_take_only_the_schedulers_client_certificate() -> None:
+    docs = overlay("extender")
+    spec = pod_spec(docs, "escher-extender")
+    (container,) = spec["containers"]
+    parsed = build_parser().parse_args(["serve", *container["args"]])
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert parsed.verbs_port == ports["verbs"] != parsed.port == ports["https"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v["secret"] for v in spec["volumes"]}
+    # The CA that signed the scheduler's client certificate, from the same Secret, and
+    # nothing else of it (not the scheduler's key).
+    assert str(parsed.verbs_client_ca) == f"{mounts['client-ca']}/ca.crt"
+    assert volumes["client-ca"] == {
+        "secretName": "escher-scheduler-client-tls",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+    }
+    service = find(docs, "Service", "escher-extender")
+    assert {"name": "verbs", "port": 8889, "targetPort": "verbs"} in service["spec"]["ports"]
+    # Pure mode has no verbs listener: kube-scheduler does not call the extender.
+    (pure,) = pod_spec(overlay("pure"), "escher-extender")["containers"]
+    assert not any(a.startswith("--verbs") for a in pure["args"])
 
 
 def test_the_pure_mode_config_has_no_extender_and_enforces_the_domain() -> None:
@@ -248,13 +283,12 @@ def test_the_pure_mode_config_has_no_extender_and_enforces_the_domain() -> None:
 def test_the_extender_runs_in_its_mode_with_flags_the_cli_accepts(mode: str) -> None:
     spec = pod_spec(overlay(mode), "escher-extender")
     (container,) = spec["containers"]
-    args = container["args"] + mode_flag(mode)
-    parsed = build_parser().parse_args(["serve", *args])
+    parsed = build_parser().parse_args(["serve", *container["args"]])
     assert parsed.mode == mode
     assert parsed.in_cluster and parsed.port == 8888
     # The serving pair from the escher-extender-tls Secret, mounted where the flags point.
-    (mount,) = container["volumeMounts"]
-    (volume,) = spec["volumes"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "tls")
+    volume = next(v for v in spec["volumes"] if v["name"] == "tls")
     assert (
         mount["name"] == volume["name"] and volume["secret"]["secretName"] == "escher-extender-tls"
     )
@@ -280,7 +314,9 @@ def test_the_extender_probes_health_and_readiness_over_https() -> None:
         "port": "https",
         "scheme": "HTTPS",
     }
-    assert [p["name"] for p in container["ports"]] == ["https"]
+    # The probes use the policy API's listener: the kubelet has no client certificate for
+    # the verbs' one.
+    assert [p["name"] for p in container["ports"]] == ["https", "verbs"]
 
 
 @pytest.mark.parametrize("name", ["escher-extender", "escher-scheduler"])
@@ -345,7 +381,9 @@ def test_the_scheduler_reads_the_generated_config_where_it_is_mounted() -> None:
 
 
 @pytest.mark.parametrize("mode", ["extender", "pure"])
-def test_a_network_policy_lets_only_the_scheduler_and_labelled_namespaces_in(mode: str) -> None:
+def test_a_network_policy_lets_only_the_scheduler_at_the_verbs_and_labelled_namespaces_in(
+    mode: str,
+) -> None:
     docs = overlay(mode)
     policy = find(docs, "NetworkPolicy", "escher-extender")["spec"]
     extender = find(docs, "Deployment", "escher-extender")
@@ -354,15 +392,19 @@ def test_a_network_policy_lets_only_the_scheduler_and_labelled_namespaces_in(mod
         extender["spec"]["template"]["metadata"]["labels"].items()
     )
     assert policy["policyTypes"] == ["Ingress"]
-    (rule,) = policy["ingress"]
+    verbs_rule, api_rule = policy["ingress"]
     scheduler_labels = scheduler["spec"]["template"]["metadata"]["labels"]
-    sources = rule["from"]
-    assert any(
-        s.get("podSelector", {}).get("matchLabels", {}).items() <= scheduler_labels.items()
-        and "namespaceSelector" not in s
-        for s in sources
-    )
-    assert {"namespaceSelector": {"matchLabels": {"escher.io/policy-client": "true"}}} in sources
+    # The verbs' port: the scheduler's pods only.
+    (source,) = verbs_rule["from"]
+    assert "namespaceSelector" not in source
+    assert source["podSelector"]["matchLabels"].items() <= scheduler_labels.items()
+    assert verbs_rule["ports"] == [{"port": 8889, "protocol": "TCP"}]
+    # The policy API's port: labelled namespaces only.
+    assert api_rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"escher.io/policy-client": "true"}}}
+    ]
     (container,) = pod_spec(docs, "escher-extender")["containers"]
-    (port,) = container["ports"]
-    assert rule["ports"] == [{"port": port["containerPort"], "protocol": "TCP"}]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert api_rule["ports"] == [{"port": ports["https"], "protocol": "TCP"}]
+    if mode == "extender":
+        assert verbs_rule["ports"][0]["port"] == ports["verbs"]
