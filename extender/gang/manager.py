@@ -321,9 +321,11 @@ class GangManager:
     def _try_reserve(self, g: Gang, m: Member, nodes: Sequence[str]) -> Verdict:
         now = self.clock()
         if now < g.retry_at:
+            # No countdown in the reason: kube-scheduler writes the pod's condition again
+            # whenever its message changes, so a reason that changes every attempt costs a
+            # status write every attempt. GET /v1/gangs shows when the next try is.
             g.reason = (
-                f"gang {g.key}: backing off after its reservation expired "
-                f"({g.timeouts} time(s)): next try in {g.retry_at - now:.1f}s"
+                f"gang {g.key}: backing off after its reservation expired ({g.timeouts} time(s))"
             )
             return _all(nodes, g.reason)
         pending = [x for x in g.members.values() if not x.bound]

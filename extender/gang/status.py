@@ -29,6 +29,9 @@ class GangStatus(BaseModel):
     expires_in_seconds: float | None = Field(
         None, description="Until the reservation is released if still incomplete."
     )
+    retry_in_seconds: float | None = Field(
+        None, description="Until the next reservation is tried, while backing off."
+    )
     reservations: int = Field(description="Reservations made so far.")
     timeouts: int = Field(description="Reservations released by the timeout.")
     reason: str = Field(description="Why the gang waits, or empty.")
@@ -60,6 +63,7 @@ def gang_status(g: Gang, now: float) -> GangStatus:
         members=members,
         unclaimed_places=[s.node for s in g.slots if s.member is None],
         expires_in_seconds=round(g.expires - now, 3) if g.slots else None,
+        retry_in_seconds=round(g.retry_at - now, 3) if g.retry_at > now else None,
         reservations=g.attempts,
         timeouts=g.timeouts,
         reason=g.reason,

@@ -320,7 +320,13 @@ def test_an_expired_reservation_is_released_and_the_gang_backs_off() -> None:
     assert reserved(lg) == 0 and "expired after 10s" in g.reason
     verdict = gm.filter(pod, NODES)  # during the backoff (2s)
     assert verdict is not None and "backing off" in next(iter(verdict.rejected.values())).reason
-    clock.now += 2.5
+    assert gang_status(g, clock.now).retry_in_seconds == 2.0
+    # The same words on every attempt of the backoff, so kube-scheduler has no new message
+    # to write into the pod's condition each time.
+    clock.now += 1
+    again = gm.filter(pod, NODES)
+    assert again is not None and again.rejected == verdict.rejected
+    clock.now += 1.5
     assert len(passed(gm.filter(pod, NODES))) == 1 and reserved(lg) == 2
 
 
