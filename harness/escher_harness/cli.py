@@ -190,12 +190,12 @@ def _sizes(text: str) -> list[int]:
 
 
 def _modes(text: str) -> list[str]:
-    from escher_harness.bench.throughput import MODES
+    from escher_harness.bench.throughput import ALL_MODES
 
     modes = text.split(",")
-    unknown = [m for m in modes if m not in MODES]
+    unknown = [m for m in modes if m not in ALL_MODES]
     if unknown or not modes:
-        raise argparse.ArgumentTypeError(f"modes are among {', '.join(MODES)}, not {unknown}")
+        raise argparse.ArgumentTypeError(f"modes are among {', '.join(ALL_MODES)}, not {unknown}")
     return modes
 
 
@@ -235,7 +235,10 @@ def _add_bench(sub: Any) -> None:
     e.add_argument("--repeat", type=int, help="repetitions, modes interleaved (default 3)")
     e.add_argument("--pods", type=int, help="pods per throughput run (default 1000)")
     e.add_argument(
-        "--modes", type=_modes, help="comma-separated of none,pure,extender (default: all)"
+        "--modes",
+        type=_modes,
+        help="comma-separated of none,pure,extender (default: these three) and extender-http "
+        "(the verbs over plain HTTP instead of mutual TLS)",
     )
     e.add_argument(
         "--qps", type=float, help="API budget of every client, burst twice it (default 1000)"

@@ -191,7 +191,7 @@ def _plots(out: Path, results: Mapping[str, Any], samples: Mapping[str, list[flo
     rows = results["throughput"]
     if rows:
         groups = sorted({(r["nodes"], r["workload"]) for r in rows})
-        modes = sorted({r["mode"] for r in rows}, key=list(throughput.MODES).index)
+        modes = sorted({r["mode"] for r in rows}, key=list(throughput.ALL_MODES).index)
         fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups)), 4.5))
         width = 0.8 / len(modes)
         for j, mode in enumerate(modes):

@@ -22,8 +22,8 @@ COMPONENTS = ("extender", "kube-scheduler", "kube-apiserver", "etcd")
 # Ratios as (numerator mode, denominator mode) per workload, each measured within one
 # repetition: the same machine state, minutes apart at most.
 RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
-    "plain": (("extender", "none"), ("pure", "none")),
-    "ephemeral": (("extender", "pure"),),
+    "plain": (("extender", "none"), ("pure", "none"), ("extender-http", "none")),
+    "ephemeral": (("extender", "pure"), ("extender-http", "pure")),
 }
 # Worse than the baseline by more than this is reported as a regression.
 REGRESSION = 0.25

@@ -45,9 +45,12 @@ from escher_harness.workload import Workload, pod_manifest
 from extender.core import quantity
 from extender.esl.client import PolicyClient
 
-Mode = Literal["none", "pure", "extender"]
+Mode = Literal["none", "pure", "extender", "extender-http"]
 Kind = Literal["plain", "ephemeral"]
 MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
+# extender-http: extender mode with kube-scheduler calling the verbs over plain HTTP instead of
+# mutual TLS (what deploy/ and the embedded cluster run), to measure what TLS costs.
+ALL_MODES: Final[tuple[Mode, ...]] = (*MODES, "extender-http")
 RESOURCE: Final = "tput"
 LABEL: Final = "bench.escher.io/run"
 WARMUP_PODS: Final = 20
@@ -109,7 +112,8 @@ def _cluster(
         spec = localcluster.ClusterSpec(
             dir=Path(tmp),
             nodes=setup.nodes,
-            mode=mode,
+            mode="extender" if mode == "extender-http" else mode,
+            verbs_tls=mode != "extender-http",
             kwok=False,
             client_qps=setup.qps,
             client_burst=setup.burst,

@@ -116,6 +116,9 @@ class ClusterSpec:
     # escher_harness.localcluster.serviceproxy), which extender_url and kube-scheduler use.
     replicas: int = 1
     lease: LeaseTimes = field(default_factory=LeaseTimes)
+    # In extender mode kube-scheduler calls the verbs over mutual TLS, as deploy/ does. False:
+    # over plain HTTP on the policy API's port (to measure what TLS costs).
+    verbs_tls: bool = True
     # How often the service proxy asks each replica's /readyz.
     proxy_poll: float = 0.2
     # Budget in seconds for all components to become ready (node creation not included; kwok
@@ -295,7 +298,7 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
     replicas = spec.replicas if with_extender and spec.replicas > 1 else 0
     # In extender mode kube-scheduler calls the verbs on a listener of their own, over mutual
     # TLS, as deploy/ runs it; the policy API stays plain HTTP on loopback.
-    verbs = spec.mode == "extender"
+    verbs = spec.mode == "extender" and spec.verbs_tls
     ports = allocate_ports(
         {
             "etcd": spec.etcd_port,
