@@ -5,8 +5,9 @@ Starts two embedded clusters side by side (the same node count, kwok off): one w
 extender (no leader election), one with `--replicas 2` (Lease-based leader election, the
 followers' warm ledgers fed by the same watches). Then sends filter calls (the nodes' names,
 one ephemeral unit asked) to the lone extender and to the leader replica directly (not through
-the service proxy, whose hop is not leader election's cost), over a kept-alive connection, in
-interleaved rounds, and prints the client round trip p50/p99 per setup and their ratio.
+the service proxy, whose hop is not leader election's cost), on their mutual-TLS verbs
+listeners as kube-scheduler calls them, over a kept-alive connection, in interleaved rounds,
+and prints the client round trip p50/p99 per setup and their ratio.
 
     .venv/bin/python hack/leader-cost.py [--nodes 1000] [--calls 2000] [--rounds 3]
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 import statistics
 import sys
 import tempfile
@@ -37,17 +39,30 @@ def timed(client: httpx.Client, body: bytes, calls: int) -> list[float]:
     return out
 
 
-def leader_url(info: localcluster.ClusterInfo) -> str:
+def verbs_url(info: localcluster.ClusterInfo) -> str:
+    """The verbs' mutual-TLS listener of the lone extender, or of the replica that leads (its
+    own, not the service proxy's)."""
+    if not info.replica_urls:
+        return f"https://127.0.0.1:{info.ports['verbs']}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        for url in localcluster.load(info.dir).replica_urls.values():
+        for name, url in localcluster.load(info.dir).replica_urls.items():
             try:
                 if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    return url
+                    index = name.rsplit("-", 1)[1]
+                    return f"https://127.0.0.1:{info.ports[f'verbs-{index}']}"
             except httpx.HTTPError:
                 pass
         time.sleep(0.1)
     raise SystemExit("no replica became the leader within 60 s")
+
+
+def tls(info: localcluster.ClusterInfo) -> ssl.SSLContext:
+    """kube-scheduler's side of the verbs' mutual TLS."""
+    certs = info.paths["cert_dir"] / "extender"
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    ctx.load_cert_chain(str(certs / "client.crt"), str(certs / "client.key"))
+    return ctx
 
 
 def p99(xs: list[float]) -> float:
@@ -74,14 +89,11 @@ def main() -> None:
                 )
                 print(f"starting: {name}, {opts.nodes} nodes", file=sys.stderr, flush=True)
                 infos[name] = localcluster.up(spec)
-            urls = {
-                "lone extender": str(infos["lone extender"].extender_url),
-                "leader of 2 replicas": leader_url(infos["leader of 2 replicas"]),
-            }
+            urls = {name: verbs_url(info) for name, info in infos.items()}
             times: dict[str, list[float]] = {k: [] for k in urls}
             for rnd in range(opts.rounds):
                 for name, url in urls.items():
-                    with httpx.Client(base_url=url, timeout=30) as client:
+                    with httpx.Client(base_url=url, verify=tls(infos[name]), timeout=30) as client:
                         timed(client, body, 50)  # warm the connection and the paths
                         times[name] += timed(client, body, opts.calls)
                 print(f"round {rnd + 1}/{opts.rounds} done", file=sys.stderr, flush=True)
