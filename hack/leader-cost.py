@@ -27,16 +27,7 @@ import httpx
 
 from escher_harness import localcluster
 from escher_harness.bench.latency import args as filter_args
-
-
-def timed(client: httpx.Client, body: bytes, calls: int) -> list[float]:
-    out = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        r = client.post("/filter", content=body, headers={"Content-Type": "application/json"})
-        out.append((time.perf_counter() - t) * 1000)
-        assert r.status_code == 200, r.text
-    return out
+from escher_harness.bench.latency import round_trips as timed
 
 
 def verbs_url(info: localcluster.ClusterInfo) -> str:

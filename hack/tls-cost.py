@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from escher_harness.bench.latency import args as filter_args
+from escher_harness.bench.latency import round_trips as timed
 from escher_harness.localcluster.pki import make_pki
 from escher_harness.localcluster.ports import allocate_ports
 
@@ -46,16 +47,6 @@ def wait(url: str, **kw: object) -> None:
         except httpx.TransportError:
             time.sleep(0.1)
     raise SystemExit(f"{url} did not come up")
-
-
-def timed(client: httpx.Client, body: bytes, calls: int) -> list[float]:
-    out = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        r = client.post("/filter", content=body, headers={"Content-Type": "application/json"})
-        out.append((time.perf_counter() - t) * 1000)
-        assert r.status_code == 200, r.text
-    return out
 
 
 def p99(xs: list[float]) -> float:

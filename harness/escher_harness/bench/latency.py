@@ -132,6 +132,20 @@ def node(i: int) -> dict[str, Any]:
     }
 
 
+def round_trips(client: httpx.Client, body: bytes, calls: int) -> list[float]:
+    """`calls` filter calls of `body`, one after another on `client`'s kept-alive connection,
+    as kube-scheduler makes them: each call's client round trip in ms (hack/tls-cost.py and
+    hack/leader-cost.py compare setups with it)."""
+    out = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        r = client.post("/filter", content=body, headers={"Content-Type": "application/json"})
+        out.append((time.perf_counter() - t) * 1000)
+        if r.status_code != 200:
+            raise RuntimeError(f"filter answered {r.status_code}: {r.text[:200]}")
+    return out
+
+
 def args(nodes: int, kind: str = "ephemeral") -> dict[str, Any]:
     """ExtenderArgs as kube-scheduler sends them with nodeCacheCapable: the pod and names."""
     return {"Pod": pod(kind), "Nodes": None, "NodeNames": [f"node-{i}" for i in range(nodes)]}
