@@ -153,6 +153,15 @@ class Service:
             return False, f"not the leader ({holder or 'no leader'} holds the lease)"
         return True, "ok"
 
+    def accepting(self) -> tuple[bool, str]:
+        if self.elector is not None and not self.elector.renewing():
+            return False, (
+                "this replica's lease renewals are not answered (is the API server away?): "
+                "a change taken now might be dropped with the lease before it reached the "
+                "nodes, so none is taken; nothing was changed"
+            )
+        return True, "ok"
+
     def alive(self) -> tuple[bool, str]:
         for task in self._tasks:
             if task.done() and not task.cancelled() and task.exception() is not None:
@@ -234,8 +243,17 @@ class Service:
     def _leadership(self, leading: bool) -> None:
         self.metrics.is_leader.set(1 if leading else 0)
         self.metrics.leader_changes.labels("leader" if leading else "follower").inc()
-        if leading and self.writeback is not None:
+        if self.writeback is None:
+            return
+        if leading:
             self.writeback.verify_all()
+            return
+        dropped = self.writeback.abandon()
+        if dropped:
+            log.warning(
+                "stepped down with changes not yet on the nodes: dropped, the nodes' values stand",
+                extra={"nodes": dropped},
+            )
 
     async def _expire_gangs(self) -> None:
         while True:

@@ -116,6 +116,13 @@ class LeaderElector:
         at = self._renewed_at
         return at is not None and self.clock() < at + self.renew_deadline
 
+    def renewing(self) -> bool:
+        """Leading, and renewed within the last two retry periods: the API server answers.
+        A leader past that may still lead for a while (until its renew deadline), but a
+        change it takes now may not become durable before it has to step down."""
+        at, within = self._renewed_at, min(2 * self.retry_period, self.renew_deadline)
+        return at is not None and self.clock() < at + within
+
     async def check(self) -> None:
         """Fail (LeaderElectionError) unless this replica may use the Lease and the Lease is
         not another domain's."""
@@ -163,10 +170,18 @@ class LeaderElector:
         while True:
             started = self.clock()
             try:
-                won = await self._try()
+                # Bounded as client-go bounds it: a renewal the API server sits on (paused,
+                # overloaded) ends by the renew deadline, so a leader that lost its lease
+                # says so (and steps down) then, not when the client's timeout ends.
+                won = await asyncio.wait_for(self._try(), self.renew_deadline)
             except ApiError as e:
                 won = False
                 log.warning("leader election: %s", e, extra={"reason": e.reason})
+            except TimeoutError:
+                won = False
+                log.warning(
+                    "leader election: the API server did not answer within the renew deadline"
+                )
             if won:
                 self._renewed_at = started
             self._settle()

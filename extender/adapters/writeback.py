@@ -66,6 +66,9 @@ class _Seen:
     version: str
     capacity: Owned
     allocatable: Owned
+    # A write failed since: read the node again before the next patch (the values are
+    # still the last known ones, which a replica that steps down adopts).
+    stale: bool = False
 
 
 class _NodeStatus(msgspec.Struct):
@@ -146,6 +149,22 @@ class WriteBack:
                 self._note(node, _Dirty(0, time.monotonic()))
             self._poke()
 
+    def abandon(self) -> int:
+        """Drop every change not on its node yet, and take the node's last known values back
+        into the ledger (on stepping down: a replica that does not lead mirrors the nodes,
+        and must not write an old change if it leads again later). Returns how many nodes
+        had one. A patch still in flight may land: the node's watch event brings it in."""
+        with self._lock:
+            nodes = self._pending.keys() | self._in_flight.keys()
+            self._pending.clear()
+        for node in nodes:
+            seen = self._seen.get(node)
+            if seen is not None:
+                shown = {k: v for k, v in seen.allocatable.items() if v is not None}
+                self._ledger.adopt(node, shown)
+        self._progressed()
+        return len(nodes)
+
     def verify_all(self) -> None:
         """Check every node once (on becoming the leader: what the nodes show is what the
         previous leader wrote; anything it left unwritten is written now)."""
@@ -169,10 +188,14 @@ class WriteBack:
 
     async def wait_durable(self, version: int, nodes: Iterable[str], timeout: float) -> bool:
         """True once every node in `nodes` holds the ledger's state as of `version` or later
-        (a node with nothing to write, or that no longer exists, counts as durable)."""
+        (a node with nothing to write, or that no longer exists, counts as durable). False
+        when `timeout` runs out first, or this replica stops leading (it dropped what it had
+        not written: abandon)."""
         names = set(nodes)
         deadline = time.monotonic() + timeout
         while True:
+            if not self._may_write():
+                return False
             with self._lock:
                 if all(self._durable(n, version) for n in names):
                     return True
@@ -266,7 +289,7 @@ class WriteBack:
                 return wrote  # gone from the ledger: nothing to write
             desired = dict(view.ephemeral)
             seen = self._seen.get(node)
-            if seen is None:
+            if seen is None or seen.stale:
                 seen = await self._read(node)
             body = patch_body(seen, desired)
             if body is None:
@@ -331,7 +354,9 @@ class WriteBack:
             delay = min(delay, s.writeback_backoff_max_seconds)
             self._backoff[node] = delay
             self._retry_at[node] = time.monotonic() + delay
-        self._seen.pop(node, None)  # look before the next try
+        seen = self._seen.get(node)
+        if seen is not None:
+            seen.stale = True  # look before the next try
         self._wake.set()
         # The first failure of a node is worth a warning; the retries of an outage are not.
         log.log(

@@ -523,6 +523,16 @@ class Ledger:
             self._changed(frozenset())
             return True
 
+    def adopt(self, name: str, ephemeral: Mapping[str, int]) -> None:
+        """Take `ephemeral` as the node's resources, as the node shows them (a replica that
+        stops leading drops what it had not written yet: the nodes are the truth again)."""
+        with self._lock:
+            old = self._nodes.get(name)
+            if old is None or old.ephemeral == ephemeral:
+                return
+            self._set_view(replace(old, ephemeral=dict(ephemeral)))
+            self._changed(frozenset())  # nothing to write back: it came from the node
+
     def remove_node(self, name: str) -> None:
         with self._lock:
             if name not in self._nodes:

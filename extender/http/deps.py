@@ -16,7 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from extender.core.ledger import Ledger
 from extender.esl.registry import Instances
 from extender.gang.manager import GangManager
-from extender.http.errors import NotReady, Unauthorized
+from extender.http.errors import NotConfirmed, NotReady, Unauthorized
 from extender.metrics import Metrics
 from extender.settings import Settings
 from extender.verbs import Verbs
@@ -32,6 +32,12 @@ class Runtime(Protocol):
 
     def ready(self) -> tuple[bool, str]:
         """(ready, why not): the ledger is rebuilt and this replica leads (or runs alone)."""
+        ...
+
+    def accepting(self) -> tuple[bool, str]:
+        """(accepting, why not): a policy change taken now can reach the nodes before this
+        replica would have to step down (with leader election: its lease renewals are
+        answered)."""
         ...
 
     def alive(self) -> tuple[bool, str]:
@@ -63,6 +69,37 @@ async def ready(rt: RuntimeDep) -> None:
     ok, why = rt.ready()
     if not ok:
         raise NotReady(f"not ready: {why}")
+
+
+_READS = frozenset({"GET", "HEAD"})
+
+
+async def accepting(request: Request, rt: RuntimeDep) -> None:
+    """503, changing nothing, for a policy change this replica could not make durable
+    before it steps down (leader election, the API server not answering its renewals)."""
+    if request.method in _READS:
+        return
+    ok, why = rt.accepting()
+    if not ok:
+        raise NotReady(why)
+
+
+def settled(rt: Runtime, durable: bool, ok: int = 200) -> int:
+    """The status of a policy change's reply: `ok` once on the nodes; else 202 (applied,
+    the write-back keeps trying) when the change cannot be lost, that is with one replica.
+    With leader election a change not on the nodes is dropped if the replica steps down
+    first, so it is not acknowledged: NotConfirmed (503), outcome unknown, retry."""
+    if durable:
+        return ok
+    if not rt.settings.leader_elect:
+        return 202
+    wait = rt.settings.writeback_wait_seconds
+    raise NotConfirmed(
+        f"the change is not confirmed on the nodes after {wait:g}s (is the API server "
+        "away?): this replica keeps writing it while it leads, but drops it if it steps "
+        "down first, so it may or may not take effect; retry it (setting a value twice "
+        "is harmless) or read the state"
+    )
 
 
 def bearer(request: Request) -> str | None:

@@ -36,6 +36,11 @@ class NotReady(HTTPError):
     """The ledger is not rebuilt yet, or this replica is not the leader."""
 
 
+class NotConfirmed(NotReady):
+    """A change was made but not confirmed on the nodes in time, and could be dropped
+    (leader election): the outcome is unknown, the caller retries."""
+
+
 class Unauthorized(HTTPError):
     """No or a wrong credential."""
 
@@ -120,7 +125,11 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
         (413, "The body is too large."),
         (422, "A value is invalid or cannot be satisfied; `field` names it."),
         (429, "The service holds as many of these as it is configured to allow."),
-        (503, "Not ready: the ledger is being rebuilt, or this replica is not the leader."),
+        (
+            503,
+            "Not ready: the ledger is being rebuilt, or this replica is not the leader, or "
+            "(with leader election) cannot make a change durable now; retry.",
+        ),
     )
 }
 # What the edge (extender.http.edge) may answer on any path, before the route is reached.

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from extender.esl.base import Change, Dynamic, PodRequest
 from extender.esl.registry import REGISTRY, Instance
-from extender.http.deps import Runtime, caller, ready
+from extender.http.deps import Runtime, accepting, caller, ready, settled
 from extender.http.errors import documented
 from extender.wire import BadRequest
 
@@ -73,9 +73,9 @@ def _view(inst: Instance) -> InstanceView:
         )
 
 
-def _reply(inst: Instance, response: Response, ok: int = 200) -> InstanceView:
+def _reply(rt: Runtime, inst: Instance, response: Response, ok: int = 200) -> InstanceView:
     view = _view(inst)
-    response.status_code = ok if view.durable else 202
+    response.status_code = settled(rt, view.durable, ok)
     return view
 
 
@@ -128,7 +128,7 @@ def router(rt: Runtime) -> APIRouter:
     r = APIRouter(
         prefix="/v1/esl",
         tags=["esl"],
-        dependencies=[Depends(ready), caller("esl")],
+        dependencies=[Depends(ready), caller("esl"), Depends(accepting)],
         responses=documented(400, 401, 403, 422, 503),
     )
 
@@ -149,7 +149,7 @@ def router(rt: Runtime) -> APIRouter:
         body = await _json(request)
         # apply() waits for the write-back: not on the event loop.
         inst = await run_in_threadpool(store.create, kind, body)
-        return await run_in_threadpool(_reply, inst, response, 201)
+        return await run_in_threadpool(_reply, rt, inst, response, 201)
 
     @r.get("", response_model=list[InstanceView])
     async def list_instances() -> list[InstanceView]:
@@ -172,7 +172,7 @@ def router(rt: Runtime) -> APIRouter:
         """One step of a dynamic policy now (the service also steps it every second)."""
         backlog = body.backlog if body else None
         inst = await run_in_threadpool(store.step, iid, backlog)
-        return await run_in_threadpool(_reply, inst, response)
+        return await run_in_threadpool(_reply, rt, inst, response)
 
     @r.post(
         "/{iid}/signal/{key}",
@@ -185,7 +185,7 @@ def router(rt: Runtime) -> APIRouter:
     async def signal(iid: str, key: str, response: Response) -> InstanceView:
         """Tell a sequencing instance that stage `key` finished: the next stage may run."""
         inst = await run_in_threadpool(store.signal, iid, key)
-        return await run_in_threadpool(_reply, inst, response)
+        return await run_in_threadpool(_reply, rt, inst, response)
 
     @r.delete(
         "/{iid}",
@@ -201,7 +201,7 @@ def router(rt: Runtime) -> APIRouter:
         inst, removed = await run_in_threadpool(store.delete, iid)
         ledger = inst.backend.ledger
         durable = inst.backend.durable and not any(ledger.has_resource(x) for x in removed)
-        response.status_code = 200 if durable else 202
+        response.status_code = settled(rt, durable)
         return DeleteView(id=iid, removed=removed, durable=durable)
 
     return r

@@ -3,8 +3,9 @@
 Work proportional to the nodes (applying a resource everywhere, rendering the cluster
 state) runs in a worker thread, so the event loop stays free for kube-scheduler's verbs;
 waiting for the write-back to make a change durable is awaited on the loop, holding no
-thread. A change answers 200 once it is on the Node objects and 202 when the configured wait
-ran out first (the write-back keeps trying; `durable: false` says so). Mounted by
+thread. A change answers 200 once it is on the Node objects and, when the configured wait
+ran out first, 202 (the write-back keeps trying; `durable: false` says so) or, with leader
+election, 503 (extender.http.deps.settled says why). Mounted by
 extender.app, behind readiness and the caller's authorization (extender.http.deps).
 """
 
@@ -17,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from extender import policy
 from extender.core import names
-from extender.http.deps import Runtime, caller, ready
+from extender.http.deps import Runtime, accepting, caller, ready, settled
 from extender.http.errors import documented
 from extender.policy import (
     ClusterState,
@@ -42,7 +43,7 @@ def router(rt: Runtime) -> APIRouter:
 
     @r.put(
         "/resources/{name}",
-        dependencies=[caller("resources")],
+        dependencies=[caller("resources"), Depends(accepting)],
         responses={
             202: {"model": SetResourceResult, "description": "applied, not yet durable"},
             **documented(404, 409),
@@ -62,7 +63,7 @@ def router(rt: Runtime) -> APIRouter:
                 not settings.kube,
             )
             durable = await rt.wait_durable(version, list(capacity))
-        response.status_code = 200 if durable else 202
+        response.status_code = settled(rt, durable)
         return SetResourceResult(resource=full, nodes=capacity, version=version, durable=durable)
 
     @r.get("/resources/{name}", dependencies=[caller("resources")], responses=documented(404))
@@ -73,7 +74,7 @@ def router(rt: Runtime) -> APIRouter:
 
     @r.delete(
         "/resources/{name}",
-        dependencies=[caller("resources")],
+        dependencies=[caller("resources"), Depends(accepting)],
         responses={
             202: {"model": DeleteResourceResult, "description": "removed, not yet durable"},
             **documented(404, 409),
@@ -94,7 +95,7 @@ def router(rt: Runtime) -> APIRouter:
             policy.delete_resource, rt.ledger, settings.resource_domain, name, force
         )
         durable = await rt.wait_durable(version, nodes)
-        response.status_code = 200 if durable else 202
+        response.status_code = settled(rt, durable)
         return DeleteResourceResult(resource=full, removed_from=nodes, durable=durable)
 
     @r.get(

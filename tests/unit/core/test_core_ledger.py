@@ -169,6 +169,20 @@ def test_rebuild_ephemeral_from_nodes() -> None:
     assert lg.node("a") is None
 
 
+def test_adopt_takes_the_nodes_values_back_without_a_write() -> None:
+    lg = ledger("a", cap=3)
+    lg.hold("p", "a", {R: 1})
+    seen: list[frozenset[str]] = []
+    lg.subscribe(lambda v, nodes: seen.append(nodes))
+    lg.set_capacity(S, {"a": 2})  # not written yet when the replica steps down
+    lg.adopt("a", {R: 3})
+    assert lg.node("a").ephemeral == {R: 3}  # type: ignore[union-attr]
+    assert seen == [frozenset({"a"}), frozenset()]  # the adoption asks for no write
+    assert dict(lg.nodes_with(R)) == {"a": 2} and not lg.has_resource(S)
+    lg.adopt("gone", {R: 1})  # a node the ledger does not know is left alone
+    assert lg.node("gone") is None
+
+
 def test_snapshot_is_a_copy() -> None:
     lg = ledger("a", cap=1)
     snap = lg.snapshot()

@@ -119,6 +119,8 @@ def test_a_leader_that_cannot_renew_stops_before_another_may_win(
     assert attempt(a) and not attempt(b)
     clock.now += paused_for  # a renews nothing meanwhile (paused, or the API server away)
     assert a.is_leader() is a_leads
+    # It takes policy changes only while its renewals are answered (two retry periods).
+    assert a.renewing() is (paused_for < 2 * RETRY)
     assert attempt(b) is b_leads
     assert not (a.is_leader() and b.is_leader())
 
