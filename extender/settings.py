@@ -80,7 +80,8 @@ class Settings(BaseSettings):
     # ---- write-back --------------------------------------------------------------------------
     # How long changes are gathered before one patch per node, the retry backoff bounds while
     # the API server fails, and how long a policy call waits for its change to be durable on
-    # the nodes before answering 202 instead of 200.
+    # the nodes before answering 202 instead of 200 (503 with leader election: a step-down
+    # would drop it).
     writeback_coalesce_seconds: Seconds = Field(0.02, ge=0)
     writeback_backoff_initial_seconds: Seconds = Field(0.1, gt=0)
     writeback_backoff_max_seconds: Seconds = Field(10.0, gt=0)
