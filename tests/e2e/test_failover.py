@@ -7,7 +7,8 @@ leader behind the service proxy (`cluster up --replicas 2`), with short lease ti
 - The leader is SIGSTOPped for longer than the lease: the other replica takes over, and the
   old leader, resumed, writes nothing.
 - kube-apiserver is stopped for 30 s during policy changes and binding load: no change is
-  acknowledged that a step-down could drop (503, never 202), and etcd is restarted during
+  acknowledged that a step-down could drop (503, never 202; retrying converges), and etcd
+  is restarted during
   binding load: everything binds afterwards, nothing is lost or over-committed.
 
 The figures (failover times, pods bound during failover, convergence) are printed for the
@@ -280,9 +281,18 @@ def test_a_paused_leader_is_replaced_and_writes_nothing_when_resumed(
         new = leader(cluster, timeout=LEASE.duration + 10)
         took_over = time.monotonic() - paused_at
         assert new != old
-        # The new leader changes a resource and binds while the old one is paused.
-        with policy(cluster) as c:
-            c.put("/v1/resources/paused", json={"capacity": 2}).raise_for_status()
+        # The new leader changes a resource and binds while the old one is paused. The
+        # service proxy routes to it once its readiness poll has seen it ready: until then a
+        # connection is reset, as a Service with no ready endpoint does.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with policy(cluster) as c:
+                    c.put("/v1/resources/paused", json={"capacity": 2}).raise_for_status()
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the proxy never routed to the new leader"
+                time.sleep(0.2)
         work.create(pod_manifest("while-paused", limits={"escher.io/paused": "1"}))
         # kube-scheduler's kept-alive connections to the paused replica (through the proxy,
         # as conntrack keeps them through a Service) time out one by one, httpTimeout (15 s)
@@ -363,25 +373,33 @@ def test_the_api_server_stopped_for_30s_under_policy_and_binding_load(
     assert set(answers.values()) <= {200, 503}, answers
     assert slowest < 10 + 5, slowest
     assert not overcommitted(api)
-    # A 503 that refused the change changed nothing; one that says the change is not
-    # confirmed leaves it unknown (written if the leader kept its lease, dropped if it
-    # stepped down); either way nothing is applied twice or half.
+    # A 503 that refused the change changed nothing. One that says the change is not
+    # confirmed leaves it unknown: written if the leader kept its lease, dropped if it
+    # stepped down, or on some nodes only (patches the paused API server still held land
+    # when it resumes; nothing makes a change atomic across Node objects). Never another
+    # value, and retrying it converges.
     refused = {k for k, why in reasons.items() if "not confirmed" not in why}
     unconfirmed = set(reasons) - refused
     shown = ephemeral_on_nodes(work)
-    applied = set()
+    applied, partly = set(), set()
     for key in answers:
         values = {s.get(f"escher.io/{key}") for s in shown.values()}
-        assert values in ({None}, {"2"}), (key, values)
+        assert values <= {None, "2"}, (key, values)
         if key in refused:
             assert values == {None}, (key, reasons[key])
-        if values == {"2"}:
-            applied.add(key)
+        applied |= {key} if values == {"2"} else set()
+        partly |= {key} if values == {None, "2"} else set()
+    with policy(cluster) as c:
+        for key in unconfirmed:
+            assert c.put(f"/v1/resources/{key}", json={"capacity": 2}).status_code == 200
+    shown = ephemeral_on_nodes(work)
+    assert all(s.get(f"escher.io/{k}") == "2" for k in unconfirmed for s in shown.values())
     counts = {s: list(answers.values()).count(s) for s in sorted(set(answers.values()))}
     print(
         f"\nAPI server stopped 30s: policy calls to the leader {counts} ({len(refused)} "
         f"refused, changing nothing; {len(unconfirmed)} not confirmed, of which "
-        f"{len(applied & unconfirmed)} on the nodes afterwards), slowest {slowest:.1f}s; "
+        f"{len(applied)} on every node and {len(partly)} on some afterwards, all on every "
+        f"node once retried), slowest {slowest:.1f}s; "
         "a leader wrote again "
         f"{converged:.1f}s after it returned"
     )

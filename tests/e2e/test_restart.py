@@ -5,6 +5,7 @@ capacity. On the real local control plane, in both modes."""
 from __future__ import annotations
 
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -43,8 +44,19 @@ def test_sigkill_and_restart_loses_nothing(mode: str, tmp_path: Path) -> None:
             for name, res in pods.items():
                 work.create(pod_manifest(name, limits={res: "1"}))
             work.wait(pods, timeout=60)
-            before = _ephemeral(policy, d)
-        assert sum(a for _, a in (v[f"{d}/r1"] for v in before.values() if f"{d}/r1" in v)) == 4
+            # The extender counts a pod once its own watch has seen it bound, which may be a
+            # moment after the test's watch did.
+            deadline = time.monotonic() + 10
+            while True:
+                before = _ephemeral(policy, d)
+                held = {
+                    r: sum(v.get(f"{d}/{r}", (0, 0))[1] for v in before.values())
+                    for r in ("r1", "r2")
+                }
+                if held == {"r1": 4, "r2": 2}:
+                    break
+                assert time.monotonic() < deadline, before
+                time.sleep(0.1)
 
         old = next(p for p in info.processes if p.name == "extender")
         info = localcluster.restart_component(info.dir, "extender", kill_signal=signal.SIGKILL)
