@@ -92,6 +92,13 @@ class Metrics:
             "Nodes whose status is behind the ledger.",
             registry=r,
         )
+        self.requeue_wakes = Counter(
+            "escher_requeue_wakes_total",
+            "Pods turned away for an ephemeral resource and touched when it freed, so "
+            "kube-scheduler retries them (extender.requeue), by outcome (sent, failed, dropped).",
+            ["outcome"],
+            registry=r,
+        )
         self.startup_failures = Counter(
             "escher_startup_failures_total",
             "Failed attempts of a start-up step (retried with backoff; not ready meanwhile), "

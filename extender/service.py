@@ -2,9 +2,10 @@
 
 The composition root: the only module that knows every part. It builds the ledger, the gang
 manager, the plugins and the verbs and, unless standalone (settings.kube False), the
-Kubernetes adapters: the cluster view, the write-back, the binder, leader election and the
-authorizer. extender.app serves it (it is the HTTP layer's Runtime); its `start()` and
-`stop()` run in the app's lifespan, on the event loop.
+Kubernetes adapters: the cluster view, the write-back, the binder (and the waker of pods
+turned away, extender.requeue), leader election and the authorizer. extender.app serves it
+(it is the HTTP layer's Runtime); its `start()` and `stop()` run in the app's lifespan, on
+the event loop.
 
 Start-up order is what makes a restart lossless: the ledger is first built from the nodes'
 written resources and the pods (the cluster holds the durable truth); only then do the
@@ -13,10 +14,10 @@ retried with backoff until it succeeds, and until then every verb and policy cal
 503 (kube-scheduler retries). A misconfiguration that retrying cannot fix (leader election
 without the RBAC for leases) fails the start with a message naming it.
 
-Concurrency (docs/architecture.md): decisions, the watches, the write-back, the gang
-manager and leader election all run on the event loop; work proportional to the nodes (the
-policy API, ESL steps) runs in worker threads against the thread-safe ledger, whose lock is
-held only for what a change touches. Nothing on the loop waits for I/O or a thread.
+Concurrency (docs/architecture.md): decisions, the watches, the write-back, the gang manager
+and leader election all run on the event loop; work proportional to the nodes (the policy
+API, ESL steps) runs in worker threads against the thread-safe ledger, whose lock is held
+only for what a change touches. Nothing on the loop waits for I/O or a thread.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from extender.esl.backends import LedgerBackend
 from extender.esl.registry import Instances
 from extender.gang.manager import GangManager, Phase
 from extender.metrics import Metrics
+from extender.requeue import Requeue
 from extender.settings import Settings
 from extender.verbs import FilteredPods, Verbs
 
@@ -69,6 +71,7 @@ class Service:
         self.writeback: Any = None
         self.elector: Any = None
         binder = None
+        requeue: Requeue | None = None
         if s.kube:
             # Imported here: the standalone mode needs no Kubernetes client at all.
             from extender.adapters.binder import Binder
@@ -91,6 +94,12 @@ class Service:
             )
             if s.bind:
                 binder = Binder(self.api, self.metrics, self.may_write)
+                if s.requeue_window_seconds > 0:
+                    from extender.adapters.waker import Waker
+
+                    waker = Waker(self.api, s.resource_domain, self.metrics, self.may_write)
+                    requeue = Requeue(waker, s.requeue_window_seconds, s.requeue_max_pods)
+                    self.events.subscribe(requeue.on_pod)
             if s.leader_elect:
                 from extender.adapters.leader import LeaderElector, default_identity
 
@@ -129,6 +138,7 @@ class Service:
             max_learned_nodes=s.max_learned_nodes,
             gang_wait_seconds=s.gang_wait_seconds,
             filtered=filtered,
+            requeue=requeue,
         )
         # ESLs created over HTTP (/v1/esl), each on its own LedgerBackend.
         self.esls = Instances(self._esl_backend, limit=s.max_esl_instances)

@@ -73,6 +73,11 @@ class Settings(BaseSettings):
     # Pods seen at filter and not yet bound, kept for their bind.
     filtered_max_pods: int = Field(50_000, ge=1)
     filtered_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    # A pod the filter turned away for an ephemeral resource is touched (so kube-scheduler
+    # retries it) when a holding of that resource is released within this many seconds;
+    # at most requeue_max_pods are remembered (extender.requeue). 0 turns it off.
+    requeue_window_seconds: Seconds = Field(5.0, ge=0)
+    requeue_max_pods: int = Field(10_000, ge=1)
     max_esl_instances: int = Field(1000, ge=1)
     # Standalone mode: nodes learnt from requests.
     max_learned_nodes: int = Field(10_000, ge=1)

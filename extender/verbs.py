@@ -36,6 +36,7 @@ from extender.core.plugins import FilterPlugin, ScorePlugin
 from extender.core.pod import Keys, PodInfo, Rejection, pod_info
 from extender.core.quantity import InvalidQuantity
 from extender.gang.manager import GangManager, Ticket
+from extender.requeue import Requeue
 from extender.wire import (
     MAX_SCORE,
     BadRequest,
@@ -144,6 +145,7 @@ class Verbs:
         max_learned_nodes: int = 10_000,
         gang_wait_seconds: float = 10.0,
         filtered: FilteredPods | None = None,
+        requeue: Requeue | None = None,
     ) -> None:
         self.ledger = ledger
         self.keys = keys
@@ -157,6 +159,8 @@ class Verbs:
         # Below kube-scheduler's httpTimeout for the extender, or kube-scheduler gives up first.
         self.gang_wait_seconds = gang_wait_seconds
         self.filtered = filtered if filtered is not None else FilteredPods(50_000, 64 << 20)
+        # Pods turned away for ephemeral resources, woken when one frees (extender mode).
+        self.requeue = requeue
 
     # ---- pods ------------------------------------------------------------------------------
 
@@ -206,6 +210,8 @@ class Verbs:
                 remaining = [n for n in remaining if n not in verdict.rejected]
             if verdict.final or not remaining:
                 break
+        if not remaining and self.requeue is not None:
+            self.requeue.turned_away(pod)
         return _filter_reply(args, names, remaining, failed)
 
     # ---- prioritize ------------------------------------------------------------------------

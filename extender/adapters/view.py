@@ -155,10 +155,13 @@ class ClusterView:
         self.events.publish(PodEvent(PodChange.UPSERT, uid, info))
 
     def _gone(self, uid: str) -> None:
+        held = self.ledger.holding(uid)
         self.ledger.release(uid)
         if uid in self._pods:
             self._pods.discard(uid)
-            self.events.publish(PodEvent(PodChange.GONE, uid, None))
+            amounts = held.amounts if held is not None else {}
+            freed = {r: v for r, v in amounts.items() if r.startswith(self.prefix)}
+            self.events.publish(PodEvent(PodChange.GONE, uid, None, freed))
 
     def _pods_listed(self, uids: set[str]) -> None:
         vanished = self._pods - uids

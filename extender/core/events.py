@@ -3,15 +3,15 @@
 The cluster view (extender.adapters.view) publishes one PodEvent per change of a pod it
 watches: added or changed (pending or bound), and gone (deleted, or finished: Succeeded and
 Failed pods hold nothing, as kube-scheduler's own cache drops them). The gang feature
-subscribes, as Coscheduling's PodGroupManager is fed by the pod informer, and so does the
-verbs' record of filtered pods. Subscribers run on the event loop, in order, and must not
-block. Pure, no I/O.
+subscribes, as Coscheduling's PodGroupManager is fed by the pod informer, and so do the
+verbs' record of filtered pods and the requeue of pods turned away (extender.requeue).
+Subscribers run on the event loop, in order, and must not block. Pure, no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from extender.core.pod import PodInfo
@@ -27,6 +27,8 @@ class PodEvent:
     change: PodChange
     uid: str
     pod: PodInfo | None  # the pod as now (None for GONE: only the uid matters then)
+    # GONE: the ephemeral resources its holding gave back to the ledger (already released).
+    freed: Mapping[str, int] = field(default_factory=dict)
 
 
 PodListener = Callable[[PodEvent], None]

@@ -64,9 +64,10 @@ LEAST_PRIVILEGE = {
     ("events.k8s.io", "events", "create"),
 }
 # Extender mode binds pods.
-PLACEMENT = {("", "pods/binding", "create")}
+PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
 EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
 RBAC_REFUSAL = f'"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}" cannot'
+TOUCH_REFUSAL = "may change only the escher.io/requeued-at annotation"
 # Granted by kube-apiserver's bootstrap policy, not by the manifests, (group, resource): the
 # self reviews to every authenticated user (system:basic-user), and since 1.37, where
 # ClusterTrustBundle is GA, reading clustertrustbundles to every ServiceAccount
@@ -472,6 +473,8 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
     admin = Workload(api_client(env.info.kubeconfig))
     admin.create(pod_manifest(pod, scheduler_name="nobody"))
     relabel = {"metadata": {"labels": {"app": "hijacked"}}}
+    reannotate = {"metadata": {"annotations": {"escher.io/gang": "hijacked"}}}
+    touch = {"metadata": {"annotations": {"escher.io/requeued-at": "1"}}}
     refused: dict[str, tuple[Callable[[], object], str]] = {
         "delete a node": (lambda: core.delete_node(node), RBAC_REFUSAL),
         "patch a node's spec": (
@@ -484,12 +487,20 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
             lambda: core.create_namespaced_pod("default", cast(Any, pod_manifest(pod + "x"))),
             RBAC_REFUSAL,
         ),
-        # Neither mode writes to pods.
+        # Pure mode writes to no pod; extender mode may touch a pod it turned away
+        # (extender/requeue.py), and the admission policy holds it to that one annotation.
         "change a pod's labels": (
             lambda: core.patch_namespaced_pod(pod, "default", relabel),
-            RBAC_REFUSAL,
+            RBAC_REFUSAL if env.mode == "pure" else TOUCH_REFUSAL,
+        ),
+        "change another annotation": (
+            lambda: core.patch_namespaced_pod(pod, "default", reannotate),
+            RBAC_REFUSAL if env.mode == "pure" else TOUCH_REFUSAL,
         ),
     }
+    if env.mode == "extender":
+        touched = core.patch_namespaced_pod(pod, "default", touch)
+        assert touched.metadata.annotations == {"escher.io/requeued-at": "1"}
     if env.mode == "pure":
         binding = client.V1Binding(
             metadata=client.V1ObjectMeta(name=pod),

@@ -40,7 +40,7 @@ LEAST_PRIVILEGE = {
     ("events.k8s.io", "events", "create"),
 }
 # Extender mode binds pods itself (bindVerb) and annotates gang members' pods.
-PLACEMENT = {("", "pods/binding", "create")}
+PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
 EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
 # In the escher-system namespace: the replicas' Lease.
 LEADER_ELECTION = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")}
@@ -163,12 +163,31 @@ def test_pure_mode_cannot_place_pods_and_extender_mode_does_through_its_own_role
     assert triples(find(docs, "ClusterRole", "escher-extender-placement")["rules"]) == PLACEMENT
 
 
-def test_nothing_writes_to_pods() -> None:
-    for mode in MODES:
-        docs = overlay(mode)
-        assert not any(r[1] == "pods" and r[2] != "get" and r[2] not in ("list", "watch")
-                       for r in triples(granted(docs, EXTENDER_SA)))  # fmt: skip
-        assert not [d for d in docs if d["kind"].startswith("ValidatingAdmission")]
+def test_only_extender_mode_writes_to_pods_and_an_admission_policy_holds_it_to_one_key() -> None:
+    def pod_writes(docs: list[Doc]) -> set[tuple[str, str, str]]:
+        return {r for r in triples(granted(docs, EXTENDER_SA))
+                if r[1] == "pods" and r[2] not in ("get", "list", "watch")}  # fmt: skip
+
+    pure, extender = overlay("pure"), overlay("extender")
+    assert pod_writes(pure) == set()
+    assert not [d for d in pure if d["kind"].startswith("ValidatingAdmission")]
+    assert pod_writes(extender) == {("", "pods", "patch")}
+    policy = find(extender, "ValidatingAdmissionPolicy", "escher-extender-pod-touch")["spec"]
+    binding = find(extender, "ValidatingAdmissionPolicyBinding", "escher-extender-pod-touch")
+    assert binding["spec"] == {
+        "policyName": "escher-extender-pod-touch",
+        "validationActions": ["Deny"],
+    }
+    assert policy["failurePolicy"] == "Fail"
+    [rule] = policy["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["pods"] and rule["operations"] == ["UPDATE"]
+    sa = f"system:serviceaccount:{EXTENDER_SA[0]}:{EXTENDER_SA[1]}"
+    assert [c["expression"] for c in policy["matchConditions"]] == [
+        f'request.userInfo.username == "{sa}"'
+    ]
+    assert {v["name"]: v["expression"] for v in policy["variables"]}["key"] == (
+        '"escher.io/requeued-at"'
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -16,6 +16,7 @@ from extender.core.objects import Pod
 from extender.core.plugins import FilterPlugin, ScorePlugin
 from extender.core.pod import Keys, Rejection
 from extender.gang.manager import GangManager
+from extender.requeue import Requeue
 from extender.verbs import BindError, FilteredPods, Verbs, _filter_reply
 from extender.wire import (
     BadRequest,
@@ -285,3 +286,31 @@ def test_preempt_leaves_kube_schedulers_choice_for_pods_without_ephemeral_reques
     lg.observe_bound("v", "n2", {"cpu": 1000})
     result = verbs(lg).preempt(preempt_args(pod(), {"n2": ["v"]}))
     assert [p.UID for p in result.NodeNameToMetaVictims["n2"].Pods] == ["v"]
+
+
+def test_the_filter_notes_only_a_pod_it_turns_away_from_every_node() -> None:
+    lg = Ledger("escher.io")
+    for n in ("n0", "n1"):
+        lg.upsert_node(n, {}, {"cpu": 4000, "memory": 8 << 30, "pods": 10})
+    lg.set_capacity(R, {"n0": 1})
+    lg.hold("holder", "n0", {R: 1})
+    woken: list[str] = []
+    requeue = Requeue(lambda uid, ns, name: woken.append(f"{ns}/{name}"))
+    gangs = GangManager(lg, KEYS)
+    verbs = Verbs(
+        lg,
+        KEYS,
+        gangs,
+        [cast(FilterPlugin, filters.REGISTRY[n](gangs)) for n in filters.DEFAULT_FILTERS],
+        [cast(ScorePlugin, filters.REGISTRY[n](gangs)) for n in filters.DEFAULT_SCORERS],
+        None,
+        requeue=requeue,
+    )
+    assert not verbs.filter(args(pod("w", limits={R: "1"}), ["n0", "n1"])).NodeNames
+    assert verbs.filter(args(pod("c", limits={"cpu": "1"}), ["n0", "n1"])).NodeNames
+    lg.set_capacity(R, {"n1": 1})
+    assert verbs.filter(args(pod("x", limits={R: "1"}), ["n0", "n1"])).NodeNames == ["n1"]
+    assert len(requeue) == 1  # only w: c needs nothing, x found a node
+    lg.release("holder")
+    requeue.released({R: 1})
+    assert woken == ["default/p-w"]
