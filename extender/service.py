@@ -70,6 +70,7 @@ class Service:
         self.view: Any = None
         self.writeback: Any = None
         self.elector: Any = None
+        self.waker: Any = None
         binder = None
         requeue: Requeue | None = None
         if s.kube:
@@ -97,8 +98,8 @@ class Service:
                 if s.requeue_window_seconds > 0:
                     from extender.adapters.waker import Waker
 
-                    waker = Waker(self.api, s.resource_domain, self.metrics, self.may_write)
-                    requeue = Requeue(waker, s.requeue_window_seconds, s.requeue_max_pods)
+                    self.waker = Waker(self.api, s.resource_domain, self.metrics, self.may_write)
+                    requeue = Requeue(self.waker, s.requeue_window_seconds, s.requeue_max_pods)
                     self.events.subscribe(requeue.on_pod)
             if s.leader_elect:
                 from extender.adapters.leader import LeaderElector, default_identity
@@ -280,6 +281,8 @@ class Service:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.waker is not None:
+            await self.waker.aclose()
         if self.elector is not None and self._started:
             with contextlib.suppress(TimeoutError):  # the API server away: the lease expires
                 await asyncio.wait_for(self.elector.release(), self.settings.retry_period_seconds)

@@ -45,6 +45,12 @@ class Waker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def aclose(self) -> None:
+        """Cancel the touches still in flight (on stop)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
     async def _touch(self, uid: str, namespace: str, name: str) -> None:
         stamp = f"{time.time():.6f}"
         body = {"metadata": {"uid": uid, "annotations": {self._key: stamp}}}
