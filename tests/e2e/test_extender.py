@@ -8,7 +8,6 @@ resources. The same assertions hold for both: that is the point of one ledger fo
 from __future__ import annotations
 
 import itertools
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,35 +142,6 @@ def test_extender_mode_decides_through_the_extender(env: Env) -> None:
         assert filters > 0 and binds > 0
     else:  # pure mode: kube-scheduler never calls the service
         assert filters == 0 and binds == 0
-
-
-def test_a_pod_turned_away_gets_the_unit_freed_by_a_deleted_holder(env: Env) -> None:
-    """Extender mode: the pod the filter turned away is also touched when the unit frees
-    (extender/requeue.py), so kube-scheduler retries it even if it tried first."""
-    res = "freed"
-    env.policy.set_resource(res, 1, node="node-1")
-    full = f"{env.domain}/{res}"
-    [holder] = env.pods(full, 1)
-    assert env.work.wait([holder], timeout=30)[holder].node == "node-1"
-    [waiting] = env.pods(full, 1)
-    deadline = time.monotonic() + 30
-    while not env.work.placements([waiting])[waiting].reason:  # turned away, and told why
-        assert time.monotonic() < deadline, "the second pod was never found unschedulable"
-        time.sleep(0.1)
-    sent = _sample(httpx.get(f"{env.info.extender_url}/metrics").text, WOKEN)
-    env.work.delete([holder])
-    assert env.work.wait([waiting], timeout=30)[waiting].node == "node-1"
-    annotations = env.work.core.read_namespaced_pod(waiting, "default").metadata.annotations
-    woken = _sample(httpx.get(f"{env.info.extender_url}/metrics").text, WOKEN) - sent
-    if env.info.mode == "extender":
-        assert f"{env.domain}/requeued-at" in (annotations or {}) and woken == 1
-    else:  # pure mode: kube-scheduler alone; nothing touches pods
-        assert not annotations and woken == 0
-    env.work.delete([waiting])
-    env.policy.delete_resource(res)
-
-
-WOKEN = 'escher_requeue_wakes_total{outcome="sent"}'
 
 
 def _sample(text: str, name: str) -> float:
