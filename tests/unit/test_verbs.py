@@ -55,7 +55,7 @@ def ledger(reserve: bool = False) -> Ledger:
     return lg
 
 
-def verbs(lg: Ledger, binder: Binder | None = None) -> Verbs:
+def verbs(lg: Ledger, binder: Binder | None = None, requeue: Requeue | None = None) -> Verbs:
     gangs = GangManager(lg, KEYS)
     return Verbs(
         lg,
@@ -64,6 +64,7 @@ def verbs(lg: Ledger, binder: Binder | None = None) -> Verbs:
         [cast(FilterPlugin, filters.REGISTRY[n](gangs)) for n in filters.DEFAULT_FILTERS],
         [cast(ScorePlugin, filters.REGISTRY[n](gangs)) for n in filters.DEFAULT_SCORERS],
         binder,
+        requeue=requeue,
     )
 
 
@@ -296,20 +297,11 @@ def test_the_filter_notes_only_a_pod_it_turns_away_from_every_node() -> None:
     lg.hold("holder", "n0", {R: 1})
     woken: list[str] = []
     requeue = Requeue(lambda uid, ns, name: woken.append(f"{ns}/{name}"))
-    gangs = GangManager(lg, KEYS)
-    verbs = Verbs(
-        lg,
-        KEYS,
-        gangs,
-        [cast(FilterPlugin, filters.REGISTRY[n](gangs)) for n in filters.DEFAULT_FILTERS],
-        [cast(ScorePlugin, filters.REGISTRY[n](gangs)) for n in filters.DEFAULT_SCORERS],
-        None,
-        requeue=requeue,
-    )
-    assert not verbs.filter(args(pod("w", limits={R: "1"}), ["n0", "n1"])).NodeNames
-    assert verbs.filter(args(pod("c", limits={"cpu": "1"}), ["n0", "n1"])).NodeNames
+    turning = verbs(lg, requeue=requeue)
+    assert not turning.filter(args(pod("w", limits={R: "1"}), ["n0", "n1"])).NodeNames
+    assert turning.filter(args(pod("c", limits={"cpu": "1"}), ["n0", "n1"])).NodeNames
     lg.set_capacity(R, {"n1": 1})
-    assert verbs.filter(args(pod("x", limits={R: "1"}), ["n0", "n1"])).NodeNames == ["n1"]
+    assert turning.filter(args(pod("x", limits={R: "1"}), ["n0", "n1"])).NodeNames == ["n1"]
     assert len(requeue) == 1  # only w: c needs nothing, x found a node
     lg.release("holder")
     requeue.released({R: 1})
