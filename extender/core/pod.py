@@ -5,8 +5,9 @@ filter, prioritize and preempt calls (extender.verbs) and the cluster view's pod
 (extender.adapters.view). It keeps only what some decision reads, so a cache of them is
 bounded by the number of pods and not by what a pod's metadata carries: the requests in the
 ledger's units (extender.core.podrequests), the few labels and annotations the extender
-defines (`Keys`), and, for gang members, the constraints planning needs. Rejection is the
-other half of a decision: why a node cannot take the pod. Pure, no I/O.
+defines (`Keys`; the marker resource is left out of the requests), and, for gang members, the
+constraints planning needs. Rejection is the other half of a decision: why a node cannot take
+the pod. Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -30,18 +31,28 @@ _DONE = frozenset({"Succeeded", "Failed"})
 
 @dataclass(frozen=True, slots=True)
 class Keys:
-    """The label and annotation names the extender defines, under the resource domain."""
+    """The label, annotation and resource names the extender defines, under the domain."""
 
     gang: str  # label: the gang's name
     gang_min: str  # annotation: the gang's minimum members
     gang_timeout: str  # annotation: seconds a gang may stay reserved but incomplete
     prefer: str  # annotation: ordered soft alternatives (extender.filters.preference)
     pack: str  # annotation: bin-pack on this resource
+    # The marker resource: with kube-scheduler's managedResources naming it (ignored by its
+    # NodeResourcesFit), only pods requesting it are sent to the extender; deploy/'s admission
+    # policy adds it to every pod that needs the extender. It occupies nothing, and it is
+    # outside the domain's prefix, so it is never taken for an ephemeral resource.
+    marker: str
 
     @classmethod
     def for_domain(cls, domain: str) -> Keys:
         return cls(
-            *(f"{domain}/{k}" for k in ("gang", "gang-min", "gang-timeout", "prefer", "pack"))
+            gang=f"{domain}/gang",
+            gang_min=f"{domain}/gang-min",
+            gang_timeout=f"{domain}/gang-timeout",
+            prefer=f"{domain}/prefer",
+            pack=f"{domain}/pack",
+            marker=f"scheduling.{domain}/extender",
         )
 
     def labels(self) -> tuple[str, ...]:
@@ -92,6 +103,7 @@ def pod_info(pod: Pod, keys: Keys, prefix: str) -> PodInfo:
     (relative to the pod: `spec.containers[0]...`, `metadata.annotations[...]`)."""
     meta, spec = pod.metadata, pod.spec
     requests = pod_requests(spec)
+    requests.pop(keys.marker, None)
     marks: dict[str, str] = {}
     for source, names, where in (
         (meta.labels, keys.labels(), "labels"),

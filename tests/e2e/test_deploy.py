@@ -549,6 +549,65 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env) -> None:
         work.delete(members)
 
 
+def test_only_pods_that_need_the_extender_are_marked_and_sent_to_it(env: Env) -> None:
+    """Extender mode: the admission policy adds the marker resource to the escher-scheduler
+    pods with a gang label, an escher.io annotation or an escher.io request, and
+    kube-scheduler (managedResources) sends only those to the extender; a plain pod is
+    scheduled and bound without a single exchange with it. Pure mode marks nothing."""
+    work = Workload(api_client(env.info.kubeconfig))
+    core = client.CoreV1Api(api_client(env.info.kubeconfig))
+    n = next(_names)
+    escher = env.info.scheduler_name
+    pods = {
+        f"plain-{n}": pod_manifest(f"plain-{n}", requests={"cpu": "100m"}, scheduler_name=escher),
+        f"gang-{n}": pod_manifest(
+            f"gang-{n}",
+            requests={"cpu": "100m"},
+            labels={"escher.io/gang": f"solo-{n}"},
+            annotations={"escher.io/gang-min": "1"},
+            scheduler_name=escher,
+        ),
+        f"cos-{n}": pod_manifest(
+            f"cos-{n}", labels={"scheduling.x-k8s.io/pod-group": f"pg-{n}"}, scheduler_name=escher
+        ),
+        # A pod for another scheduler is never marked: that one would find the marker on no node.
+        f"other-{n}": pod_manifest(
+            f"other-{n}", labels={"escher.io/gang": f"o-{n}"}, scheduler_name="nobody"
+        ),
+    }
+    marker = "scheduling.escher.io/extender"
+    before = env.metrics()
+    work.create(pods[f"plain-{n}"])
+    try:
+        placed = work.wait([f"plain-{n}"], timeout=60)
+        assert placed[f"plain-{n}"].node, placed
+        after = env.metrics()
+        for verb in ("filter", "prioritize", "bind"):
+            count = "escher_extender_request_seconds_count"
+            assert metric(after, count, {"verb": verb}) == metric(before, count, {"verb": verb})
+        for name in (f"gang-{n}", f"cos-{n}", f"other-{n}"):
+            work.create(pods[name])
+        marked = {
+            name
+            for name in pods
+            if marker
+            in (core.read_namespaced_pod(name, "default").spec.containers[0].resources.limits or {})
+        }
+        assert marked == ({f"gang-{n}", f"cos-{n}"} if env.mode == "extender" else set())
+        if env.mode == "extender":
+            resources = (
+                core.read_namespaced_pod(f"gang-{n}", "default").spec.containers[0].resources
+            )
+            assert resources.requests == {"cpu": "100m", marker: "1"}
+            placed = work.wait([f"gang-{n}"], timeout=60)
+            assert placed[f"gang-{n}"].node, placed
+            bound = {"verb": "bind", "outcome": "bound"}
+            decisions = "escher_extender_decisions_total"
+            assert metric(env.metrics(), decisions, bound) == metric(after, decisions, bound) + 1
+    finally:
+        work.delete(list(pods))
+
+
 @pytest.mark.parametrize("env", ["extender"], indirect=True)
 def test_the_verbs_answer_only_kube_schedulers_client_certificate(env: Env) -> None:
     """As deployed, the verbs (bind creates Bindings) take no caller but the holder of the

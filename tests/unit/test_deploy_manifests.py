@@ -22,11 +22,13 @@ import pytest
 import yaml
 
 from extender.cli import build_parser
+from extender.core.pod import COSCHEDULING_LABEL, Keys
 from extender.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 MODES = ("extender", "pure")
+KEYS = Keys.for_domain("escher.io")
 NAMESPACE = "escher-system"
 EXTENDER_SA = ("escher-system", "escher-extender")
 SCHEDULER_SA = ("escher-system", "escher-scheduler")
@@ -190,6 +192,29 @@ def test_only_extender_mode_writes_to_pods_and_an_admission_policy_holds_it_to_o
     )
 
 
+def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender() -> None:
+    """What the policy does is proven on a real API server (tests/e2e/test_deploy.py); here,
+    that it names the extender's own keys and nothing else can drift."""
+    docs = overlay("extender")
+    assert not [d for d in overlay("pure") if d["kind"].startswith("MutatingAdmission")]
+    policy = find(docs, "MutatingAdmissionPolicy", "escher-extender-marker")["spec"]
+    binding = find(docs, "MutatingAdmissionPolicyBinding", "escher-extender-marker")
+    assert binding["spec"] == {"policyName": "escher-extender-marker"}
+    assert policy["failurePolicy"] == "Fail"
+    [rule] = policy["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
+    conditions = {c["name"]: c["expression"] for c in policy["matchConditions"]}
+    assert conditions["for-escher-scheduler"] == 'object.spec.schedulerName == "escher-scheduler"'
+    needs = conditions["needs-the-extender"]
+    for key in (*KEYS.labels(), *KEYS.annotations()):
+        assert f'"{key}"' in needs, key
+    assert COSCHEDULING_LABEL in KEYS.labels()
+    assert 'startsWith("escher.io/")' in needs
+    [mutation] = policy["mutations"]
+    assert mutation["jsonPatch"]["expression"].count(f'"{KEYS.marker}"') == 2
+    assert "marker-policy.yaml" in kustomization("extender")["resources"]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_the_scheduler_is_a_kube_scheduler_with_its_own_lease(mode: str) -> None:
     docs = overlay(mode)
@@ -238,11 +263,15 @@ def test_the_extender_mode_config_is_the_local_one_plus_https_to_the_service() -
     ]
     (extender,) = deployed["extenders"]
     (local_extender,) = local["extenders"]
-    # The same verbs, weights, timeout, caching and ignorable as the local control plane's.
+    # The same verbs, weights, timeout, caching and ignorable as the local control plane's,
+    # scoped to the pods that request the marker (the local cluster's `scoped` option).
     assert {
-        k: v for k, v in extender.items() if k not in {"urlPrefix", "enableHTTPS", "tlsConfig"}
+        k: v
+        for k, v in extender.items()
+        if k not in {"urlPrefix", "enableHTTPS", "tlsConfig", "managedResources"}
     } == {k: v for k, v in local_extender.items() if k != "urlPrefix"}
     assert extender["ignorable"] is False
+    assert extender["managedResources"] == [{"name": KEYS.marker, "ignoredByScheduler": True}]
     # Mutual TLS to the Service's verbs port: the extender verified against the CA the
     # scheduler's pod mounts, the scheduler by its client certificate.
     docs = overlay("extender")

@@ -332,3 +332,25 @@ def test_with_verbs_tls_kube_scheduler_calls_the_extender_over_mutual_tls() -> N
         "--verbs-port", "7", "--verbs-tls-cert", "/pki/tls", "--verbs-tls-key", "/pki/tls.key",
         "--verbs-client-ca", "/pki/ca",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("scoped_to", [None, "scheduling.escher.io/extender"])
+def test_a_scoped_extender_manages_only_its_marker_which_fit_ignores(scoped_to: str | None) -> None:
+    rendered = config.scheduler_config(
+        "extender",
+        user_config=None,
+        kubeconfig=KUBECONFIG,
+        extender_url="http://127.0.0.1:7",
+        scoped_to=scoped_to,
+    )
+    (extender,) = rendered["extenders"]
+    expected = [{"name": scoped_to, "ignoredByScheduler": True}] if scoped_to else None
+    assert extender.get("managedResources") == expected
+
+
+def test_only_extender_mode_can_be_scoped(tmp_path: Path) -> None:
+    from escher_harness.localcluster import ClusterSpec
+
+    ClusterSpec(dir=tmp_path, mode="extender", scoped=True)
+    with pytest.raises(ClusterError, match=r"scoped .* needs mode extender"):
+        ClusterSpec(dir=tmp_path, mode="pure", scoped=True)

@@ -22,8 +22,13 @@ COMPONENTS = ("extender", "kube-scheduler", "kube-apiserver", "etcd")
 # Ratios as (numerator mode, denominator mode) per workload, each measured within one
 # repetition: the same machine state, minutes apart at most.
 RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
-    "plain": (("extender", "none"), ("pure", "none"), ("extender-http", "none")),
-    "ephemeral": (("extender", "pure"), ("extender-http", "pure")),
+    "plain": (
+        ("extender", "none"),
+        ("pure", "none"),
+        ("extender-http", "none"),
+        ("extender-scoped", "none"),
+    ),
+    "ephemeral": (("extender", "pure"), ("extender-http", "pure"), ("extender-scoped", "pure")),
 }
 # Worse than the baseline by more than this is reported as a regression.
 REGRESSION = 0.25
@@ -82,6 +87,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "bind_api_p50_ms": _spread_of(mine, "extender.bind_api_ms.p50"),
                 "apiserver_binding_p50_ms": _spread_of(mine, "apiserver_binding_ms.p50"),
                 "over_capacity": sum(len(r["over_capacity"]) for r in mine),
+                "extender_share_of_cycle": _shares(by_rep, mode),
             }
         ratios = {}
         for top, bottom in RATIOS.get(workload, ()):
@@ -92,22 +98,24 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             ]
             if values:
                 ratios[f"{top}/{bottom}"] = spread(values)
-        shares = [
-            s
-            for m in by_rep.values()
-            if "extender" in m and "none" in m
-            if (s := extender_share(m["extender"], m["none"])) is not None
-        ]
-        out.append(
-            {
-                "nodes": nodes,
-                "workload": workload,
-                "modes": modes,
-                "ratios": ratios,
-                "extender_share_of_cycle": spread(shares) if shares else None,
-            }
-        )
+        out.append({"nodes": nodes, "workload": workload, "modes": modes, "ratios": ratios})
     return out
+
+
+def _shares(
+    by_rep: Mapping[int, Mapping[str, Mapping[str, Any]]], mode: str
+) -> dict[str, float] | None:
+    """The extender's share of the cycle in `mode` (a mode calling the extender), against
+    kube-scheduler alone in the same repetition; None without both."""
+    if not mode.startswith("extender"):
+        return None
+    shares = [
+        s
+        for m in by_rep.values()
+        if mode in m and "none" in m
+        if (s := extender_share(m[mode], m["none"])) is not None
+    ]
+    return spread(shares) if shares else None
 
 
 def _fmt(s: Mapping[str, float] | None, digits: int = 1) -> str:
@@ -144,7 +152,7 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
                     for n in ("extender", "kube-scheduler", "kube-apiserver", "etcd")
                 ]
             )
-            share = s["extender_share_of_cycle"] if mode == "extender" else None
+            share = m["extender_share_of_cycle"]
             cycle.append(
                 [
                     s["nodes"],

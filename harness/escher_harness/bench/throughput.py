@@ -40,18 +40,24 @@ from escher_harness import localcluster
 from escher_harness.bench import profile, promhist
 from escher_harness.bench.extender_summary import COMPONENTS
 from escher_harness.kubeclient import api_client
+from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN
 from escher_harness.localcluster.processes import ProcessRecord, cpu_seconds
 from escher_harness.workload import Workload, pod_manifest
 from extender.core import quantity
+from extender.core.pod import Keys
 from extender.esl.client import PolicyClient
 
-Mode = Literal["none", "pure", "extender", "extender-http"]
+Mode = Literal["none", "pure", "extender", "extender-http", "extender-scoped"]
 Kind = Literal["plain", "ephemeral"]
 MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
 # extender-http: extender mode with kube-scheduler calling the verbs over plain HTTP instead of
 # mutual TLS (what deploy/ and the embedded cluster run), to measure what TLS costs.
-ALL_MODES: Final[tuple[Mode, ...]] = (*MODES, "extender-http")
+# extender-scoped: extender mode with the verbs sent only for pods requesting the marker
+# resource (managedResources), as deploy/'s extender overlay runs it: plain pods never reach
+# the extender; ephemeral pods request the marker, as deploy/'s admission policy makes them.
+ALL_MODES: Final[tuple[Mode, ...]] = (*MODES, "extender-http", "extender-scoped")
 RESOURCE: Final = "tput"
+MARKER: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).marker
 LABEL: Final = "bench.escher.io/run"
 WARMUP_PODS: Final = 20
 # The scheduling cycle's framework phases; kube-scheduler calls the extenders' filter after
@@ -112,8 +118,9 @@ def _cluster(
         spec = localcluster.ClusterSpec(
             dir=Path(tmp),
             nodes=setup.nodes,
-            mode="extender" if mode == "extender-http" else mode,
+            mode="extender" if mode.startswith("extender") else mode,  # type: ignore[arg-type]
             verbs_tls=mode != "extender-http",
+            scoped=mode == "extender-scoped",
             kwok=False,
             client_qps=setup.qps,
             client_burst=setup.burst,
@@ -150,10 +157,15 @@ def _warm_up(
     progress(f"{info.mode}: warmed up with {WARMUP_PODS} pods")
 
 
-def _pod(name: str, run: str, resource: str | None) -> dict[str, Any]:
+def _pod(name: str, run: str, resource: str | None, mode: Mode = "none") -> dict[str, Any]:
+    limits = {resource: "1"} if resource else None
+    if limits and mode == "extender-scoped":
+        # As deploy/'s admission policy marks a pod with an ephemeral request. Only where the
+        # extender manages the marker: elsewhere NodeResourcesFit would find it on no node.
+        limits[MARKER] = "1"
     return pod_manifest(
         name,
-        limits={resource: "1"} if resource else None,
+        limits=limits,
         requests={"cpu": "100m", "memory": "64Mi"},
         labels={LABEL: run},
     )
@@ -173,7 +185,7 @@ def _measure(
     names = [f"{kind}-{i}" for i in range(setup.pods)]
     t = time.monotonic()
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda n: work.create(_pod(n, kind, resource)), names))
+        list(pool.map(lambda n: work.create(_pod(n, kind, resource, mode)), names))
     progress(
         f"{mode}/{kind}: {setup.pods} pods created in {time.monotonic() - t:.1f}s "
         "with kube-scheduler stopped; starting it"

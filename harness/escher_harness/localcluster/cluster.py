@@ -63,6 +63,7 @@ from escher_harness.localcluster.processes import (
     spawn,
     stop,
 )
+from extender.core.pod import Keys
 
 _EXTENDED_RESOURCE = re.compile(
     r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -119,6 +120,10 @@ class ClusterSpec:
     # In extender mode kube-scheduler calls the verbs over mutual TLS, as deploy/ does. False:
     # over plain HTTP on the policy API's port (to measure what TLS costs).
     verbs_tls: bool = True
+    # In extender mode, send kube-scheduler's verbs only for pods requesting the marker
+    # resource (managedResources), as deploy/'s extender overlay does; the launcher creates
+    # no admission policy, so the pods that need the extender must request it themselves.
+    scoped: bool = False
     # How often the service proxy asks each replica's /readyz.
     proxy_poll: float = 0.2
     # Budget in seconds for all components to become ready (node creation not included; kwok
@@ -136,6 +141,8 @@ class ClusterSpec:
             raise ClusterError(f"replicas must be >= 1, not {self.replicas}")
         if self.replicas > 1 and self.mode == "none":
             raise ClusterError("replicas are extender replicas: they need mode extender or pure")
+        if self.scoped and self.mode != "extender":
+            raise ClusterError("scoped is a way of calling the extender: it needs mode extender")
         if self.proxy_poll <= 0:
             raise ClusterError(f"proxy_poll must be > 0, not {self.proxy_poll}")
         if self.client_qps is not None and self.client_qps <= 0:
@@ -503,6 +510,7 @@ def _start(
         client_burst=spec.client_burst,
         percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
         verbs_tls=verbs_tls,
+        scoped_to=Keys.for_domain(spec.resource_domain).marker if spec.scoped else None,
     )
     _write_private(cdir.tokens, config.render_tokens_csv(admin_token))
     _write_private(cdir.kubeconfig, config.render_kubeconfig(apiserver_url, admin_token))

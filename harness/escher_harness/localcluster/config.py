@@ -147,6 +147,7 @@ def scheduler_config(
     client_burst: int | None = None,
     percentage_of_nodes_to_score: int | None = None,
     verbs_tls: Pki | None = None,
+    scoped_to: str | None = None,
 ) -> dict[str, Any]:
     """The configuration kube-scheduler runs with.
 
@@ -155,7 +156,9 @@ def scheduler_config(
     none) the defaults. The launcher
     always sets clientConnection.kubeconfig, turns leader election off, and points extenders
     whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url (over mutual TLS with
-    `verbs_tls`); the client's qps and burst, and percentageOfNodesToScore, when given.
+    `verbs_tls`); the client's qps and burst, and percentageOfNodesToScore, when given. With
+    `scoped_to` (a marker resource), those extenders are sent only the pods requesting it, as
+    deploy/'s extender overlay runs them.
     """
     config = copy.deepcopy(dict(user_config)) if user_config is not None else mode_config(mode)
     config["clientConnection"] = {
@@ -170,7 +173,7 @@ def scheduler_config(
         config["percentageOfNodesToScore"] = percentage_of_nodes_to_score
     config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
     if extender_url is not None:
-        point_extenders(config, extender_url, verbs_tls)
+        point_extenders(config, extender_url, verbs_tls, scoped_to)
     return config
 
 
@@ -182,13 +185,21 @@ def mode_config(mode: Mode) -> dict[str, Any]:
     return _template(mode)
 
 
-def point_extenders(config: Mapping[str, Any], extender_url: str, tls: Pki | None = None) -> None:
+def point_extenders(
+    config: Mapping[str, Any],
+    extender_url: str,
+    tls: Pki | None = None,
+    scoped_to: str | None = None,
+) -> None:
     """Point the extenders whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url; with
     `tls`, kube-scheduler verifies the extender against its CA and shows its client
-    certificate (mutual TLS, as deploy/ runs it)."""
+    certificate (mutual TLS, as deploy/ runs it); with `scoped_to`, they manage only that
+    marker resource, which NodeResourcesFit ignores."""
     for extender in config.get("extenders") or []:
         if extender.get("urlPrefix") == EXTENDER_URL_PLACEHOLDER:
             extender["urlPrefix"] = extender_url
+            if scoped_to is not None:
+                extender["managedResources"] = [{"name": scoped_to, "ignoredByScheduler": True}]
             if tls is not None:
                 extender["enableHTTPS"] = True
                 extender["tlsConfig"] = {

@@ -68,3 +68,19 @@ def test_a_value_too_long_is_refused_naming_it() -> None:
     with pytest.raises(InvalidValue) as e:
         pod_info(pod(annotations={"escher.io/prefer": "x" * (MAX_VALUE + 1)}), KEYS, "escher.io/")
     assert e.value.field == "metadata.annotations[escher.io/prefer]"
+
+
+def test_the_marker_resource_occupies_nothing_and_is_not_ephemeral() -> None:
+    """deploy/'s admission policy adds the marker to pods that need the extender; the nodes
+    have none of it and kube-scheduler ignores it, so the ledger must too."""
+    raw = _decode(
+        {
+            "metadata": {"name": "p", "uid": "u"},
+            "spec": {"containers": [{"resources": {"limits": {KEYS.marker: "1", "cpu": "1"}}}]},
+        },
+        Pod,
+    )
+    info = pod_info(raw, KEYS, "escher.io/")
+    assert KEYS.marker == "scheduling.escher.io/extender"
+    assert info.requests == {"cpu": 1000, "pods": 1}
+    assert info.ephemeral == {} and not info.needs_extender

@@ -55,7 +55,16 @@ def test_the_extender_share_of_the_cycle_is_its_extra_time_over_the_cycle() -> N
     assert es.extender_share(ROWS[2], ROWS[0]) == pytest.approx(0.2)
     (s,) = es.summarize(ROWS)
     # 0.2, 0.08 (1 ms of 12.5), 0.2727 (3 ms of 11.1)
-    assert s["extender_share_of_cycle"]["median"] == pytest.approx(0.2)
+    assert s["modes"]["extender"]["extender_share_of_cycle"]["median"] == pytest.approx(0.2)
+    assert s["modes"]["none"]["extender_share_of_cycle"] is None
+
+
+def test_the_scoped_mode_gets_its_own_ratio_and_share() -> None:
+    scoped = [row(0, "extender-scoped", 190, outside=0.1), row(1, "extender-scoped", 95)]
+    (s,) = es.summarize(ROWS + scoped)
+    assert s["ratios"]["extender-scoped/none"]["median"] == pytest.approx(0.95)
+    # 0 extra ms outside the framework in repetition 0 (0.1 against 0.1 alone): share 0.
+    assert s["modes"]["extender-scoped"]["extender_share_of_cycle"]["min"] == 0
 
 
 def test_ephemeral_pods_compare_the_extender_with_pure_only() -> None:
@@ -63,7 +72,8 @@ def test_ephemeral_pods_compare_the_extender_with_pure_only() -> None:
     (s,) = es.summarize(rows)
     assert set(s["ratios"]) == {"extender/pure"}
     assert s["ratios"]["extender/pure"]["median"] == pytest.approx(0.8)
-    assert s["extender_share_of_cycle"] is None  # no run without the extender to compare
+    # No run of kube-scheduler alone to compare with.
+    assert s["modes"]["extender"]["extender_share_of_cycle"] is None
 
 
 @pytest.mark.parametrize(
