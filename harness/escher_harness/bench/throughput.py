@@ -417,6 +417,8 @@ def _over_capacity(api: client.ApiClient, run: str) -> list[str]:
         for c in p["spec"]["containers"]:
             res = c.get("resources", {})
             for name, q in (res.get("requests", {}) | res.get("limits", {})).items():
+                if name == MARKER:  # occupies nothing: kube-scheduler and the kubelet skip it
+                    continue
                 per[name] = per.get(name, Fraction(0)) + quantity.parse(q, field=name)
     return sorted(
         node

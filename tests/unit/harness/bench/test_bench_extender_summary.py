@@ -65,6 +65,12 @@ def test_the_scoped_mode_gets_its_own_ratio_and_share() -> None:
     assert s["ratios"]["extender-scoped/none"]["median"] == pytest.approx(0.95)
     # 0 extra ms outside the framework in repetition 0 (0.1 against 0.1 alone): share 0.
     assert s["modes"]["extender-scoped"]["extender_share_of_cycle"]["min"] == 0
+    # The guard watches it beside the extender mode.
+    lines = es.guard([s], None)
+    assert [line.split(" (")[0] for line in lines] == [
+        "guard: 1000 nodes: throughput extender/none 0.60 [0.50-0.80]",
+        "guard: 1000 nodes: throughput extender-scoped/none 0.95 [0.95-0.95]",
+    ]
 
 
 def test_ephemeral_pods_compare_the_extender_with_pure_only() -> None:
