@@ -10,13 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, FiniteFloat, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from extender.core.errors import InvalidValue
 from extender.core.names import check_domain
 
-Seconds = float
+# Finite: an infinite timeout or backoff is a hang, and NaN compares false with everything.
+Seconds = FiniteFloat
 
 
 class Settings(BaseSettings):
@@ -45,7 +46,7 @@ class Settings(BaseSettings):
     kubeconfig: Path | None = None
     in_cluster: bool = False
     # The extender's own API budget: the same figures as kube-scheduler's clientConnection.
-    kube_qps: float = Field(50.0, gt=0)
+    kube_qps: FiniteFloat = Field(50.0, gt=0)
     kube_burst: int = Field(100, ge=1)
     # Bind pods through the API (the extender's bindVerb). Off in pure mode and with kube=False.
     bind: bool = True
