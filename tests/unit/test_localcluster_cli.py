@@ -37,6 +37,7 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
         (["up", "--nodes", "-1"], 2, "up: nodes must be >= 0"),
         (["up", "--mode", "extender", "--replicas", "0"], 2, "up: replicas must be >= 1"),
         (["up", "--replicas", "2"], 2, "up: replicas are extender replicas: they need mode"),
+        (["up", "--scoped"], 2, "up: scoped is a way of calling the extender: it needs mode"),
         (["up"], 1, "up: etcd not found (or not executable) in"),
         (["status"], 1, "status: no cluster in"),
     ],
@@ -45,6 +46,7 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
         "nodes",
         "no-replica",
         "replicas-without-extender",
+        "scoped-without-extender",
         "missing-binary",
         "status",
     ],
@@ -76,8 +78,17 @@ def test_down_of_nothing_succeeds(tmp_path: Path, capsys: pytest.CaptureFixture[
         (["--no-kwok"], "kwok", False),
         ([], "replicas", 1),
         (["--replicas", "3"], "replicas", 3),
+        ([], "scoped", False),
+        (["--scoped"], "scoped", True),
     ],
-    ids=["kwok-default", "no-kwok", "one-replica-default", "three-replicas"],
+    ids=[
+        "kwok-default",
+        "no-kwok",
+        "one-replica-default",
+        "three-replicas",
+        "every-pod-sent-default",
+        "scoped",
+    ],
 )
 def test_flags_reach_the_spec(
     flags: list[str], field: str, value: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

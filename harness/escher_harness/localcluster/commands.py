@@ -89,6 +89,13 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         help="extender replicas (modes extender and pure): more than 1 run with leader "
         "election behind a service proxy at the extender's address (default 1)",
     )
+    p.add_argument(
+        "--scoped",
+        action="store_true",
+        help="mode extender: send kube-scheduler's verbs only for pods requesting the marker "
+        "resource scheduling.<domain>/extender, as deploy/ does (pods must request it "
+        "themselves: no admission policy adds it here)",
+    )
     for component in ("etcd", "apiserver", "scheduler", "extender"):
         p.add_argument(
             f"--{component}-port",
@@ -146,6 +153,7 @@ def _up(args: argparse.Namespace) -> int:
             scheduler_port=args.scheduler_port,
             extender_port=args.extender_port,
             replicas=args.replicas,
+            scoped=args.scoped,
             kwok=args.kwok,
             timeout=args.timeout,
         )

@@ -1,0 +1,138 @@
+"""Extender mode scoped to the pods that need the extender, on the real control plane.
+
+The embedded cluster runs kube-scheduler with `managedResources` naming the marker resource
+(`ClusterSpec(scoped=True)`, deploy/'s configuration; tests/e2e/test_deploy.py proves the
+admission policy that adds the marker). Here: a pod without the marker is scheduled and
+bound by kube-scheduler with no exchange with the extender; a pod with it is filtered and
+bound by the extender, gangs and ephemeral resources included; NodeResourcesFit ignores the
+marker, which no node has; and a pod with an ephemeral request but no marker is still held
+to the written-back resource by NodeResourcesFit (never over capacity), only without the
+extender's say.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
+from escher_harness.workload import Workload, pod_manifest
+from extender.core.pod import Keys
+from extender.esl.client import PolicyClient
+
+pytestmark = pytest.mark.e2e
+
+MARKER = Keys.for_domain("escher.io").marker
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[localcluster.ClusterInfo]:
+    d = tmp_path_factory.mktemp("scoped")
+    info = localcluster.up(
+        localcluster.ClusterSpec(dir=d, nodes=3, mode="extender", scoped=True, kwok=False)
+    )
+    try:
+        yield info
+    finally:
+        localcluster.down(d, keep_logs=True)
+
+
+def calls(info: localcluster.ClusterInfo) -> dict[str, float]:
+    """The extender's verb calls so far, from its request histogram's counts."""
+    assert info.extender_url is not None
+    text = httpx.get(
+        f"{info.extender_url}/metrics",
+        headers={"Authorization": f"Bearer {info.token}"},
+        timeout=10,
+    ).text
+    out = {}
+    for verb in ("filter", "prioritize", "bind"):
+        prefix = f'escher_extender_request_seconds_count{{verb="{verb}"}} '
+        out[verb] = next(
+            (float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix)),
+            0.0,
+        )
+    return out
+
+
+def test_a_pod_without_the_marker_never_reaches_the_extender(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    work = Workload(api_client(cluster.kubeconfig))
+    name = f"plain-{next(_names)}"
+    before = calls(cluster)
+    work.create(pod_manifest(name, requests={"cpu": "1"}))
+    try:
+        assert work.wait([name], timeout=60)[name].node
+        assert calls(cluster) == before
+    finally:
+        work.delete([name])
+
+
+def test_marked_pods_go_through_the_extender_gangs_and_ephemeral_resources_too(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    node = cluster.nodes[1]
+    assert cluster.extender_url is not None and cluster.token is not None
+    with PolicyClient(cluster.extender_url, cluster.token) as policy:
+        resource = policy.set_resource(f"scoped-{n}", 1, node=node).resource
+    gang = [f"g{n}-{i}" for i in range(2)]
+    pods = [
+        pod_manifest(
+            m,
+            requests={"cpu": "1"},
+            limits={MARKER: "1"},
+            labels={"escher.io/gang": f"g{n}"},
+            annotations={"escher.io/gang-min": "2"},
+        )
+        for m in gang
+    ]
+    eph = f"eph-{n}"
+    pods.append(pod_manifest(eph, limits={resource: "1", MARKER: "1"}))
+    before = calls(cluster)
+    for p in pods:
+        work.create(p)
+    names = [*gang, eph]
+    try:
+        placed = work.wait(names, timeout=60)
+        assert all(p.node for p in placed.values()), placed
+        assert placed[eph].node == node
+        after = calls(cluster)
+        # Each marked pod was filtered and bound by the extender (prioritize is skipped
+        # when one node is left, as for a gang member passing its reserved node only).
+        assert after["filter"] >= before["filter"] + len(names)
+        assert after["bind"] == before["bind"] + len(names)
+    finally:
+        work.delete(names)
+
+
+def test_an_ephemeral_request_without_the_marker_is_still_held_to_the_nodes_resource(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """Without the marker the extender has no say, but NodeResourcesFit checks the
+    written-back resource: the pod goes where it is, and a second one waits."""
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    node = cluster.nodes[2]
+    assert cluster.extender_url is not None and cluster.token is not None
+    with PolicyClient(cluster.extender_url, cluster.token) as policy:
+        resource = policy.set_resource(f"bare-{n}", 1, node=node).resource
+    first, second = f"bare-{n}-a", f"bare-{n}-b"
+    before = calls(cluster)
+    work.create(pod_manifest(first, limits={resource: "1"}))
+    try:
+        assert work.wait([first], timeout=60)[first].node == node
+        work.create(pod_manifest(second, limits={resource: "1"}))
+        placed = work.wait([second], timeout=5)
+        assert placed[second].node is None
+        assert resource in placed[second].reason, placed[second].reason
+        assert calls(cluster) == before
+    finally:
+        work.delete([first, second])
