@@ -5,14 +5,16 @@ The embedded cluster runs kube-scheduler with `managedResources` naming the mark
 admission policy that adds the marker). Here: a pod without the marker is scheduled and
 bound by kube-scheduler with no exchange with the extender; a pod with it is filtered and
 bound by the extender, gangs and ephemeral resources included; NodeResourcesFit ignores the
-marker, which no node has; and a pod with an ephemeral request but no marker is still held
-to the written-back resource by NodeResourcesFit (never over capacity), only without the
-extender's say.
+marker, which no node has; a pod with an ephemeral request but no marker is still held to
+the written-back resource by NodeResourcesFit (never over capacity), only without the
+extender's say; and what scoping gives up, a gang's reserved place taken by a pod the
+extender never saw, costs the gang time, never its all-or-nothing or a node's capacity.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -34,7 +36,10 @@ _names = itertools.count()
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[localcluster.ClusterInfo]:
     d = tmp_path_factory.mktemp("scoped")
     info = localcluster.up(
-        localcluster.ClusterSpec(dir=d, nodes=3, mode="extender", scoped=True, kwok=False)
+        # 4 cpu a node: a gang member of 3 cpu fills one (the bypass test below).
+        localcluster.ClusterSpec(
+            dir=d, nodes=3, node_cpu="4", mode="extender", scoped=True, kwok=False
+        )
     )
     try:
         yield info
@@ -136,3 +141,46 @@ def test_an_ephemeral_request_without_the_marker_is_still_held_to_the_nodes_reso
         assert calls(cluster) == before
     finally:
         work.delete([first, second])
+
+
+def test_a_reserved_place_taken_by_an_unmarked_pod_delays_the_gang_and_breaks_nothing(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """A gang of 3 members of 3 cpu needs all 3 nodes (4 cpu each). Two members are created:
+    the extender reserves a node for each and one for the member to come, and holds both at
+    its bind barrier. An unmarked pod of 3 cpu bypasses the extender and takes the third
+    node. The third member then fits nowhere: no member is bound (all or nothing) and no
+    node goes over capacity. Once the pod is gone, the gang is planned again and placed."""
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    members = [f"gb{n}-{i}" for i in range(3)]
+
+    def member(name: str) -> dict[str, object]:
+        return pod_manifest(
+            name,
+            requests={"cpu": "3"},
+            limits={MARKER: "1"},
+            labels={"escher.io/gang": f"gb{n}"},
+            annotations={"escher.io/gang-min": "3", "escher.io/gang-timeout": "5"},
+        )
+
+    intruder = f"intruder-{n}"
+    try:
+        for m in members[:2]:
+            work.create(member(m))
+        time.sleep(2)  # both reach the bind barrier: the gang is reserved
+        work.create(pod_manifest(intruder, requests={"cpu": "3"}))
+        assert work.wait([intruder], timeout=30)[intruder].node
+        work.create(member(members[2]))
+        # Longer than the gang's timeout (5 s) and the barrier's wait (10 s).
+        stuck = work.wait(members, timeout=20)
+        assert [m for m in members if stuck[m].node] == [], stuck
+        nodes = work.nodes([*members, intruder])
+        used = [node for node in nodes.values() if node]
+        assert len(used) == len(set(used)), nodes  # one 3-cpu pod a node at most
+        work.delete([intruder])
+        placed = work.wait(members, timeout=120)
+        assert all(placed[m].node for m in members), placed
+        assert len({placed[m].node for m in members}) == 3
+    finally:
+        work.delete([*members, intruder])
