@@ -65,6 +65,13 @@ def calls(info: localcluster.ClusterInfo) -> dict[str, float]:
     return out
 
 
+def one_unit_on(info: localcluster.ClusterInfo, name: str, node: str) -> str:
+    """Sets ephemeral resource `name` to 1 unit on `node`; returns the name pods request."""
+    assert info.extender_url is not None and info.token is not None
+    with PolicyClient(info.extender_url, info.token) as policy:
+        return policy.set_resource(name, 1, node=node).resource
+
+
 def test_a_pod_without_the_marker_never_reaches_the_extender(
     cluster: localcluster.ClusterInfo,
 ) -> None:
@@ -85,9 +92,7 @@ def test_marked_pods_go_through_the_extender_gangs_and_ephemeral_resources_too(
     work = Workload(api_client(cluster.kubeconfig))
     n = next(_names)
     node = cluster.nodes[1]
-    assert cluster.extender_url is not None and cluster.token is not None
-    with PolicyClient(cluster.extender_url, cluster.token) as policy:
-        resource = policy.set_resource(f"scoped-{n}", 1, node=node).resource
+    resource = one_unit_on(cluster, f"scoped-{n}", node)
     gang = [f"g{n}-{i}" for i in range(2)]
     pods = [
         pod_manifest(
@@ -126,9 +131,7 @@ def test_an_ephemeral_request_without_the_marker_is_still_held_to_the_nodes_reso
     work = Workload(api_client(cluster.kubeconfig))
     n = next(_names)
     node = cluster.nodes[2]
-    assert cluster.extender_url is not None and cluster.token is not None
-    with PolicyClient(cluster.extender_url, cluster.token) as policy:
-        resource = policy.set_resource(f"bare-{n}", 1, node=node).resource
+    resource = one_unit_on(cluster, f"bare-{n}", node)
     first, second = f"bare-{n}-a", f"bare-{n}-b"
     before = calls(cluster)
     work.create(pod_manifest(first, limits={resource: "1"}))
