@@ -178,18 +178,17 @@ class Verbs:
 
     def _names(self, args: ExtenderArgs) -> list[str]:
         names = node_names(args)
-        if self.learn_nodes:
-            node = self.ledger.node
-            new = [(i, n) for i, n in enumerate(names) if node(n) is None]
-            room = self.max_learned_nodes - len(self.ledger.node_names())
-            for i, n in new:
+        if self.learn_nodes and (new := self.ledger.unknown(names)):
+            for n in new:
                 try:
                     check_node_name(n)
                 except CoreError as e:
+                    i = names.index(n)
                     field = f"NodeNames[{i}]" if args.node_cache_capable else f"Nodes[{i}]"
                     raise BadRequest(f"{field}: {e}", field) from None
-            if new and room > 0:
-                self.ledger.learn_nodes([n for _, n in new[:room]])
+            room = self.max_learned_nodes - len(self.ledger.node_names())
+            if room > 0:
+                self.ledger.learn_nodes(new[:room])
         return names
 
     # ---- filter ----------------------------------------------------------------------------

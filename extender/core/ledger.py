@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from extender.core.errors import Conflict, CoreError, UnknownNode
 from extender.core.objects import Taint
@@ -81,17 +83,21 @@ class Shortfall:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class NodeView:
-    """One node at one moment. Never mutated: a change makes a new one."""
+_EMPTY: Mapping[str, Any] = MappingProxyType({})  # a default no view can change
+
+
+class NodeView(NamedTuple):
+    """One node at one moment. Never mutated: a change makes a new one. A tuple rather than
+    a frozen dataclass: the policy API and the ESLs make thousands at once, and a tuple is
+    built in C where a frozen dataclass sets each field through object.__setattr__."""
 
     name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = _EMPTY
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
-    physical: Mapping[str, int] = field(default_factory=dict)
-    ephemeral: Mapping[str, int] = field(default_factory=dict)
-    used: Mapping[str, int] = field(default_factory=dict)
+    physical: Mapping[str, int] = _EMPTY
+    ephemeral: Mapping[str, int] = _EMPTY
+    used: Mapping[str, int] = _EMPTY
 
     def capacity(self, resource: str) -> int:
         return self.ephemeral.get(resource, self.physical.get(resource, 0))
@@ -166,6 +172,12 @@ class Ledger:
 
     def node_names(self) -> list[str]:
         return list(self._nodes)
+
+    def unknown(self, names: Iterable[str]) -> list[str]:
+        """Those of `names` that are not nodes here (a membership test per name, without a
+        method call per name: the standalone filter asks this of thousands)."""
+        known = self._nodes
+        return [n for n in names if n not in known]
 
     def holding(self, holder: str) -> Holding | None:
         return self._holdings.get(holder)
@@ -461,7 +473,7 @@ class Ledger:
                 used[res] = left
             else:
                 used.pop(res, None)
-        self._set_view(replace(view, used=used))
+        self._set_view(view._replace(used=used))
 
     def _set_view(self, view: NodeView) -> None:
         """Install a node's new view and bring the free index up to date for it."""
@@ -486,6 +498,35 @@ class Ledger:
                 self._caps[res] = {}
             index[view.name] = cap - view.used.get(res, 0)
             self._caps[res][view.name] = cap
+
+    def _set_one(self, node: str, resource: str, cap: int) -> bool:
+        """Set one ephemeral resource's capacity on one node (0 removes it); True if it
+        changed. `_set_view` for a single resource: the policy API and the ESLs change one
+        resource on thousands of nodes at once, so this touches only that resource's index
+        and builds the new view without `replace`'s per-field introspection."""
+        view = self._nodes[node]
+        if view.ephemeral.get(resource, 0) == cap:
+            return False
+        eph = dict(view.ephemeral)
+        free, caps = self._free.get(resource), self._caps.get(resource)
+        if cap:
+            eph[resource] = cap
+            if free is None or caps is None:
+                free = self._free[resource] = {}
+                caps = self._caps[resource] = {}
+            free[node] = cap - view.used.get(resource, 0)
+            caps[node] = cap
+        else:
+            del eph[resource]
+            if free is not None and caps is not None:
+                free.pop(node, None)
+                caps.pop(node, None)
+                if not free:
+                    del self._free[resource], self._caps[resource]
+        self._nodes[node] = NodeView(
+            node, view.labels, view.taints, view.unschedulable, view.physical, eph, view.used
+        )
+        return True
 
     # ---- nodes (facts from the cluster view) -----------------------------------------------
 
@@ -530,7 +571,7 @@ class Ledger:
             old = self._nodes.get(name)
             if old is None or old.ephemeral == ephemeral:
                 return
-            self._set_view(replace(old, ephemeral=dict(ephemeral)))
+            self._set_view(old._replace(ephemeral=dict(ephemeral)))
             self._changed(frozenset())  # nothing to write back: it came from the node
 
     def remove_node(self, name: str) -> None:
@@ -540,7 +581,7 @@ class Ledger:
             for holder in list(self._on_node.get(name, ())):
                 self._drop(holder)
             view = self._nodes[name]
-            self._set_view(replace(view, ephemeral={}))
+            self._set_view(view._replace(ephemeral={}))
             del self._nodes[name]
             self._changed(frozenset())
 
@@ -576,18 +617,7 @@ class Ledger:
             ]
             if problems:
                 raise Conflict("; ".join(problems[:5]), "capacity")
-            changed = []
-            for n, cap in capacity.items():
-                view = self._nodes[n]
-                if view.ephemeral.get(resource, 0) == cap:
-                    continue
-                eph = dict(view.ephemeral)
-                if cap:
-                    eph[resource] = cap
-                else:
-                    eph.pop(resource, None)
-                self._set_view(replace(view, ephemeral=eph))
-                changed.append(n)
+            changed = [n for n, cap in capacity.items() if self._set_one(n, resource, cap)]
             if changed:
                 self._changed(frozenset(changed))
             return self._version
@@ -610,9 +640,7 @@ class Ledger:
                     "name",
                 )
             for n in nodes:
-                view = self._nodes[n]
-                eph = {k: v for k, v in view.ephemeral.items() if k != resource}
-                self._set_view(replace(view, ephemeral=eph))
+                self._set_one(n, resource, 0)
             if nodes:
                 self._changed(frozenset(nodes))
             return nodes
