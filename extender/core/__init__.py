@@ -1,6 +1,6 @@
 """The core: what the extender decides with, as pure Python with no I/O.
 
-Nothing here imports kubernetes, fastapi, starlette, httpx or uvicorn (an import-linter
+Nothing here imports kubernetes, fastapi, starlette, httpx, aiohttp or uvicorn (an import-linter
 contract). Everything above it (the scheduling plugins, the gang feature, the ESLs, the HTTP
 routes and the Kubernetes adapters) is built on these modules:
 

@@ -1,5 +1,5 @@
 """A replicated extender's policy changes when the API server goes away, against a scripted
-API server (httpx.MockTransport) with a Lease, on short lease times: a change that is not
+API server (tests/unit/service/fakeapi.py) with a Lease, on short lease times: a change that is not
 confirmed on the nodes is answered 503 (never a 202 that a step-down could drop), a leader
 whose renewals go unanswered takes no change at all, and a replica that steps down drops
 what it had not written and does not write it when it leads again. One replica keeps 202."""
@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
+from fakeapi import FakeAPI
 
-from escher_harness.localcluster.config import render_kubeconfig
 from extender.adapters.kubeapi import KubeAPI
 from extender.app import create_app
 from extender.service import Service
@@ -92,11 +92,10 @@ class Server:
         return httpx.Response(200, json=body)
 
 
-def service(tmp_path: Path, server: Server, leader_elect: bool) -> Service:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(render_kubeconfig("https://127.0.0.1:1", "token"))
+def service(tmp_path: Path, server: Server, leader_elect: bool) -> tuple[Service, FakeAPI]:
+    fake = FakeAPI(server, tmp_path)
     settings = Settings(
-        kubeconfig=kubeconfig,
+        kubeconfig=fake.kubeconfig,
         token=TOKEN,
         writeback_coalesce_seconds=0,
         writeback_wait_seconds=0.3,
@@ -107,7 +106,7 @@ def service(tmp_path: Path, server: Server, leader_elect: bool) -> Service:
         renew_deadline_seconds=1.0,
         retry_period_seconds=0.1,
     )
-    return Service(settings, api=KubeAPI(kubeconfig, transport=httpx.MockTransport(server)))
+    return Service(settings, api=KubeAPI(fake.kubeconfig)), fake
 
 
 async def until(check: Any, timeout: float = 5.0) -> None:
@@ -124,15 +123,16 @@ def capacity(svc: Service) -> int | None:
 
 
 def run(tmp_path: Path, server: Server, leader_elect: bool, scenario: Any) -> None:
-    svc = service(tmp_path, server, leader_elect)
+    svc, fake = service(tmp_path, server, leader_elect)
     app = create_app(svc.settings, svc, lifecycle=False)
 
     async def main() -> None:
         transport = httpx.ASGITransport(app=app)
         headers = {"Authorization": f"Bearer {TOKEN}"}
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://x", headers=headers
-        ) as c:
+        async with (
+            fake,
+            httpx.AsyncClient(transport=transport, base_url="http://x", headers=headers) as c,
+        ):
             await svc.start()
             try:
                 await until(lambda: svc.ready()[0])

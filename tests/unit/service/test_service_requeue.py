@@ -1,5 +1,5 @@
 """The requeue wired end to end in the service, against a scripted API server
-(httpx.MockTransport): the filter turns a pod away while another holds the only unit of
+(tests/unit/service/fakeapi.py): the filter turns a pod away while another holds the only unit of
 escher.io/r; the holder's Succeeded arrives on the pod watch; the turned-away pod is then
 patched with the requeued-at annotation, naming its UID, so that kube-scheduler retries it.
 The race this closes, and why: extender/requeue.py."""
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from fakeapi import FakeAPI
 
-from escher_harness.localcluster.config import render_kubeconfig
 from extender.adapters.kubeapi import KubeAPI
 from extender.app import create_app
 from extender.service import Service
@@ -75,16 +75,15 @@ class Server:
 
 
 def test_a_pod_turned_away_is_touched_when_its_resource_frees(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(render_kubeconfig("https://127.0.0.1:1", "token"))
     server = Server()
-    settings = Settings(kubeconfig=kubeconfig, writeback_coalesce_seconds=0)
-    svc = Service(settings, api=KubeAPI(kubeconfig, transport=httpx.MockTransport(server)))
+    fake = FakeAPI(server, tmp_path)
+    settings = Settings(kubeconfig=fake.kubeconfig, writeback_coalesce_seconds=0)
+    svc = Service(settings, api=KubeAPI(fake.kubeconfig))
     app = create_app(settings, svc, lifecycle=False)
 
     async def scenario() -> None:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://x") as c:
+        async with fake, httpx.AsyncClient(transport=transport, base_url="http://x") as c:
             await svc.start()
             try:
                 loop = asyncio.get_running_loop()

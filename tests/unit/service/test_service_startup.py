@@ -1,4 +1,4 @@
-"""The service's start-up against a scripted API server (httpx.MockTransport): every step is
+"""The service's start-up against a scripted API server (fakeapi.py): every step is
 retried until it succeeds, the verbs answer 503 until the ledger is built, and a request that
 fails once (the first list, the first watch, the first write after the build) does not leave
 the service unready."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fakeapi import FakeAPI
 
-from escher_harness.localcluster.config import render_kubeconfig
 from extender.adapters.kubeapi import KubeAPI
 from extender.service import Service
 from extender.settings import Settings
@@ -61,12 +61,10 @@ class Server:
         return httpx.Response(404, json={"message": f"no {path}"})
 
 
-def service(tmp_path: Path, server: Server) -> Service:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(render_kubeconfig("https://127.0.0.1:1", "token"))
-    settings = Settings(kubeconfig=kubeconfig, writeback_coalesce_seconds=0)
-    api = KubeAPI(kubeconfig, transport=httpx.MockTransport(server))
-    return Service(settings, api=api)
+def service(tmp_path: Path, server: Server) -> tuple[Service, FakeAPI]:
+    fake = FakeAPI(server, tmp_path)
+    settings = Settings(kubeconfig=fake.kubeconfig, writeback_coalesce_seconds=0)
+    return Service(settings, api=KubeAPI(fake.kubeconfig)), fake
 
 
 async def until_ready(svc: Service, timeout: float = 5.0) -> None:
@@ -90,22 +88,23 @@ def test_a_request_that_fails_once_does_not_leave_the_service_unready(
     tmp_path: Path, fail_once: set[str]
 ) -> None:
     server = Server(fail_once)
-    svc = service(tmp_path, server)
+    svc, fake = service(tmp_path, server)
 
     async def scenario() -> None:
         assert svc.ready() == (False, "building the ledger from the cluster")
-        await svc.start()
-        try:
-            await until_ready(svc)
-            # The node's written resources are the ledger's after the build.
-            view = svc.ledger.node("n0")
-            assert view is not None and view.ephemeral == {"escher.io/r": 2}
-            # A change is written back, even when the first write failed (retried).
-            svc.ledger.set_capacity("escher.io/r", {"n0": 3})
-            assert await svc.wait_durable(svc.ledger.version, ["n0"])
-            assert server.seen["PATCH status"] >= 1
-        finally:
-            await svc.stop()
+        async with fake:
+            await svc.start()
+            try:
+                await until_ready(svc)
+                # The node's written resources are the ledger's after the build.
+                view = svc.ledger.node("n0")
+                assert view is not None and view.ephemeral == {"escher.io/r": 2}
+                # A change is written back, even when the first write failed (retried).
+                svc.ledger.set_capacity("escher.io/r", {"n0": 3})
+                assert await svc.wait_durable(svc.ledger.version, ["n0"])
+                assert server.seen["PATCH status"] >= 1
+            finally:
+                await svc.stop()
 
     asyncio.run(scenario())
     assert not server.fail_once  # each scripted failure did happen
@@ -114,12 +113,12 @@ def test_a_request_that_fails_once_does_not_leave_the_service_unready(
 def test_the_verbs_answer_503_until_the_ledger_is_built(tmp_path: Path) -> None:
     from extender.app import create_app
 
-    svc = service(tmp_path, Server(set()))
+    svc, fake = service(tmp_path, Server(set()))
     app = create_app(svc.settings, svc, lifecycle=False)
 
     async def scenario() -> list[tuple[int, str | None]]:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://x") as c:
+        async with fake, httpx.AsyncClient(transport=transport, base_url="http://x") as c:
             body = {"Pod": {"metadata": {"uid": "u"}}, "NodeNames": ["n0"]}
             before = await c.post("/filter", json=body)
             await svc.start()
