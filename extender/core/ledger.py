@@ -127,6 +127,14 @@ class Totals:
 
 Listener = Callable[[int, frozenset[str]], None]
 
+SCORE_CACHES = 4  # cached LeastAllocated answers per resource (distinct amounts asked)
+
+
+def _least(free: int, cap: int, want: int, top: int) -> int:
+    """`top` times the fraction of `cap` left free after taking `want`, rounded."""
+    left = free - want
+    return int(top * left / cap + 0.5) if left > 0 else 0
+
 
 class Ledger:
     """Thread-safe; every public method is atomic; reads take no lock."""
@@ -142,6 +150,8 @@ class Ledger:
         # Ephemeral resource -> node -> free units (the filter's index), and -> capacity.
         self._free: dict[str, dict[str, int]] = {}
         self._caps: dict[str, dict[str, int]] = {}
+        # Resource -> (amount, top) -> node -> LeastAllocated score (see _scores_of).
+        self._scores: dict[str, dict[tuple[int, int], dict[str, int]]] = {}
         # Node -> reservation holdings on it: ReservationFit checks only these nodes.
         self._reserved: dict[str, int] = {}
         # Node -> its holders (preemption and node removal look at one node's holders).
@@ -238,12 +248,8 @@ class Ledger:
         out: dict[str, int] = {}
         if len(request) == 1:  # the common case, in one pass
             ((res, want),) = request.items()
-            free, caps = self._free.get(res, {}), self._caps.get(res, {})
-            for name in nodes:
-                left = free.get(name, 0) - want
-                if left > 0 and (score := int(top * left / caps[name] + 0.5)):
-                    out[name] = score
-            return out
+            scores = self._scores_of(res, want, top)
+            return {name: score for name in nodes if (score := scores.get(name))}
         if not request:
             return out
         fractions = dict.fromkeys(nodes, 0.0)
@@ -258,6 +264,37 @@ class Ledger:
             if score := int(top * fraction + 0.5):
                 out[name] = score
         return out
+
+    def _scores_of(self, res: str, want: int, top: int) -> Mapping[str, int]:
+        """LeastAllocated for one resource and amount, per node that has it (nonzero only).
+
+        Kept for the last few (amount, top) of each resource and updated node by node as the
+        free index changes, so that prioritize costs a lookup per node. A miss is computed
+        without the lock (prioritize runs on the event loop), and kept only if nothing
+        changed meanwhile and the lock is free at once.
+        """
+        cached = self._scores.get(res, {}).get((want, top))
+        if cached is not None:
+            return cached
+        version = self._version
+        free, caps = self._free.get(res, {}), self._caps.get(res, {})
+        # One C-level copy each: another thread may change the index while we read.
+        pairs, capacity = list(free.items()), dict(caps)
+        scores = {
+            n: score
+            for n, f in pairs
+            if (cap := capacity.get(n)) and (score := _least(f, cap, want, top))
+        }
+        if free and self._lock.acquire(blocking=False):
+            try:
+                if self._version == version and self._free.get(res) is free:
+                    per = self._scores.setdefault(res, {})
+                    if len(per) >= SCORE_CACHES:
+                        del per[next(iter(per))]  # the oldest
+                    per[(want, top)] = scores
+            finally:
+                self._lock.release()
+        return scores
 
     def physical_shortfalls(
         self, nodes: Iterable[str], amounts: Mapping[str, int]
@@ -483,21 +520,32 @@ class Ledger:
         if old is not None:
             names |= old.ephemeral.keys()
         for res in names:
-            cap = view.ephemeral.get(res)
-            index = self._free.get(res)
-            if cap is None:
-                if index is not None:
-                    index.pop(view.name, None)
-                    self._caps[res].pop(view.name, None)
-                    if not index:
-                        del self._free[res]
-                        del self._caps[res]
-                continue
-            if index is None:
-                index = self._free[res] = {}
+            self._index(res, view.name, view.ephemeral.get(res), view.used.get(res, 0))
+
+    def _index(self, res: str, node: str, cap: int | None, used: int) -> None:
+        """Bring `res`'s free index, capacities and cached scores up to date for one node
+        (`cap` None: the node no longer has it)."""
+        free = self._free.get(res)
+        if cap is None:
+            if free is None:
+                return
+            free.pop(node, None)
+            self._caps[res].pop(node, None)
+            if not free:
+                del self._free[res], self._caps[res]
+                self._scores.pop(res, None)
+                return
+        else:
+            if free is None:
+                free = self._free[res] = {}
                 self._caps[res] = {}
-            index[view.name] = cap - view.used.get(res, 0)
-            self._caps[res][view.name] = cap
+            free[node] = cap - used
+            self._caps[res][node] = cap
+        for (want, top), scores in self._scores.get(res, {}).items():
+            if cap is not None and (score := _least(cap - used, cap, want, top)):
+                scores[node] = score
+            else:
+                scores.pop(node, None)
 
     def _set_one(self, node: str, resource: str, cap: int) -> bool:
         """Set one ephemeral resource's capacity on one node (0 removes it); True if it
@@ -508,21 +556,11 @@ class Ledger:
         if view.ephemeral.get(resource, 0) == cap:
             return False
         eph = dict(view.ephemeral)
-        free, caps = self._free.get(resource), self._caps.get(resource)
         if cap:
             eph[resource] = cap
-            if free is None or caps is None:
-                free = self._free[resource] = {}
-                caps = self._caps[resource] = {}
-            free[node] = cap - view.used.get(resource, 0)
-            caps[node] = cap
         else:
             del eph[resource]
-            if free is not None and caps is not None:
-                free.pop(node, None)
-                caps.pop(node, None)
-                if not free:
-                    del self._free[resource], self._caps[resource]
+        self._index(resource, node, cap or None, view.used.get(resource, 0))
         self._nodes[node] = NodeView(
             node, view.labels, view.taints, view.unschedulable, view.physical, eph, view.used
         )

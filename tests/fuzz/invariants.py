@@ -20,8 +20,9 @@ def state(lg: Ledger) -> tuple[Any, ...]:
 
 
 def check_consistent(lg: Ledger, resources: Iterable[str]) -> None:
-    """`used` is the holdings' sum, the free index is capacity minus used (for every one of
-    `resources`, present or not), totals and reserved nodes match."""
+    """`used` is the holdings' sum, the free index is capacity minus used and the
+    LeastAllocated scores follow it (for every one of `resources`, present or not), totals
+    and reserved nodes match."""
     snap = lg.snapshot()
     used: dict[str, Counter[str]] = {n: Counter() for n in snap.nodes}
     kinds: Counter[HolderKind] = Counter()
@@ -43,6 +44,14 @@ def check_consistent(lg: Ledger, resources: Iterable[str]) -> None:
         }
         assert dict(lg.nodes_with(r)) == free, f"the free index of {r} is not capacity - used"
         assert lg.has_resource(r) == bool(free)
+        for want in (1, 2):  # cached per amount, and kept up to date change by change
+            scores = {
+                n: s
+                for n, f in free.items()
+                if f > want and (s := int(10 * (f - want) / snap.nodes[n].ephemeral[r] + 0.5))
+            }
+            got = lg.least_allocated(list(snap.nodes), {r: want}, 10)
+            assert got == scores, f"LeastAllocated of {want} {r} is not the free index's"
     totals = lg.totals()
     assert totals.version == snap.version and totals.nodes == len(snap.nodes)
     assert totals.resources == len({r for v in snap.nodes.values() for r in v.ephemeral})
