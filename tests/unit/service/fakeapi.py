@@ -1,7 +1,8 @@
 """A scripted Kubernetes API server on loopback, for the service's unit tests.
 
 Each request is handed to a test's function of an httpx.Request (plain or async), and the
-httpx.Response it returns is sent back. The KubeAPI under test reaches it over a real
+httpx.Response it returns is sent back; an httpx.TransportError it raises drops the
+connection unanswered. The KubeAPI under test reaches it over a real
 socket, through a kubeconfig, as it reaches an API server; only the answers are scripted.
 Use it as an async context manager around the service's run.
 """
@@ -49,16 +50,23 @@ class FakeAPI:
         if self._runner is not None:
             await self._runner.cleanup()
 
-    async def _handle(self, request: web.Request) -> web.Response:
-        scripted = self._handler(
-            httpx.Request(
-                request.method,
-                str(request.url),
-                headers=dict(request.headers),
-                content=await request.read(),
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            scripted = self._handler(
+                httpx.Request(
+                    request.method,
+                    str(request.url),
+                    headers=dict(request.headers),
+                    content=await request.read(),
+                )
             )
-        )
-        reply = await scripted if inspect.isawaitable(scripted) else scripted
+            reply = await scripted if inspect.isawaitable(scripted) else scripted
+        except httpx.TransportError:
+            # The script says the server cannot be reached: drop the connection unanswered,
+            # so that the client sees a transport failure, not an HTTP status.
+            if request.transport is not None:
+                request.transport.abort()
+            raise web.HTTPServiceUnavailable() from None  # never reaches the client
         return web.Response(
             status=reply.status_code,
             body=reply.content,

@@ -1,0 +1,103 @@
+"""The Kubernetes API client against a scripted API server on loopback (fakeapi.py): what
+reaches the server (path, query, body, content type, bearer token), and how each failure
+becomes an ApiError with the status and reason the adapters act on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from fakeapi import FakeAPI
+
+from extender.adapters.kubeapi import ApiError, KubeAPI
+
+
+def test_a_request_carries_its_path_query_body_and_token(tmp_path: Path) -> None:
+    seen: list[httpx.Request] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(201, json={"kind": "Binding"})
+
+    fake = FakeAPI(server, tmp_path)
+    api = KubeAPI(fake.kubeconfig, qps=100, burst=10)
+
+    async def scenario() -> bytes:
+        async with fake:
+            try:
+                return await api.request(
+                    "POST", "/api/v1/namespaces/a/pods/p/binding", params={"x": "1"}, body=b"{}"
+                )
+            finally:
+                await api.aclose()
+
+    assert json.loads(asyncio.run(scenario())) == {"kind": "Binding"}
+    [r] = seen
+    assert (r.method, r.url.path, dict(r.url.params)) == (
+        "POST",
+        "/api/v1/namespaces/a/pods/p/binding",
+        {"x": "1"},
+    )
+    assert r.content == b"{}" and r.headers["content-type"] == "application/json"
+    assert r.headers["authorization"] == "Bearer token"
+
+
+@pytest.mark.parametrize(
+    ("reply", "status", "reason", "message"),
+    [
+        (httpx.Response(404, json={"kind": "Status", "message": "pods \"p\" not found"}),
+         404, "not_found", 'HTTP 404: pods "p" not found'),
+        (httpx.Response(409, json={"kind": "Status", "reason": "Conflict"}),
+         409, "conflict", "HTTP 409: Conflict"),
+        (httpx.Response(429, content=b"slow down"), 429, "throttled", "HTTP 429: HTTP 429"),
+        (httpx.Response(500, json={"message": "etcd is slow"}),
+         500, "server_error", "HTTP 500: etcd is slow"),
+        (httpx.ConnectError("refused"), 0, "unreachable", "the API server is unreachable"),
+    ],
+    ids=["not-found", "conflict", "throttled-without-status", "server-error", "unreachable"],
+)  # fmt: skip
+def test_each_failure_is_an_api_error_with_its_status_and_reason(
+    tmp_path: Path, reply: httpx.Response | Exception, status: int, reason: str, message: str
+) -> None:
+    def server(request: httpx.Request) -> httpx.Response:
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    fake = FakeAPI(server, tmp_path)
+    api = KubeAPI(fake.kubeconfig)
+
+    async def scenario() -> ApiError:
+        async with fake:
+            try:
+                with pytest.raises(ApiError) as e:
+                    await api.request("GET", "/api/v1/pods", what="listing pods")
+                return e.value
+            finally:
+                await api.aclose()
+
+    error = asyncio.run(scenario())
+    assert (error.status, error.reason) == (status, reason)
+    assert str(error).startswith(f"listing pods: {message}")
+
+
+def test_a_watch_yields_each_event_line_however_the_bytes_arrive(tmp_path: Path) -> None:
+    big = {"type": "ADDED", "object": {"metadata": {"name": "n" * 200_000}}}
+    body = b"\n".join(json.dumps(e).encode() for e in ({"type": "ADDED"}, big)) + b"\n\n"
+
+    fake = FakeAPI(lambda request: httpx.Response(200, content=body), tmp_path)
+    api = KubeAPI(fake.kubeconfig)
+
+    async def scenario() -> list[bytes]:
+        async with fake:
+            try:
+                async with api.watch("/api/v1/nodes", {"watch": "true"}, 5.0) as lines:
+                    return [line async for line in lines]
+            finally:
+                await api.aclose()
+
+    # A line far over aiohttp's read buffer is one event, and blank lines are none.
+    assert [json.loads(line) for line in asyncio.run(scenario())] == [{"type": "ADDED"}, big]
