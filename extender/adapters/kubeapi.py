@@ -139,6 +139,9 @@ class KubeAPI:
                     limit=self._max_connections,
                 ),
                 timeout=_TIMEOUT,
+                # trust_env stays off: the API server is reached directly, never through a
+                # cluster-wide egress proxy injected into the pod's environment (nor with
+                # ~/.netrc credentials, which aiohttp would add with it).
             )
         return self._session
 
