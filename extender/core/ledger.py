@@ -551,7 +551,7 @@ class Ledger:
         """Set one ephemeral resource's capacity on one node (0 removes it); True if it
         changed. `_set_view` for a single resource: the policy API and the ESLs change one
         resource on thousands of nodes at once, so this touches only that resource's index
-        and builds the new view without `replace`'s per-field introspection."""
+        and builds the new view in one call."""
         view = self._nodes[node]
         if view.ephemeral.get(resource, 0) == cap:
             return False
