@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from extender import preemption
@@ -224,19 +224,16 @@ class Verbs:
         names = node_names(args)  # checked even when unread: a malformed request is a 400
         if not (pod.ephemeral or pod.marks) or not self.scorers:
             return []
-        if len(self.scorers) == 1:  # the common case, without the averaging pass
+        if len(self.scorers) == 1:  # the common case: one pass, one lookup per offered node
             scores = self.scorers[0].score(pod, names, self.ledger)
+            pairs: Iterable[tuple[str, int | None]] = zip(
+                names, map(scores.get, names), strict=True
+            )
         else:
-            total = dict.fromkeys(names, 0)
-            for plugin in self.scorers:
-                for node, s in plugin.score(pod, names, self.ledger).items():
-                    if node in total:
-                        total[node] += s
-            scores = {n: round(s / len(self.scorers)) for n, s in total.items()}
+            maps = [plugin.score(pod, names, self.ledger) for plugin in self.scorers]
+            pairs = ((n, round(sum(m.get(n, 0) for m in maps) / len(maps))) for n in names)
         return [
-            HostPriority(Host=n, Score=s if s <= MAX_SCORE else MAX_SCORE)
-            for n, s in scores.items()
-            if s > 0
+            HostPriority(Host=n, Score=s if s <= MAX_SCORE else MAX_SCORE) for n, s in pairs if s
         ]
 
     # ---- bind ------------------------------------------------------------------------------

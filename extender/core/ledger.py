@@ -240,16 +240,20 @@ class Ledger:
 
     def least_allocated(
         self, nodes: Iterable[str], request: Mapping[str, int], top: int
-    ) -> dict[str, int]:
+    ) -> Mapping[str, int]:
         """Per node, `top` times the mean fraction of each requested resource left free after
         placing `request`, rounded: NodeResourcesFit's LeastAllocated over the ledger. Nodes
         scoring 0 (no room, or too little to round up) are left out: to a caller that adds
-        scores up, as kube-scheduler does, absent and 0 are the same."""
+        scores up, as kube-scheduler does, absent and 0 are the same.
+
+        For one resource, the answer is the live cache of every node's score, `nodes` or not
+        (a ScorePlugin's contract): prioritize then reads it with one lookup per offered node,
+        rather than after a copy restricted to them. Read it with `get`, never iterate it: the
+        ledger updates it in place."""
         out: dict[str, int] = {}
-        if len(request) == 1:  # the common case, in one pass
+        if len(request) == 1:  # the common case
             ((res, want),) = request.items()
-            scores = self._scores_of(res, want, top)
-            return {name: score for name in nodes if (score := scores.get(name))}
+            return self._scores_of(res, want, top)
         if not request:
             return out
         fractions = dict.fromkeys(nodes, 0.0)

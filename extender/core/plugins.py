@@ -42,5 +42,6 @@ class ScorePlugin(Protocol):
     name: str
 
     def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
-        """A score in 0..10 for each of `nodes` (missing nodes score 0)."""
+        """A score in 0..10 for each of `nodes` (missing nodes score 0). It may hold other
+        nodes too, as a live index does: callers read it for the nodes they offered only."""
         ...

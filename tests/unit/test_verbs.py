@@ -182,6 +182,43 @@ def test_prioritize_says_nothing_about_pods_it_has_nothing_to_say_about(
     assert all(1 <= s.Score <= 10 for s in scores)
 
 
+class Fixed:
+    """A scorer with fixed answers, for nodes offered or not (a live index's)."""
+
+    name = "fixed"
+
+    def __init__(self, scores: dict[str, int]) -> None:
+        self.scores = scores
+
+    def score(self, *_: object) -> dict[str, int]:
+        return self.scores
+
+
+@pytest.mark.parametrize(
+    ("scorers", "offered", "expected"),
+    [
+        # One scorer: only the offered nodes, 0 left out, over 10 clamped.
+        ([{"n0": 4, "n1": 0, "n2": 12, "n3": 7}], ["n0", "n1", "n2"], {"n0": 4, "n2": 10}),
+        # The ledger's own scores: its cache holds n0 and n1, and only n1 is offered.
+        (None, ["n1", "n3"], {"n1": 8}),
+        # Two scorers: the rounded mean, a node one of them does not score counting 0.
+        ([{"n0": 10, "n1": 3}, {"n0": 6}], ["n0", "n1", "n2"], {"n0": 8, "n1": 2}),
+    ],
+    ids=["one-scorer", "ledger-cache", "mean-of-two"],
+)
+def test_prioritize_scores_the_offered_nodes_only(
+    scorers: list[dict[str, int]] | None, offered: list[str], expected: dict[str, int]
+) -> None:
+    lg = ledger()
+    lg.set_capacity(R, {"n0": 4, "n1": 4})  # n0 holds 2 of 4: both have room, n1 more
+    v = verbs(lg)
+    if scorers is not None:
+        v.scorers = [cast(ScorePlugin, Fixed(s)) for s in scorers]
+    scores = v.prioritize(args(PODS["ephemeral"], offered))
+    assert {s.Host: s.Score for s in scores} == expected
+    assert len(scores) == len(expected)
+
+
 def test_a_preference_scores_the_best_alternative_ten() -> None:
     scores = verbs(ledger()).prioritize(args(PODS["preference"]))
     assert {s.Host: s.Score for s in scores} == {"n3": 10}  # the others score 0: left out

@@ -202,7 +202,7 @@ def test_a_replica_that_steps_down_drops_what_it_had_not_written(tmp_path: Path)
         await until(lambda: not svc.may_write())  # fenced at its renew deadline
         # Stepped down (its elector saw the loss): the ledger mirrors what the node showed,
         # the change is dropped.
-        await until(lambda: capacity(svc) == 2, timeout=1.0)
+        await until(lambda: capacity(svc) == 2)
         assert svc.metrics.is_leader._value.get() == 0
         assert svc.writeback.pending_nodes() == []
         server.down = server.patches_fail = False
