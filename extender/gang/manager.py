@@ -100,11 +100,15 @@ class Gang:
     reason: str = ""
     # Members whose Binding was created and that the informer has not reported bound yet.
     committed: set[str] = field(default_factory=set)
+    # Members whose filter passed their reserved node, in this reservation.
+    passed: set[str] = field(default_factory=set)
     # Its timeline, in wall-clock seconds (comparable with other processes' clocks): when
-    # it was first learnt, last reserved, and when its minimum was last all at bind.
+    # it was first learnt, last reserved, when its minimum had last all passed filter to
+    # their places, and when it was last all at bind.
     # Logged once the gang is bound (`gang bound`), for `bench gang-timeline`.
     learnt_at: float = 0.0
     reserved_at: float | None = None
+    filtered_at: float | None = None
     ready_at: float | None = None
 
     @property
@@ -201,6 +205,7 @@ class GangManager:
         g = self._gangs[key]
         g.members.pop(uid, None)
         g.committed.discard(uid)
+        g.passed.discard(uid)
         for slot in g.slots:
             if slot.member == uid:
                 slot.member = None  # the place waits for a replacement
@@ -235,6 +240,7 @@ class GangManager:
                     "reservations": g.attempts,
                     "learnt_at": g.learnt_at,
                     "reserved_at": g.reserved_at,
+                    "filtered_at": g.filtered_at,
                     "ready_at": g.ready_at,
                     "bound_at": self.wall(),
                 },
@@ -290,6 +296,9 @@ class GangManager:
             self._release(g, f"member {m.pod.name} fits none of the reserved places")
             return None
         if slot.node in nodes:
+            g.passed.add(m.pod.uid)
+            if g.filtered_at is None and self._placed(g) >= g.spec.min_members:
+                g.filtered_at = self.wall()
             why = f"gang {g.key} reserved node {slot.node} for this pod"
             return Verdict({n: Rejection(why) for n in nodes if n != slot.node}, final=True)
         # kube-scheduler's own filters refused the reserved node: plan again without it.
@@ -362,6 +371,8 @@ class GangManager:
         g.attempts += 1
         g.expires = now + g.spec.timeout
         g.reserved_at = self.wall()
+        g.filtered_at = None
+        g.passed = set()
         g.barrier = Barrier()
         waiting = g.spec.min_members - g.bound_count() - len(pending)
         g.reason = (
@@ -439,6 +450,11 @@ class GangManager:
             self._open(g)
         return Ticket(g.barrier, key)
 
+    def _placed(self, g: Gang) -> int:
+        """Members bound, binding, or passed by filter to their reserved places."""
+        done = {uid for uid, m in g.members.items() if m.bound or uid in g.committed}
+        return len(done | (g.passed & g.members.keys()))
+
     def _ready(self, g: Gang) -> bool:
         at_bind = len(g.barrier.waiting) if g.barrier is not None else 0
         return g.bound_count() + at_bind >= g.spec.min_members
@@ -496,6 +512,7 @@ class GangManager:
         if g.slots:
             self.ledger.release_all(s.holder for s in g.slots)
             g.slots = []
+        g.passed = set()
         if g.barrier is not None:
             g.barrier.cancel(why or f"gang {g.key} was released")
             g.barrier = None

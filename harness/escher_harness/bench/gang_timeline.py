@@ -8,6 +8,7 @@ generator starts submitting it:
 - created: the last member first seen by the pod watch (the approach's own objects, such as
   PodGroups, are created before the pods and count here);
 - reserved: the extender reserved a place for every member (its `gang bound` log line);
+- filtered: every member passed the extender's filter to its reserved place;
 - at bind: every member reached the extender's bind barrier, which opens then;
 - bindings: the extender created the last member's Binding;
 - bound: the last member first seen bound by the pod watch (the gang's latency).
@@ -40,10 +41,11 @@ from escher_harness.kubeclient import api_client
 
 APPROACHES = ("extender", "coscheduling", "native")
 # The extender's timeline marks, in the order they happen, after `created`.
-MARKS = ("reserved", "ready", "bindings")
+MARKS = ("reserved", "filtered", "ready", "bindings")
 LABELS = {
     "created": "last member created",
     "reserved": "gang reserved",
+    "filtered": "all members filtered",
     "ready": "all members at bind",
     "bindings": "last Binding created",
     "bound": "last member seen bound",
@@ -80,6 +82,7 @@ def extender_marks(log: Path) -> dict[str, dict[str, float]]:
         name = str(rec["gang"]).split("/", 1)[-1]
         out[name] = {
             "reserved": rec["reserved_at"],
+            **({"filtered": rec["filtered_at"]} if rec.get("filtered_at") else {}),
             "ready": rec["ready_at"],
             "bindings": rec["bound_at"],
         }

@@ -280,17 +280,18 @@ def test_a_bound_gang_logs_its_timeline_once_in_order(caplog: pytest.LogCaptureF
     pods = [member("g", i, size=2) for i in range(2)]
     for p in pods:
         upsert(gm, p)  # learnt at 1
-    places = {p.uid: passed(gm.filter(p, NODES))[0] for p in pods}  # reserved at 2
+    # Reserved at 2 (the first member's filter), all filtered at 3 (the second's).
+    places = {p.uid: passed(gm.filter(p, NODES))[0] for p in pods}
     for p in pods:
-        assert isinstance(gm.arrive(p.uid, places[p.uid]), Ticket)  # ready at 3
+        assert isinstance(gm.arrive(p.uid, places[p.uid]), Ticket)  # ready at 4
     with caplog.at_level("INFO", logger="extender.gang.manager"):
         for p in pods:
-            gm.bound(p.uid, places[p.uid])  # bound at 4
+            gm.bound(p.uid, places[p.uid])  # bound at 5
         upsert(gm, member("g", 0, size=2, node=places[pods[0].uid]))  # seen bound: no repeat
     (record,) = [r for r in caplog.records if r.message == "gang bound"]
     fields = record.__dict__
-    timeline = [fields[k] for k in ("learnt_at", "reserved_at", "ready_at", "bound_at")]
-    assert timeline == [1.0, 2.0, 3.0, 4.0]
+    marks = ("learnt_at", "reserved_at", "filtered_at", "ready_at", "bound_at")
+    assert [fields[k] for k in marks] == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert (fields["gang"], fields["members"]) == ("default/g", 2)
 
 

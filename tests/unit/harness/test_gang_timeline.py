@@ -19,14 +19,26 @@ def test_the_extenders_gang_bound_lines_give_each_gangs_marks(tmp_path: Path) ->
             "message": "gang bound",
             "gang": "default/g00001",
             "reserved_at": 10.5,
+            "filtered_at": 10.55,
             "ready_at": 10.6,
             "bound_at": 10.7,
+        },
+        # Logged by a version without the filtered mark.
+        {
+            "message": "gang bound",
+            "gang": "default/g00003",
+            "reserved_at": 11.5,
+            "ready_at": 11.6,
+            "bound_at": 11.7,
         },
         # Bound before this process reserved it (learnt after a restart): no timeline.
         {"message": "gang bound", "gang": "default/g00002", "reserved_at": None, "ready_at": None},
     ]
     log.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json at all\n")
-    assert extender_marks(log) == {"g00001": {"reserved": 10.5, "ready": 10.6, "bindings": 10.7}}
+    assert extender_marks(log) == {
+        "g00001": {"reserved": 10.5, "filtered": 10.55, "ready": 10.6, "bindings": 10.7},
+        "g00003": {"reserved": 11.5, "ready": 11.6, "bindings": 11.7},
+    }
 
 
 def test_a_gangs_marks_are_milliseconds_after_its_start_taken_at_the_last_member() -> None:
