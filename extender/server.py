@@ -1,23 +1,25 @@
 """Running the service: its start, its HTTP listeners, and its stop.
 
 The service starts first (a misconfiguration it cannot retry past ends here, with one line
-on stderr and exit status 2), then uvicorn serves the app: on `port` everything, or, with
-`verbs_port`, the policy API there and kube-scheduler's verbs on a second TLS listener (its
-own certificate, or the service's) that requires a client certificate signed by
-`verbs_client_ca_file` when one is given. Both use
-the header-timeout protocol (extender.http.protocol) and refuse requests beyond
+on stderr and exit status 2), then the app is served: by uvicorn on `port`, everything, or,
+with `verbs_port`, the policy API there and kube-scheduler's verbs on a second TLS listener
+(its own certificate, or the service's) that requires a client certificate signed by
+`verbs_client_ca_file` when one is given. The verbs listener speaks HTTP/2 and is open while
+the service is ready (extender.http.verbs_listener says why). uvicorn's listener uses the
+header-timeout protocol (extender.http.protocol); both refuse requests beyond
 `max_concurrency` with 503. SIGTERM stops both and then the service. Called by extender.cli.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
 import sys
 
 import uvicorn
+from hypercorn.config import Config as HypercornConfig
 
 from extender.app import create_app
+from extender.http import verbs_listener
 from extender.http.protocol import protocol
 from extender.service import Service, StartupError
 from extender.settings import Settings
@@ -34,9 +36,9 @@ def run(settings: Settings) -> int:
     return uvloop.run(_serve(settings))
 
 
-def _configs(settings: Settings, app: object) -> list[uvicorn.Config]:
+def _config(settings: Settings, app: object) -> uvicorn.Config:
     s = settings
-    common: dict[str, object] = {
+    options: dict[str, object] = {
         "log_config": None,
         "access_log": False,
         "lifespan": "off",
@@ -48,17 +50,22 @@ def _configs(settings: Settings, app: object) -> list[uvicorn.Config]:
         "ssl_certfile": str(s.tls_cert_file) if s.tls_cert_file else None,
         "ssl_keyfile": str(s.tls_key_file) if s.tls_key_file else None,
     }
-    configs = [uvicorn.Config(app, host=s.host, port=s.port, **common)]  # type: ignore[arg-type]
+    return uvicorn.Config(app, host=s.host, port=s.port, **options)  # type: ignore[arg-type]
+
+
+def _verbs_config(settings: Settings) -> HypercornConfig | None:
+    s = settings
     certificate = s.verbs_certificate()
-    if s.verbs_port is not None and certificate is not None:
-        verbs = {**common, "ssl_certfile": str(certificate[0]), "ssl_keyfile": str(certificate[1])}
-        if s.verbs_client_ca_file is not None:
-            verbs |= {
-                "ssl_ca_certs": str(s.verbs_client_ca_file),
-                "ssl_cert_reqs": ssl.CERT_REQUIRED,
-            }
-        configs.append(uvicorn.Config(app, host=s.host, port=s.verbs_port, **verbs))  # type: ignore[arg-type]
-    return configs
+    if s.verbs_port is None or certificate is None:
+        return None
+    return verbs_listener.config(
+        s.host,
+        s.verbs_port,
+        certificate,
+        s.verbs_client_ca_file,
+        max_concurrency=s.max_concurrency,
+        handshake_timeout=s.header_timeout_seconds,
+    )
 
 
 async def _serve(settings: Settings) -> int:
@@ -70,14 +77,27 @@ async def _serve(settings: Settings) -> int:
         print(f"escher-extender serve: {e}", file=sys.stderr)
         await service.stop()
         return 2
-    servers = [uvicorn.Server(c) for c in _configs(settings, app)]
+    server = uvicorn.Server(_config(settings, app))
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(server.serve())]
+    verbs = _verbs_config(settings)
+    if verbs is not None:
+        limited = verbs_listener.Limited(app, settings.max_concurrency)
+        ready = lambda: service.ready()[0]  # noqa: E731
+        tasks.append(
+            asyncio.create_task(verbs_listener.serve_while_ready(limited, verbs, ready, stop))
+        )
+    failed = ""
     try:
-        tasks = [asyncio.create_task(s.serve()) for s in servers]
-        # uvicorn's signal handling reaches one server: when one stops, stop them all.
+        # uvicorn handles the signals: when either listener stops, stop both.
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for s in servers:
-            s.should_exit = True
-        await asyncio.gather(*tasks, return_exceptions=True)
+        server.should_exit = True
+        stop.set()
+        for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                failed = f"{type(outcome).__name__}: {outcome}"
     finally:
         await service.stop()
-    return 0 if all(s.started for s in servers) else 1
+    if failed:
+        print(f"escher-extender serve: the verbs listener failed: {failed}", file=sys.stderr)
+    return 0 if server.started and not failed else 1

@@ -133,6 +133,10 @@ def test_the_verbs_take_only_kube_schedulers_client_certificate(pki: Pki, api_tl
         assert wait_ready(api, proc, verify=context(None)).status_code == 200
         ok = httpx.post(f"{verbs}/filter", json=body, verify=context(scheduler))
         assert ok.status_code == 200 and ok.json()["NodeNames"] == ["n"]
+        # HTTP/2 too, as kube-scheduler's transport asks for it (by ALPN).
+        with httpx.Client(http2=True, verify=context(scheduler)) as h2:
+            ok = h2.post(f"{verbs}/filter", json=body)
+        assert (ok.http_version, ok.json()["NodeNames"]) == ("HTTP/2", ["n"])
         # No certificate, or one the CA did not sign.
         for client in (None, (pki.rogue_cert, pki.rogue_key)):
             with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):

@@ -1,0 +1,145 @@
+"""The verbs' mutual-TLS listener, over HTTP/2, open while this replica is ready.
+
+kube-scheduler's filter, prioritize, bind and preempt calls come here when the service has a
+verbs port (settings.verbs_port, as deploy/ runs it); the policy API stays on uvicorn.
+
+Why HTTP/2. kube-scheduler calls an extender through Go's http.Transport with its defaults,
+which keep at most two idle connections per host. A gang's members wait at the bind barrier,
+each holding its call open, so over HTTP/1.1 every member past the second opens a new
+connection, a TCP and a mutual-TLS handshake on its way to bind, and after the burst all but
+two are closed again: 20 gangs of 8 members opened 129 connections. Offered `h2` by ALPN,
+kube-scheduler's transport (which configures HTTP/2 for TLS) sends every call as a stream of
+one connection, and a bind held at the barrier costs a stream. uvicorn has no HTTP/2;
+hypercorn has, and serves on this event loop. HTTP/1.1 is offered too.
+
+Why only while ready. An HTTP/2 connection lives as long as both ends keep it, and HTTP/2
+has no `Connection: close` (which the other listener sends with a 503, so a client kept
+alive on a follower reconnects to the leader through the Service). So the listener is open
+only while the service is ready (its ledger is built and, with leader election, it leads):
+a replica that steps down closes it, its connections are told to go away once their calls
+in flight are answered, and kube-scheduler's next connection reaches the leader.
+
+Limits, as on the other listener: requests in progress beyond `max_concurrency` are answered
+503 (and one connection may carry that many streams); the TLS handshake must finish within
+`header_timeout_seconds`; headers are at most hypercorn's 16 KiB; bodies are bounded by the
+edge (extender.http.edge). An idle connection is closed after IDLE_SECONDS, Go's own idle
+timeout, so kube-scheduler rather than the server decides when its connection is idle.
+Started by extender.server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import Callable
+from pathlib import Path
+
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from extender.http.errors import error_response
+
+log = logging.getLogger(__name__)
+
+IDLE_SECONDS = 90.0  # Go's http.DefaultTransport IdleConnTimeout
+READY_POLL_SECONDS = 0.05
+
+
+def config(
+    host: str,
+    port: int,
+    certificate: tuple[Path, Path],
+    client_ca: Path | None,
+    *,
+    max_concurrency: int,
+    handshake_timeout: float,
+) -> Config:
+    c = Config()
+    c.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    c.certfile, c.keyfile = str(certificate[0]), str(certificate[1])
+    if client_ca is not None:
+        c.ca_certs = str(client_ca)
+        c.verify_mode = ssl.CERT_REQUIRED
+    c.alpn_protocols = ["h2", "http/1.1"]
+    c.h2_max_concurrent_streams = max_concurrency
+    c.ssl_handshake_timeout = handshake_timeout
+    c.keep_alive_timeout = IDLE_SECONDS
+    c.include_server_header = False
+    c.accesslog = None
+    c.errorlog = logging.getLogger("hypercorn.error")  # through the service's JSON logging
+    return c
+
+
+_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"upgrade"})
+
+
+class Limited:
+    """The app, with at most `limit` requests in progress (more are answered 503 at once),
+    and no HTTP/1.1 hop-by-hop header in an HTTP/2 reply (a protocol error there: a 503
+    says `Connection: close`). The lifespan belongs to extender.server, so it is
+    acknowledged here and not passed on."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.active = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope.get("http_version") == "2":
+            send = _without_hop_by_hop(send)
+        if self.active >= self.limit:
+            why = f"more than {self.limit} requests in progress"
+            await error_response(503, why)(scope, receive, send)
+            return
+        self.active += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.active -= 1
+
+
+def _without_hop_by_hop(send: Send) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", ()) if k not in _HOP_BY_HOP]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
+
+
+async def serve_while_ready(
+    app: ASGIApp, cfg: Config, ready: Callable[[], bool], stop: asyncio.Event
+) -> None:
+    """Serve `app` by `cfg` whenever `ready()` holds, until `stop` is set. Raises what
+    serving raised (a port already taken, a certificate that does not load)."""
+    while not stop.is_set():
+        while not ready():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), READY_POLL_SECONDS)
+            if stop.is_set():
+                return
+        closing = asyncio.Event()
+        serving = asyncio.create_task(serve(app, cfg, shutdown_trigger=closing.wait))  # type: ignore[arg-type]
+        while ready() and not stop.is_set() and not serving.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), READY_POLL_SECONDS)
+        if serving.done():
+            serving.result()  # it stopped by itself: raise why
+            return
+        closing.set()
+        try:
+            await serving
+        except Exception as e:
+            # Closing, hypercorn gathers its connections and raises the first failure among
+            # them (a client that wrote after TLS close_notify): the listener is closed all
+            # the same.
+            log.warning("the verbs listener closed with an error", extra={"error": repr(e)})

@@ -1,0 +1,191 @@
+"""The verbs' listener (extender.http.verbs_listener): HTTP/2 with mutual TLS on loopback,
+open only while the service is ready, and its concurrency limit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from escher_harness.localcluster.pki import Pki, make_pki
+from escher_harness.localcluster.ports import allocate_ports
+from extender.http.verbs_listener import Limited, config, serve_while_ready
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def client_context(pki: Pki) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    ctx.load_cert_chain(str(pki.client_cert), str(pki.client_key))
+    return ctx
+
+
+async def hello(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An app that answers with the HTTP version it was asked in, and a header HTTP/2 may
+    not carry (as the 503s of extender.http.errors do)."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/plain"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": scope["http_version"].encode()})
+
+
+@contextlib.asynccontextmanager
+async def served(ready: list[bool], pki: Pki) -> AsyncIterator[tuple[str, asyncio.Event]]:
+    port = allocate_ports({"verbs": None})["verbs"]
+    cfg = config(
+        "127.0.0.1",
+        port,
+        (pki.server_cert, pki.server_key),
+        pki.ca,
+        max_concurrency=10,
+        handshake_timeout=5.0,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve_while_ready(Limited(hello, 10), cfg, lambda: ready[0], stop))
+    try:
+        yield f"https://127.0.0.1:{port}/filter", stop
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+async def until(check: Any, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, "not within the timeout"
+        await asyncio.sleep(0.02)
+
+
+def test_kube_scheduler_is_served_over_http2_only_while_the_service_is_ready(pki: Pki) -> None:
+    async def scenario() -> list[str]:
+        ready = [False]
+        seen: list[str] = []
+        async with served(ready, pki) as (url, _):
+            client = httpx.AsyncClient(http2=True, verify=client_context(pki), timeout=2)
+
+            async def answers() -> bool:
+                try:
+                    r = await client.get(url)
+                except httpx.TransportError:
+                    return False
+                hop = r.headers.get("connection")
+                seen.append(f"{r.http_version} {r.status_code} {r.text} {hop}")
+                return True
+
+            async def refused() -> bool:
+                return not await answers()
+
+            await asyncio.sleep(0.3)
+            assert await refused()  # not ready: nothing listens
+            ready[0] = True
+            await until(answers)
+            assert await answers()  # the same HTTP/2 connection, again
+            ready[0] = False  # a step-down: the connection is closed, none is accepted
+            await until(refused)
+            ready[0] = True
+            await until(answers)  # ready again: a new connection
+            await client.aclose()
+        return seen
+
+    assert set(asyncio.run(scenario())) == {"HTTP/2 200 2 None"}
+
+
+def test_http11_is_still_served(pki: Pki) -> None:
+    async def scenario() -> str:
+        async with (
+            served([True], pki) as (url, _),
+            httpx.AsyncClient(verify=client_context(pki), timeout=2) as client,
+        ):
+            for _ in range(100):
+                try:
+                    r = await client.get(url)
+                    return f"{r.http_version} {r.text} {r.headers.get('connection')}"
+                except httpx.TransportError:
+                    await asyncio.sleep(0.05)
+        return "never served"
+
+    assert asyncio.run(scenario()) == "HTTP/1.1 1.1 close"
+
+
+def test_a_client_without_kube_schedulers_certificate_is_refused(pki: Pki) -> None:
+    async def scenario() -> None:
+        async with served([True], pki) as (url, _):
+            await asyncio.sleep(0.3)
+            rogue = ssl.create_default_context(cafile=str(pki.ca))
+            rogue.load_cert_chain(str(pki.rogue_cert), str(pki.rogue_key))
+            for ctx in (ssl.create_default_context(cafile=str(pki.ca)), rogue):
+                async with httpx.AsyncClient(http2=True, verify=ctx, timeout=2) as client:
+                    with pytest.raises(httpx.TransportError):
+                        await client.get(url)
+
+    asyncio.run(scenario())
+
+
+def test_requests_past_the_limit_are_answered_503_and_the_lifespan_is_acknowledged() -> None:
+    release = asyncio.Event
+
+    async def scenario() -> tuple[list[int], list[str]]:
+        gate = release()
+
+        async def slow(scope: Any, receive: Any, send: Any) -> None:
+            await gate.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+        app = Limited(slow, 2)
+        statuses: list[int] = []
+
+        def request() -> tuple[dict[str, Any], Any, Any]:
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start":
+                    statuses.append(message["status"])
+
+            scope = {"type": "http", "http_version": "2", "method": "POST", "path": "/filter"}
+            return scope, receive, send
+
+        held = [asyncio.create_task(app(*request())) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        await app(*request())  # the third, while two are in progress
+        gate.set()
+        await asyncio.gather(*held)
+        await app(*request())  # room again
+
+        lifespan: list[str] = []
+        inbox = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+
+        async def receive() -> dict[str, Any]:
+            return next(inbox)
+
+        async def send(message: dict[str, Any]) -> None:
+            lifespan.append(message["type"])
+
+        await app({"type": "lifespan"}, receive, send)
+        return statuses, lifespan
+
+    statuses, lifespan = asyncio.run(scenario())
+    assert statuses == [503, 200, 200, 200]
+    assert lifespan == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+def test_the_listener_binds_ipv6_hosts_in_brackets(tmp_path: Path) -> None:
+    cert = (tmp_path / "c.crt", tmp_path / "c.key")
+    six = config("::1", 8889, cert, None, max_concurrency=1, handshake_timeout=1.0)
+    four = config("0.0.0.0", 8889, cert, None, max_concurrency=1, handshake_timeout=1.0)
+    assert (six.bind, four.bind) == (["[::1]:8889"], ["0.0.0.0:8889"])
+    assert six.verify_mode is None and six.alpn_protocols == ["h2", "http/1.1"]
