@@ -5,8 +5,10 @@ extended and ephemeral resources) and where it may go: its constraints as far as
 extender can evaluate them (extender.core.constraints), the nodes kube-scheduler itself
 found feasible for it when it has constraints only kube-scheduler can evaluate, and the nodes
 kube-scheduler refused it since. Nodes are tried in the order given and filled first-fit,
-largest members first: packing gangs onto few nodes leaves whole nodes for the next gang.
-`empty=True` plans against capacity alone: whether the gang could ever fit.
+members with the fewest nodes to choose from first (a member pinned to one node must not
+find it filled by members that could go anywhere), then the largest: packing gangs onto few
+nodes leaves whole nodes for the next gang. `empty=True` plans against capacity alone:
+whether the gang could ever fit.
 Called by the gang manager (extender.gang.manager).
 """
 
@@ -43,10 +45,11 @@ def plan(
     wants: Sequence[Want], nodes: Iterable[NodeView], prefix: str, empty: bool = False
 ) -> dict[str, str] | None:
     """A node per want (ref -> node name), or None when they do not all fit."""
-    remaining = sorted(wants, key=_size, reverse=True)
+    views = nodes if isinstance(nodes, list) else list(nodes)
+    remaining = sorted(wants, key=lambda w: (_choice(w, views), *_size(w)))
     resources = {r for w in wants for r in w.amounts}
     placed: dict[str, str] = {}
-    for view in nodes:
+    for view in views:
         if not remaining:
             break
         free: dict[str, int] | None = None
@@ -75,5 +78,24 @@ def _free(view: NodeView, resources: Iterable[str], prefix: str, empty: bool) ->
     return out
 
 
+# Past this many nodes a member counts as free to go anywhere: counting stops there, so a
+# loose member costs a short scan of a large cluster, not a full one.
+_LOOSE = 64
+
+
+def _choice(w: Want, views: Sequence[NodeView]) -> int:
+    """How many nodes `w` may go to, up to _LOOSE."""
+    if w.constraints is None and w.candidates is None and not w.excluded:
+        return _LOOSE
+    n = 0
+    for view in views:
+        if w.allows(view):
+            n += 1
+            if n >= _LOOSE:
+                break
+    return n
+
+
 def _size(w: Want) -> tuple[int, int, str]:
-    return (w.amounts.get("cpu", 0), w.amounts.get("memory", 0), w.ref)
+    """Largest first, then by ref (a stable order)."""
+    return (-w.amounts.get("cpu", 0), -w.amounts.get("memory", 0), w.ref)
