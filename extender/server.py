@@ -65,6 +65,7 @@ def _verbs_config(settings: Settings) -> HypercornConfig | None:
         s.verbs_client_ca_file,
         max_concurrency=s.max_concurrency,
         handshake_timeout=s.header_timeout_seconds,
+        http2=s.verbs_http2,
     )
 
 
