@@ -5,14 +5,16 @@ on stderr and exit status 2), then the app is served: by uvicorn on `port`, ever
 with `verbs_port`, the policy API there and kube-scheduler's verbs on a second TLS listener
 (its own certificate, or the service's) that requires a client certificate signed by
 `verbs_client_ca_file` when one is given. The verbs listener speaks HTTP/2 and is open while
-the service is ready (extender.http.verbs_listener says why). uvicorn's listener uses the
-header-timeout protocol (extender.http.protocol); both refuse requests beyond
+the service is ready (extender.http.verbs_listener says why), or with `verbs_http2` off is a
+second uvicorn listener, HTTP/1.1 only and cheaper per call. uvicorn's listeners use the
+header-timeout protocol (extender.http.protocol); all refuse requests beyond
 `max_concurrency` with 503. SIGTERM stops both and then the service. Called by extender.cli.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import sys
 
 import uvicorn
@@ -36,9 +38,10 @@ def run(settings: Settings) -> int:
     return uvloop.run(_serve(settings))
 
 
-def _config(settings: Settings, app: object) -> uvicorn.Config:
+def _configs(settings: Settings, app: object) -> list[uvicorn.Config]:
+    """uvicorn's listeners: `port`, and the verbs' when they are HTTP/1.1 only."""
     s = settings
-    options: dict[str, object] = {
+    common: dict[str, object] = {
         "log_config": None,
         "access_log": False,
         "lifespan": "off",
@@ -50,13 +53,24 @@ def _config(settings: Settings, app: object) -> uvicorn.Config:
         "ssl_certfile": str(s.tls_cert_file) if s.tls_cert_file else None,
         "ssl_keyfile": str(s.tls_key_file) if s.tls_key_file else None,
     }
-    return uvicorn.Config(app, host=s.host, port=s.port, **options)  # type: ignore[arg-type]
+    configs = [uvicorn.Config(app, host=s.host, port=s.port, **common)]  # type: ignore[arg-type]
+    certificate = s.verbs_certificate()
+    if s.verbs_port is not None and certificate is not None and not s.verbs_http2:
+        verbs = {**common, "ssl_certfile": str(certificate[0]), "ssl_keyfile": str(certificate[1])}
+        if s.verbs_client_ca_file is not None:
+            verbs |= {
+                "ssl_ca_certs": str(s.verbs_client_ca_file),
+                "ssl_cert_reqs": ssl.CERT_REQUIRED,
+            }
+        configs.append(uvicorn.Config(app, host=s.host, port=s.verbs_port, **verbs))  # type: ignore[arg-type]
+    return configs
 
 
-def _verbs_config(settings: Settings) -> HypercornConfig | None:
+def _http2_verbs_config(settings: Settings) -> HypercornConfig | None:
+    """The verbs' HTTP/2 listener (hypercorn), unless they are HTTP/1.1 only."""
     s = settings
     certificate = s.verbs_certificate()
-    if s.verbs_port is None or certificate is None:
+    if s.verbs_port is None or certificate is None or not s.verbs_http2:
         return None
     return verbs_listener.config(
         s.host,
@@ -65,7 +79,6 @@ def _verbs_config(settings: Settings) -> HypercornConfig | None:
         s.verbs_client_ca_file,
         max_concurrency=s.max_concurrency,
         handshake_timeout=s.header_timeout_seconds,
-        http2=s.verbs_http2,
     )
 
 
@@ -78,10 +91,10 @@ async def _serve(settings: Settings) -> int:
         print(f"escher-extender serve: {e}", file=sys.stderr)
         await service.stop()
         return 2
-    server = uvicorn.Server(_config(settings, app))
+    servers = [uvicorn.Server(c) for c in _configs(settings, app)]
     stop = asyncio.Event()
-    tasks = [asyncio.create_task(server.serve())]
-    verbs = _verbs_config(settings)
+    tasks = [asyncio.create_task(s.serve()) for s in servers]
+    verbs = _http2_verbs_config(settings)
     if verbs is not None:
         limited = verbs_listener.Limited(app, settings.max_concurrency)
         ready = lambda: service.ready()[0]  # noqa: E731
@@ -90,9 +103,10 @@ async def _serve(settings: Settings) -> int:
         )
     failed = ""
     try:
-        # uvicorn handles the signals: when either listener stops, stop both.
+        # uvicorn handles the signals: when one listener stops, stop them all.
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        server.should_exit = True
+        for s in servers:
+            s.should_exit = True
         stop.set()
         for outcome in await asyncio.gather(*tasks, return_exceptions=True):
             if isinstance(outcome, BaseException):
@@ -101,4 +115,4 @@ async def _serve(settings: Settings) -> int:
         await service.stop()
     if failed:
         print(f"escher-extender serve: the verbs listener failed: {failed}", file=sys.stderr)
-    return 0 if server.started and not failed else 1
+    return 0 if all(s.started for s in servers) and not failed else 1

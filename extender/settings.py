@@ -39,9 +39,9 @@ class Settings(BaseSettings):
     # verbs can be mutual TLS while `port` stays plain HTTP (the embedded cluster).
     verbs_tls_cert_file: Path | None = None
     verbs_tls_key_file: Path | None = None
-    # Offer HTTP/2 on verbs_port (extender.http.verbs_listener): one connection from
-    # kube-scheduler, no handshake per gang member held at bind, but about 0.5 ms more of the
-    # extender's CPU per call with 1,000 node names (docs/deployment.md). Off: HTTP/1.1 only.
+    # Serve verbs_port over HTTP/2 (extender.http.verbs_listener): one connection from
+    # kube-scheduler, no handshake per gang member held at bind, but more of the extender's
+    # CPU per call (docs/deployment.md). Off: HTTP/1.1 on uvicorn, as the policy API.
     verbs_http2: bool = True
 
     # ---- Kubernetes ------------------------------------------------------------------------

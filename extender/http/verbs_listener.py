@@ -1,7 +1,8 @@
 """The verbs' mutual-TLS listener, over HTTP/2, open while this replica is ready.
 
 kube-scheduler's filter, prioritize, bind and preempt calls come here when the service has a
-verbs port (settings.verbs_port, as deploy/ runs it); the policy API stays on uvicorn.
+verbs port (settings.verbs_port, as deploy/ runs it) and settings.verbs_http2 is on (the
+default); the policy API stays on uvicorn, and so do the verbs with verbs_http2 off.
 
 Why HTTP/2. kube-scheduler calls an extender through Go's http.Transport with its defaults,
 which keep at most two idle connections per host. A gang's members wait at the bind barrier,
@@ -56,7 +57,6 @@ def config(
     *,
     max_concurrency: int,
     handshake_timeout: float,
-    http2: bool = True,
 ) -> Config:
     c = Config()
     c.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
@@ -64,7 +64,7 @@ def config(
     if client_ca is not None:
         c.ca_certs = str(client_ca)
         c.verify_mode = ssl.CERT_REQUIRED
-    c.alpn_protocols = ["h2", "http/1.1"] if http2 else ["http/1.1"]
+    c.alpn_protocols = ["h2", "http/1.1"]
     c.h2_max_concurrent_streams = max_concurrency
     c.ssl_handshake_timeout = handshake_timeout
     c.keep_alive_timeout = IDLE_SECONDS

@@ -108,10 +108,18 @@ def pki(tmp_path: Path) -> Pki:
     return make_pki(tmp_path / "pki")
 
 
-@pytest.mark.parametrize("api_tls", [True, False], ids=["one-certificate", "plain-policy-api"])
-def test_the_verbs_take_only_kube_schedulers_client_certificate(pki: Pki, api_tls: bool) -> None:
+@pytest.mark.parametrize(
+    ("api_tls", "http2"),
+    [(True, True), (False, True), (True, False)],
+    ids=["one-certificate", "plain-policy-api", "verbs-http1-only"],
+)
+def test_the_verbs_take_only_kube_schedulers_client_certificate(
+    pki: Pki, api_tls: bool, http2: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With one certificate for both listeners (deploy/), or the verbs' own certificate and
-    the policy API on plain HTTP (the embedded cluster)."""
+    the policy API on plain HTTP (the embedded cluster); the verbs over HTTP/2 (hypercorn),
+    or HTTP/1.1 only (uvicorn)."""
+    monkeypatch.setenv("ESCHER_VERBS_HTTP2", str(http2).lower())
     ports = allocate_ports({"api": None, "verbs": None})
     cert = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
     if not api_tls:
@@ -133,10 +141,11 @@ def test_the_verbs_take_only_kube_schedulers_client_certificate(pki: Pki, api_tl
         assert wait_ready(api, proc, verify=context(None)).status_code == 200
         ok = httpx.post(f"{verbs}/filter", json=body, verify=context(scheduler))
         assert ok.status_code == 200 and ok.json()["NodeNames"] == ["n"]
-        # HTTP/2 too, as kube-scheduler's transport asks for it (by ALPN).
+        # HTTP/2 too, when kube-scheduler's transport asks for it (by ALPN) and it is on.
         with httpx.Client(http2=True, verify=context(scheduler)) as h2:
             ok = h2.post(f"{verbs}/filter", json=body)
-        assert (ok.http_version, ok.json()["NodeNames"]) == ("HTTP/2", ["n"])
+        version = "HTTP/2" if http2 else "HTTP/1.1"
+        assert (ok.http_version, ok.json()["NodeNames"]) == (version, ["n"])
         # No certificate, or one the CA did not sign.
         for client in (None, (pki.rogue_cert, pki.rogue_key)):
             with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):

@@ -190,5 +190,3 @@ def test_the_listener_binds_ipv6_hosts_in_brackets(tmp_path: Path) -> None:
     assert (six.bind, four.bind) == (["[::1]:8889"], ["0.0.0.0:8889"])
     assert six.verify_mode is None and six.alpn_protocols == ["h2", "http/1.1"]
     assert six.keep_alive_max_requests >= 2**30  # kube-scheduler's one connection stays
-    one = config("::1", 8889, cert, None, max_concurrency=1, handshake_timeout=1.0, http2=False)
-    assert one.alpn_protocols == ["http/1.1"]
