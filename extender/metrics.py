@@ -99,6 +99,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.gang_lifts = Counter(
+            "escher_gang_lifts_total",
+            "Gang members let through the gang gate (extender.adapters.lifter), by outcome "
+            "(sent, failed, deferred: too many in flight, named again later).",
+            ["outcome"],
+            registry=r,
+        )
         self.startup_failures = Counter(
             "escher_startup_failures_total",
             "Failed attempts of a start-up step (retried with backoff; not ready meanwhile), "

@@ -71,6 +71,9 @@ class Service:
         self.writeback: Any = None
         self.elector: Any = None
         self.waker: Any = None
+        self.lifter: Any = None
+        # Set on every pod event: the gate lifter looks for held members to let through.
+        self._lift_wanted = asyncio.Event()
         binder = None
         requeue: Requeue | None = None
         if s.kube:
@@ -94,7 +97,11 @@ class Service:
                 on_node_seen=self.writeback.node_seen,
             )
             if s.bind:
+                from extender.adapters.lifter import Lifter
+
                 binder = Binder(self.api, self.metrics, self.may_write)
+                self.lifter = Lifter(self.api, self.keys.gate, self.metrics, self.may_write)
+                self.events.subscribe(lambda _: self._lift_wanted.set())
                 if s.requeue_window_seconds > 0:
                     from extender.adapters.waker import Waker
 
@@ -212,6 +219,8 @@ class Service:
             except LeaderElectionError as e:
                 raise StartupError(str(e)) from None
         self._spawn(self._expire_gangs(), "gang-expiry")
+        if self.lifter is not None:
+            self._spawn(self._lift_gangs(), "gang-gate")
         threading.Thread(
             target=self.esls.run, args=(self._stopping,), name="esl-steps", daemon=True
         ).start()
@@ -273,6 +282,26 @@ class Service:
             if released:
                 log.info("gang reservations expired", extra={"gangs": released})
 
+    async def _lift_gangs(self) -> None:
+        """Let held gang members through as their gangs get places (GangManager.lift): at
+        each pod event, and every gang_lift_interval_seconds for room the pods do not
+        show (nodes added or grown). Only the leader lifts; a follower's turn does nothing."""
+        interval = self.settings.gang_lift_interval_seconds
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._lift_wanted.wait(), interval)
+            if not self._lift_wanted.is_set():
+                self.gangs.room_may_have_freed()
+            self._lift_wanted.clear()
+            if not (self._started and self.may_write()):
+                continue
+            pods, more = self.gangs.lift()
+            for pod in pods:
+                self.lifter(pod)
+            if more:
+                self._lift_wanted.set()
+                await asyncio.sleep(0)  # the rest in the next turn: let verbs in between
+
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))
 
@@ -283,6 +312,8 @@ class Service:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.waker is not None:
             await self.waker.aclose()
+        if self.lifter is not None:
+            await self.lifter.aclose()
         if self.elector is not None and self._started:
             with contextlib.suppress(TimeoutError):  # the API server away: the lease expires
                 await asyncio.wait_for(self.elector.release(), self.settings.retry_period_seconds)

@@ -105,6 +105,9 @@ class Settings(BaseSettings):
     gang_expiry_interval_seconds: Seconds = Field(1.0, gt=0)
     gang_backoff_initial_seconds: Seconds = Field(1.0, gt=0)
     gang_backoff_max_seconds: Seconds = Field(60.0, gt=0)
+    # How often held gangs that did not fit are planned again without a pod event (room a
+    # node added or grew); pod events plan them at once.
+    gang_lift_interval_seconds: Seconds = Field(1.0, gt=0)
 
     # ---- leader election (replicas) -------------------------------------------------------
     # Same defaults as kube-scheduler's leaderElection.

@@ -119,6 +119,10 @@ class Volume(_Object, frozen=True):
     ephemeral: Raw = field(default_factory=Raw)
 
 
+class PodSchedulingGate(_Object, frozen=True):
+    name: str = ""
+
+
 class PodSpec(_Object, frozen=True):
     containers: list[Container] = []
     init_containers: list[Container] = []
@@ -137,6 +141,8 @@ class PodSpec(_Object, frozen=True):
     topology_spread_constraints: Raw = field(default_factory=Raw)
     volumes: list[Volume] = []
     resource_claims: Raw = field(default_factory=Raw)
+    # While any is there kube-scheduler does not try the pod; the gang manager lifts its own.
+    scheduling_gates: list[PodSchedulingGate] = []
 
 
 class PodStatus(_Object, frozen=True):

@@ -43,6 +43,9 @@ class Keys:
     # policy adds it to every pod that needs the extender. It occupies nothing, and it is
     # outside the domain's prefix, so it is never taken for an ephemeral resource.
     marker: str
+    # The scheduling gate a gang member may be created behind (deploy/'s gang-gate policy
+    # adds it): kube-scheduler leaves the pod alone until the gang manager lifts it.
+    gate: str
 
     @classmethod
     def for_domain(cls, domain: str) -> Keys:
@@ -53,6 +56,7 @@ class Keys:
             prefer=f"{domain}/prefer",
             pack=f"{domain}/pack",
             marker=f"scheduling.{domain}/extender",
+            gate=f"{domain}/gang",
         )
 
     def labels(self) -> tuple[str, ...]:
@@ -77,6 +81,8 @@ class PodInfo:
     node: str  # spec.nodeName: "" while pending
     done: bool  # Succeeded or Failed: holds nothing any more
     terminating: bool
+    # Carries the gang gate (Keys.gate): kube-scheduler will not try it until it is lifted.
+    held: bool
     # Where the pod may run, for gang members only (planning reads it); None otherwise.
     constraints: Constraints | None
 
@@ -131,5 +137,6 @@ def pod_info(pod: Pod, keys: Keys, prefix: str) -> PodInfo:
         node=spec.node_name,
         done=pod.status.phase in _DONE,
         terminating=meta.deletion_timestamp is not None,
+        held=any(g.name == keys.gate for g in spec.scheduling_gates),
         constraints=constraints_of(spec) if gang else None,
     )

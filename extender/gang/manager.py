@@ -18,13 +18,18 @@ asynchronously, with no reject-and-wake cycle:
    bind or bound, then all bind at once. A bound member's place becomes the bound pod.
 5. A reservation not complete within the gang's timeout is released; the gang retries after
    an exponential backoff.
+6. Held members (created behind the gang gate, Keys.gate) are not tried by kube-scheduler at
+   all: `lift()` plans and reserves their gang from the informer's knowledge alone, and
+   names the members to let through only once each has a place. A gang that does not fit
+   waits without a scheduling cycle, so without the pod condition kube-scheduler writes on
+   every cycle that fails (extenders have no queueing hints: any cluster event retries them).
 Bound members count as members and keep their nodes: after a restart (or a failover) the
 rest of a partly bound gang is planned around them, so a gang is completed, never left.
 
 Runs on the event loop only (informer events, filter and bind all arrive there), so it takes
 no lock; the ledger it reserves in is thread-safe. Fed by the cluster view, called by the
 gang filter (extender.gang.plugin), the bind verb (extender.verbs) and the service's expiry
-tick; read by GET /v1/gangs.
+tick and gate lifter (which patches the pods `lift()` names); read by GET /v1/gangs.
 """
 
 from __future__ import annotations
@@ -98,6 +103,9 @@ class Gang:
     attempts: int = 0  # reservations made
     timeouts: int = 0
     reason: str = ""
+    # The manager's room epoch when a reservation for held members last failed: not tried
+    # again before room may have freed (-1: membership changed, try again).
+    tried_epoch: int = -1
     # Members whose Binding was created and that the informer has not reported bound yet.
     committed: set[str] = field(default_factory=set)
     # Members whose filter passed their reserved node, in this reservation.
@@ -137,6 +145,7 @@ class GangManager:
         backoff: tuple[float, float] = (1.0, 60.0),
         max_gangs: int = 100_000,
         unconfirmed_ttl: float = 60.0,
+        lift_retry: float = 5.0,
     ) -> None:
         self.ledger = ledger
         self.keys = keys
@@ -151,6 +160,16 @@ class GangManager:
         self._gangs: dict[str, Gang] = {}
         self._member_of: dict[str, str] = {}  # uid -> gang key
         self._generations = itertools.count(1)
+        # The gang gate: gangs with held members (in arrival order, so the oldest is planned
+        # first), pods held that are no valid gang member (let through at once: a typo must
+        # not strand a pod), members whose lift was asked for (uid -> when; asked again after
+        # lift_retry if the informer still shows them held), and the room epoch, bumped
+        # whenever room may have freed.
+        self._held: dict[str, None] = {}
+        self._stray: dict[str, PodInfo] = {}
+        self._lifting: dict[str, float] = {}
+        self.lift_retry = lift_retry
+        self._epoch = 0
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -168,17 +187,37 @@ class GangManager:
     def on_pod(self, event: PodEvent) -> None:
         """Learn of a pod added, changed or gone (subscribed to the cluster view's events)."""
         pod = event.pod
+        if event.change is PodChange.GONE or pod is None or pod.terminating or pod.done:
+            self._epoch += 1  # its room is free (or about to be)
         if event.change is PodChange.GONE or pod is None or pod.terminating or not pod.gang:
             self._forget(event.uid)
+            self._hold_stray(event.uid, pod)
             return
         try:
             spec = gang_spec(pod, self.keys)
         except InvalidGang:
             self._forget(pod.uid)  # its filter says why; nothing to plan for it
+            self._hold_stray(pod.uid, pod)
             return
         if spec is not None and (spec.key in self._gangs or len(self._gangs) < self.max_gangs):
-            _, m = self._learn(spec, pod)
+            g, m = self._learn(spec, pod)
             m.unconfirmed_since = None
+            if pod.held and not pod.node:
+                if g.key not in self._held:
+                    self._held[g.key] = None
+                    g.tried_epoch = -1
+            else:
+                self._lifting.pop(pod.uid, None)
+        else:
+            self._hold_stray(pod.uid, pod)
+
+    def _hold_stray(self, uid: str, pod: PodInfo | None) -> None:
+        """Note a held pod no gang will lift (or forget it when it is gone or let through)."""
+        if pod is not None and pod.held and not pod.terminating:
+            self._stray[uid] = pod
+        else:
+            self._stray.pop(uid, None)
+            self._lifting.pop(uid, None)
 
     def _learn(self, spec: GangSpec, pod: PodInfo) -> tuple[Gang, Member]:
         key = self._member_of.get(pod.uid)
@@ -192,6 +231,7 @@ class GangManager:
         if m is None:
             m = g.members[pod.uid] = Member(pod, unconfirmed_since=self.clock())
             self._member_of[pod.uid] = spec.key
+            g.tried_epoch = -1
         elif pod.node or not was_bound:  # a stale filter request must not unbind a member
             m.pod = pod
         if m.bound and not was_bound:
@@ -204,6 +244,8 @@ class GangManager:
             return
         g = self._gangs[key]
         g.members.pop(uid, None)
+        self._lifting.pop(uid, None)
+        g.tried_epoch = -1
         g.committed.discard(uid)
         g.passed.discard(uid)
         for slot in g.slots:
@@ -212,6 +254,7 @@ class GangManager:
         if not g.members:
             self._release(g, f"gang {key} ended: its members are gone")
             del self._gangs[key]
+            self._held.pop(key, None)
 
     def _on_bound(self, g: Gang, m: Member) -> None:
         """A member is seen bound: its place is the bound pod now, not a reservation."""
@@ -328,6 +371,16 @@ class GangManager:
         return view is not None and (m.constraints is None or not m.constraints.check(view))
 
     def _try_reserve(self, g: Gang, m: Member, nodes: Sequence[str]) -> Verdict:
+        refused = self._reserve(g, m, nodes)
+        if refused is not None:
+            return _all(nodes, g.reason, unresolvable=refused)
+        verdict = self._reserved(g, m, nodes)
+        assert verdict is not None  # m was planned a place among the offered nodes
+        return verdict
+
+    def _reserve(self, g: Gang, m: Member, nodes: Sequence[str]) -> bool | None:
+        """Plan and reserve a place for every member still to be bound, m's among `nodes`.
+        None when reserved; else whether the refusal is unresolvable (g.reason says why)."""
         now = self.clock()
         if now < g.retry_at:
             # No countdown in the reason: kube-scheduler writes the pod's condition again
@@ -336,7 +389,7 @@ class GangManager:
             g.reason = (
                 f"gang {g.key}: backing off after its reservation expired ({g.timeouts} time(s))"
             )
-            return _all(nodes, g.reason)
+            return False
         pending = [x for x in g.members.values() if not x.bound]
         unknown = [
             x.pod.name
@@ -348,7 +401,7 @@ class GangManager:
                 f"gang {g.key}: waiting for kube-scheduler to try member(s) "
                 f"{', '.join(sorted(unknown)[:5])}, whose constraints only it can evaluate"
             )
-            return _all(nodes, g.reason)
+            return False
         wants = self._wants(g, m, pending, nodes)
         views = self._views(nodes)
         places = plan(wants, views, self.ledger.prefix)
@@ -362,7 +415,7 @@ class GangManager:
         short = self.ledger.reserve(generation, [(s.holder, s.node, s.amounts) for s in slots])
         if short is not None:  # taken meanwhile by a concurrent change: plan again later
             g.reason = f"gang {g.key} does not fit now: {short.detail}"
-            return _all(nodes, g.reason)
+            return False
         for w, s in zip(wants, slots, strict=True):
             if w.ref in g.members:
                 s.member = w.ref
@@ -380,9 +433,7 @@ class GangManager:
             if waiting > 0
             else ""
         )
-        verdict = self._reserved(g, m, nodes)
-        assert verdict is not None  # m was planned a place among the offered nodes
-        return verdict
+        return None
 
     def _wants(self, g: Gang, m: Member, pending: list[Member], nodes: Sequence[str]) -> list[Want]:
         """A want for each member still to be bound (m first), then ghosts shaped like m.
@@ -414,20 +465,92 @@ class GangManager:
         seen = set(nodes)
         return offered + [v for n in ledger.node_names() if n not in seen and (v := ledger.node(n))]
 
-    def _no_room(self, g: Gang, wants: list[Want], nodes: Sequence[str]) -> Verdict:
+    def _no_room(self, g: Gang, wants: list[Want], nodes: Sequence[str]) -> bool:
+        """Say why the gang does not fit; True when it never can, even on empty nodes."""
         shape = ", ".join(f"{r}={v}" for r, v in sorted(wants[0].amounts.items()))
-        ever = plan(wants, self._views(nodes), self.ledger.prefix, empty=True)
-        if ever is None:
+        if plan(wants, self._views(nodes), self.ledger.prefix, empty=True) is None:
             g.reason = (
                 f"gang {g.key} can never fit: {len(wants)} member(s) of {shape} need more "
                 "than the nodes they may use have, even empty"
             )
-            return _all(nodes, g.reason, unresolvable=True)
+            return True
         g.reason = (
             f"gang {g.key} does not fit now: no set of nodes has room for {len(wants)} "
             f"member(s) of {shape}; waiting for resources to free"
         )
-        return _all(nodes, g.reason)
+        return False
+
+    # ---- the gang gate ---------------------------------------------------------------------
+
+    def room_may_have_freed(self) -> None:
+        """Something the informer does not report as a pod freed room (a node added or
+        grown): held gangs that did not fit are planned again."""
+        self._epoch += 1
+
+    def lift(self, max_plans: int = 64) -> tuple[list[PodInfo], bool]:
+        """The held pods to let through now, and whether planning stopped at `max_plans`
+        (call again soon). The caller removes their gate (extender.adapters.lifter); a pod
+        it names is not named again for lift_retry seconds unless the informer shows it
+        held anew.
+
+        A member is let through once its gang is reserved and a place is its own, or once
+        the gang is bound (it is an ordinary pod then); members whose constraints only
+        kube-scheduler can evaluate go at once, as do held pods of no valid gang and the
+        members of a gang that can never fit (their pods' condition then says why). A gang
+        that does not fit now keeps its members held, and is planned again only after its
+        membership changed or room may have freed, oldest gang first."""
+        now = self.clock()
+        out: list[PodInfo] = []
+
+        def let(pod: PodInfo) -> None:
+            if now - self._lifting.get(pod.uid, -self.lift_retry) >= self.lift_retry:
+                self._lifting[pod.uid] = now
+                out.append(pod)
+
+        for pod in self._stray.values():
+            let(pod)
+        plans = 0
+        for key in list(self._held):
+            g = self._gangs.get(key)
+            held = [] if g is None else [m for m in g.members.values() if m.pod.held]
+            if g is None or not held:
+                self._held.pop(key, None)
+                continue
+            if g.phase is Phase.RESERVED and not self._claim(g, held):
+                self._release(g, f"gang {g.key}: a held member fits none of the reserved places")
+            if g.phase is Phase.WAITING:
+                for m in held:
+                    if m.constraints is not None and m.constraints.unevaluable:
+                        let(m.pod)  # kube-scheduler must try it first
+                if g.tried_epoch == self._epoch or now < g.retry_at:
+                    continue
+                if plans >= max_plans:
+                    return out, True
+                plans += 1
+                pending = [m for m in g.members.values() if not m.bound]
+                m = min(pending, key=lambda x: not x.pod.held)  # a held one, if any
+                never = self._reserve(g, m, self.ledger.node_names())
+                if never:  # let kube-scheduler show why on the pods themselves
+                    for x in held:
+                        let(x.pod)
+                if never is not None:
+                    g.tried_epoch = self._epoch
+                    continue
+                self._claim(g, held)
+            slots = {s.member for s in g.slots}
+            for m in held:
+                if g.phase is Phase.BOUND or m.pod.uid in slots:
+                    let(m.pod)
+        return out, False
+
+    def _claim(self, g: Gang, held: list[Member]) -> bool:
+        """Give each held member of a reserved gang its place; False when one fits none of
+        the places left (the gang must be planned again). Members beyond the places wait."""
+        nodes = [s.node for s in g.slots]
+        for m in held:
+            if self._slot_of(g, m, nodes) is None and any(s.member is None for s in g.slots):
+                return False
+        return True
 
     # ---- bind ------------------------------------------------------------------------------
 
@@ -512,6 +635,7 @@ class GangManager:
         if g.slots:
             self.ledger.release_all(s.holder for s in g.slots)
             g.slots = []
+            self._epoch += 1
         g.passed = set()
         if g.barrier is not None:
             g.barrier.cancel(why or f"gang {g.key} was released")

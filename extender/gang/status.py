@@ -12,7 +12,9 @@ from extender.gang.manager import Gang
 
 class MemberStatus(BaseModel):
     pod: str = Field(description="<namespace>/<name>")
-    state: str = Field(description="bound, binding, at-bind, reserved or waiting")
+    state: str = Field(
+        description="bound, binding, at-bind, reserved, held (behind the gang gate) or waiting"
+    )
     node: str | None = Field(None, description="The node it is bound or reserved to.")
 
 
@@ -51,6 +53,8 @@ def gang_status(g: Gang, now: float) -> GangStatus:
             state, node = "at-bind", reserved.get(uid)
         elif uid in reserved:
             state, node = "reserved", reserved[uid]
+        elif m.pod.held:
+            state, node = "held", None
         else:
             state, node = "waiting", None
         members.append(MemberStatus(pod=m.pod.key, state=state, node=node))

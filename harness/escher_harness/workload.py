@@ -34,10 +34,12 @@ def pod_manifest(
     annotations: Mapping[str, str] | None = None,
     scheduler_name: str = "default-scheduler",
     run_time: float | None = None,
+    scheduling_gates: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A pod that asks to be placed. Extended resources go in limits, as Kubernetes requires
     (requests, if given, must equal limits). With `run_time` (seconds, >= 0) kwok moves it
     from Running to Succeeded that long after it went Running; without, it runs until deleted.
+    `scheduling_gates` are created with it (kube-scheduler waits until all are removed).
     ValueError for a run_time kwok cannot read (negative, infinite, NaN)."""
     if run_time is not None:
         annotations = {**(annotations or {}), RUN_TIME_ANNOTATION: format_run_time(run_time)}
@@ -46,6 +48,13 @@ def pod_manifest(
         resources["limits"] = dict(limits)
     if requests:
         resources["requests"] = dict(requests)
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": resources}],
+    }
+    if scheduling_gates:
+        spec["schedulingGates"] = [{"name": g} for g in scheduling_gates]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -54,11 +63,7 @@ def pod_manifest(
             "labels": dict(labels or {}),
             "annotations": dict(annotations or {}),
         },
-        "spec": {
-            "schedulerName": scheduler_name,
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": resources}],
-        },
+        "spec": spec,
     }
 
 

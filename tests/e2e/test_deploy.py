@@ -68,6 +68,7 @@ PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
 EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
 RBAC_REFUSAL = f'"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}" cannot'
 TOUCH_REFUSAL = "may change only the escher.io/requeued-at annotation"
+SPEC_REFUSAL = "may change no field of a pod's spec but remove the escher.io/gang scheduling gate"
 # Granted by kube-apiserver's bootstrap policy, not by the manifests, (group, resource): the
 # self reviews to every authenticated user (system:basic-user), and since 1.37, where
 # ClusterTrustBundle is GA, reading clustertrustbundles to every ServiceAccount
@@ -471,7 +472,8 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
     # A pod nobody schedules, to try to change.
     pod = f"p{next(_names)}"
     admin = Workload(api_client(env.info.kubeconfig))
-    admin.create(pod_manifest(pod, scheduler_name="nobody"))
+    gates = ("example.com/other", "escher.io/gang")
+    admin.create(pod_manifest(pod, scheduler_name="nobody", scheduling_gates=gates))
     relabel = {"metadata": {"labels": {"app": "hijacked"}}}
     reannotate = {"metadata": {"annotations": {"escher.io/gang": "hijacked"}}}
     touch = {"metadata": {"annotations": {"escher.io/requeued-at": "1"}}}
@@ -497,10 +499,23 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
             lambda: core.patch_namespaced_pod(pod, "default", reannotate),
             RBAC_REFUSAL if env.mode == "pure" else TOUCH_REFUSAL,
         ),
+        # Extender mode may lift the gang gate (extender/adapters/lifter.py), nothing else.
+        "lift another scheduling gate": (
+            lambda: core.patch_namespaced_pod(pod, "default", lift("example.com/other")),
+            RBAC_REFUSAL if env.mode == "pure" else SPEC_REFUSAL,
+        ),
+        "narrow a gated pod's nodeSelector": (
+            lambda: core.patch_namespaced_pod(
+                pod, "default", {"spec": {"nodeSelector": {"a": "b"}}}
+            ),
+            RBAC_REFUSAL if env.mode == "pure" else SPEC_REFUSAL,
+        ),
     }
     if env.mode == "extender":
         touched = core.patch_namespaced_pod(pod, "default", touch)
         assert touched.metadata.annotations == {"escher.io/requeued-at": "1"}
+        lifted = core.patch_namespaced_pod(pod, "default", lift("escher.io/gang"))
+        assert [g.name for g in lifted.spec.scheduling_gates] == ["example.com/other"]
     if env.mode == "pure":
         binding = client.V1Binding(
             metadata=client.V1ObjectMeta(name=pod),
@@ -520,10 +535,16 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
         admin.delete([pod])
 
 
+def lift(gate: str) -> dict[str, Any]:
+    """The strategic merge patch that removes one scheduling gate, as the lifter sends it."""
+    return {"spec": {"schedulingGates": [{"name": gate, "$patch": "delete"}]}}
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["plain", "behind-the-gang-gate"])
 @pytest.mark.parametrize("env", ["extender"], indirect=True)
-def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env) -> None:
-    """A gang is reserved and bound whole with the role's grants alone (binding, no pod
-    writes)."""
+def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env, gated: bool) -> None:
+    """A gang is reserved and bound whole with the role's grants alone (binding, and, when
+    its members are held at the gang gate, lifting it)."""
     work = Workload(api_client(env.info.kubeconfig))
     gang = f"g{next(_names)}"
     members = [f"{gang}-{i}" for i in range(3)]
@@ -535,6 +556,7 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env) -> None:
                 labels={"escher.io/gang": gang},
                 annotations={"escher.io/gang-min": str(len(members))},
                 scheduler_name=env.info.scheduler_name,
+                scheduling_gates=("escher.io/gang",) if gated else (),
             )
         )
     try:

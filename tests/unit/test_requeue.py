@@ -26,7 +26,19 @@ class Clock:
 
 def info(uid: str, wants: dict[str, int], node: str = "") -> PodInfo:
     return PodInfo(
-        uid, "default", f"p-{uid}", dict(wants), dict(wants), {}, "", 0, node, False, False, None
+        uid,
+        "default",
+        f"p-{uid}",
+        dict(wants),
+        dict(wants),
+        {},
+        "",
+        0,
+        node,
+        False,
+        False,
+        False,
+        None,
     )
 
 

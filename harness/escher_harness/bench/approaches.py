@@ -2,6 +2,9 @@
 footing, plus how to submit, start and delete one gang through the real API.
 
 - extender: kube-scheduler + the ESCHER extender; gangs declared by labels (extender.gang).
+- extender-gated: the same, with each member created behind the gang gate (`escher.io/gang`,
+  what deploy/'s gang-gate policy adds): the extender lets members through once their gang
+  has places, so a gang that does not fit is not tried by kube-scheduler meanwhile.
 - pure: ESCHER's pure approach, planned from the cluster state (escher_harness.bench.puregang)
   on plain kube-scheduler.
 - pure-ghost: the same with ESCHER's ghost tasks: placeholder pods hold the room first.
@@ -43,7 +46,16 @@ from escher_harness.workload import Workload, pod_manifest
 from extender.esl.client import PolicyClient
 
 REPO = REPO_ROOT
-APPROACHES = ("extender", "pure", "pure-ghost", "default", "coscheduling", "native")
+APPROACHES = (
+    "extender",
+    "extender-gated",
+    "pure",
+    "pure-ghost",
+    "default",
+    "coscheduling",
+    "native",
+)
+_EXTENDER = ("extender", "extender-gated")
 _PURE = ("pure", "pure-ghost")
 
 
@@ -105,7 +117,7 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
         "client_burst": footing.client_burst,
         "percentage_of_nodes_to_score": footing.percentage_of_nodes_to_score,
     }
-    if approach == "extender":
+    if approach in _EXTENDER:
         return localcluster.ClusterSpec(mode="extender", **common)
     if approach in _PURE:
         return localcluster.ClusterSpec(mode="pure", **common)
@@ -153,13 +165,16 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
         env.pods[a.name] = gang.pods
     else:
         labels, annotations = {}, {}
-        if approach == "extender":
+        gates: tuple[str, ...] = ()
+        if approach in _EXTENDER:
             domain = env.info.resource_domain
             labels = {f"{domain}/gang": a.name}
             annotations = {
                 f"{domain}/gang-min": str(a.size),
                 f"{domain}/gang-timeout": f"{job.deadline:g}",
             }
+            if approach == "extender-gated":
+                gates = (f"{domain}/gang",)
         names = tuple(f"{a.name}-{i}" for i in range(a.size))
         work = Workload(env.api)
         for n in names:
@@ -169,6 +184,7 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
                     requests={"cpu": a.cpu, "memory": a.memory},
                     labels=labels,
                     annotations=annotations,
+                    scheduling_gates=gates,
                 )
             )
         env.pods[a.name] = names
@@ -252,12 +268,15 @@ def policy_loc() -> dict[str, int | None]:
         REPO / "extender" / "esl" / "gang.py",
         REPO / "harness" / "escher_harness" / "bench" / "puregang.py",
     ]
+    extender = [
+        *sorted((REPO / "extender" / "gang").glob("*.py")),
+        REPO / "extender" / "filters" / "reservation.py",
+    ]
     files: dict[str, list[Path]] = {
-        # The gang feature's folder and the filter that keeps others off reserved places.
-        "extender": [
-            *sorted((REPO / "extender" / "gang").glob("*.py")),
-            REPO / "extender" / "filters" / "reservation.py",
-        ],
+        # The gang feature's folder and the filter that keeps others off reserved places;
+        # gated, also the adapter that lifts the gate.
+        "extender": extender,
+        "extender-gated": [*extender, REPO / "extender" / "adapters" / "lifter.py"],
         # The gang ESL, and the runner that creates, replaces and deletes the pods (both
         # variants live in the same runner, so they count the same lines).
         "pure": pure,

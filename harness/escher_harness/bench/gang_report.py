@@ -156,6 +156,7 @@ def _per_rep(
 
 def _compare(
     runs: Mapping[str, Mapping[str, Mapping[int, Run]]],
+    mine_is: str,
     name: str,
     sc: str,
     figure: str,
@@ -163,32 +164,45 @@ def _compare(
     peers: Sequence[str],
     relation: str,
 ) -> Target:
-    """Whether the extender's `figure` relates as `better` to the best of `peers` in every
+    """Whether `mine_is`'s `figure` relates as `better` to the best of `peers` in every
     repetition that has all of them, and in the medians."""
-    mine = _per_rep(runs, sc, "extender", figure)
+    name = name.replace("extender", mine_is, 1)
+    mine = _per_rep(runs, sc, mine_is, figure)
     theirs = {p: _per_rep(runs, sc, p, figure) for p in peers}
     reps = sorted(set(mine).intersection(*(set(t) for t in theirs.values())))
     if not reps:
-        return Target(name, None, f"not measured: extender or {', '.join(peers)} missing in {sc}")
+        return Target(name, None, f"not measured: {mine_is} or {', '.join(peers)} missing in {sc}")
     pick = min if better(0, 1) else max  # the peers' strongest figure in that repetition
     ok = [better(mine[k], pick(theirs[p][k] for p in peers)) for k in reps]
     med = spread([mine[k] for k in reps])["median"]
     peer_meds = ", ".join(f"{p} {spread([theirs[p][k] for k in reps])['median']:g}" for p in peers)
     detail = (
-        f"extender {med:g} {relation} {peer_meds} (medians over {len(reps)} repetitions); "
+        f"{mine_is} {med:g} {relation} {peer_meds} (medians over {len(reps)} repetitions); "
         f"held in {sum(ok)} of {len(reps)} repetitions"
     )
     return Target(name, all(ok), detail)
 
 
+EXTENDERS = ("extender", "extender-gated")
+
+
 def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]:
     """Issue 12's targets, judged repetition by repetition (ratios measured in one run):
-    a target is met when it holds in every repetition. `runs[scenario][approach][rep]`."""
+    a target is met when it holds in every repetition. `runs[scenario][approach][rep]`.
+    Judged for the extender, and for the extender with the gang gate when it ran."""
+    ran = {a for by in runs.values() for a in by}
+    return [
+        t for mine in EXTENDERS if mine in ran or mine == "extender" for t in _targets(runs, mine)
+    ]
+
+
+def _targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]], mine: str) -> list[Target]:
     le = lambda a, b: a <= b  # noqa: E731 - the relation is the data here
     ge = lambda a, b: a >= b  # noqa: E731
     out = [
         _compare(
             runs,
+            mine,
             "no contention: extender p50 <= the lower of Coscheduling's and native's p50",
             "no-contention",
             "p50",
@@ -198,6 +212,7 @@ def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]
         ),
         _compare(
             runs,
+            mine,
             "contention: extender completes at least as many gangs as native",
             "contention",
             "completed",
@@ -208,14 +223,14 @@ def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]
     ]
     # "Max partial no higher than the bind burst": the extender's partially bound gangs must
     # all be gangs in their bind burst, i.e. every partial stretch ends with the gang complete.
-    wasted = _per_rep(runs, "contention", "extender", "wasted_partial")
+    wasted = _per_rep(runs, "contention", mine, "wasted_partial")
+    name = f"contention: {mine} max partial only from bind bursts"
     if wasted:
-        mp = _per_rep(runs, "contention", "extender", "max_partial")
-        longest = _per_rep(runs, "contention", "extender", "longest_partial_ms")
+        mp = _per_rep(runs, "contention", mine, "max_partial")
+        longest = _per_rep(runs, "contention", mine, "longest_partial_ms")
         out.append(
             Target(
-                "contention: extender max partial only from bind bursts "
-                "(every partially bound gang completes)",
+                f"{name} (every partially bound gang completes)",
                 all(v == 0 for v in wasted.values()),
                 f"partial stretches not ending complete: {sorted(wasted.values())} per "
                 f"repetition; max partial {sorted(mp.values())}, longest partial stretch "
@@ -223,12 +238,11 @@ def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]
             )
         )
     else:
-        out.append(
-            Target("contention: extender max partial only from bind bursts", None, "not measured")
-        )
+        out.append(Target(name, None, "not measured"))
     out += [
         _compare(
             runs,
+            mine,
             "contention: extender partial pod-seconds <= native's",
             "contention",
             "partial_pod_s",
@@ -238,6 +252,7 @@ def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]
         ),
         _compare(
             runs,
+            mine,
             "contention: extender API writes per gang <= native's",
             "contention",
             "writes_per_gang",

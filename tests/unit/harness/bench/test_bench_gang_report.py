@@ -205,6 +205,23 @@ def test_a_target_is_met_only_when_it_holds_in_every_repetition() -> None:
     assert "held in 1 of 2 repetitions" in ts[0].detail
 
 
+def test_the_gated_extender_is_judged_on_its_own_when_it_ran() -> None:
+    native = [_run(62, 18, 5.0, 31, 0)]
+    runs = {
+        sc: {
+            "extender": {1: _run(50, 19, 1.0, 40, 0)},
+            "extender-gated": {1: _run(70, 19, 1.0, 30, 0)},
+            "native": {1: native[0]},
+            "coscheduling": {1: _run(60, 20, 0, 30, 0)},
+        }
+        for sc in ("no-contention", "contention")
+    }
+    ts = gang_report.targets(runs)
+    assert [t.met for t in ts] == [True, True, True, True, False, False, True, True, True, True]
+    assert ts[5].name.startswith("no contention: extender-gated p50")
+    assert "extender-gated 70 ms vs" in ts[5].detail
+
+
 def test_a_target_without_its_peer_is_not_measured() -> None:
     ts = gang_report.targets({"contention": {"extender": {1: _run(1, 1, 1, 1, 0)}}})
     assert [t.met for t in ts] == [None, None, True, None, None]

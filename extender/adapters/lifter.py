@@ -1,0 +1,75 @@
+"""Lifter: removes the gang gate from a held member, so that kube-scheduler may try it.
+
+The gang manager decides whom (GangManager.lift); this patches each pod with a strategic
+merge patch that deletes the gate by name (other gates stay) and names the pod's UID, so a
+new pod that took the name is not touched (the API server refuses to change a UID). Sent on
+the event loop without waiting for it, only while this replica may write, at most `limit` at
+once (more wait for the manager's next turn: it names them again after its lift_retry).
+Each outcome is counted (escher_gang_lifts_total). Created and called by extender.service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import msgspec
+
+from extender.adapters.kubeapi import ApiError, KubeAPI
+from extender.core.pod import PodInfo
+from extender.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+
+
+class Lifter:
+    def __init__(
+        self,
+        api: KubeAPI,
+        gate: str,
+        metrics: Metrics,
+        may_write: Callable[[], bool],
+        limit: int = 256,
+    ) -> None:
+        self._api = api
+        self._gate = gate
+        self._lifts = metrics.gang_lifts
+        self._may_write = may_write
+        self._limit = limit
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __call__(self, pod: PodInfo) -> None:
+        if not self._may_write() or len(self._tasks) >= self._limit:
+            self._lifts.labels("deferred").inc()
+            return
+        task = asyncio.get_running_loop().create_task(self._lift(pod))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        """Cancel the lifts still in flight (on stop)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _lift(self, pod: PodInfo) -> None:
+        body = {
+            "metadata": {"uid": pod.uid},
+            "spec": {"schedulingGates": [{"name": self._gate, "$patch": "delete"}]},
+        }
+        try:
+            await self._api.request(
+                "PATCH",
+                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+                body=msgspec.json.encode(body),
+                content_type=STRATEGIC_MERGE,
+                what=f"lifting the gang gate of pod {pod.key}",
+            )
+        except ApiError as e:  # gone or replaced: nothing to lift; else asked again later
+            self._lifts.labels("failed").inc()
+            log.info("gang gate not lifted", extra={"pod": pod.key, "error": str(e)})
+            return
+        self._lifts.labels("sent").inc()

@@ -1,0 +1,129 @@
+"""The gang gate on the real control plane: members created behind `escher.io/gang` are let
+through by the extender only once their gang has places, so a gang that does not fit waits
+without scheduling cycles (and without the pod condition writes they cost), across a
+restart too; the gate of a pod of no gang is lifted at once, and other gates are left."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client
+
+from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
+from escher_harness.workload import Workload, pod_manifest
+
+pytestmark = pytest.mark.e2e
+
+GATE = "escher.io/gang"
+
+
+def member(gang: str, i: int, size: int, cpu: str = "1", gates: tuple[str, ...] = (GATE,)) -> Any:
+    return pod_manifest(
+        f"{gang}-{i}",
+        requests={"cpu": cpu, "memory": "64Mi"},
+        labels={"escher.io/gang": gang},
+        annotations={"escher.io/gang-min": str(size), "escher.io/gang-timeout": "20"},
+        scheduling_gates=gates,
+    )
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[localcluster.ClusterInfo]:
+    info = localcluster.up(
+        localcluster.ClusterSpec(dir=tmp_path / "c", nodes=4, mode="extender", node_cpu="2")
+    )
+    try:
+        yield info
+    finally:
+        localcluster.down(info.dir, keep_logs=True)
+
+
+def gang(info: localcluster.ClusterInfo, key: str) -> dict[str, Any]:
+    r = httpx.get(
+        f"{info.extender_url}/v1/gangs", headers={"Authorization": f"Bearer {info.token}"}
+    )
+    r.raise_for_status()
+    return next((g for g in r.json() if g["gang"] == key), {})
+
+
+def pods(core: client.CoreV1Api, names: list[str]) -> dict[str, dict[str, Any]]:
+    raw: Any = core.list_namespaced_pod("default", _preload_content=False)
+    return {
+        p["metadata"]["name"]: p
+        for p in json.loads(raw.data)["items"]
+        if p["metadata"]["name"] in names
+    }
+
+
+def gates(pod: dict[str, Any]) -> list[str]:
+    return [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+
+
+def until(check: Any, timeout: float = 30, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while not (out := check()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+    return out
+
+
+def test_a_held_gang_with_room_is_let_through_and_bound(cluster: localcluster.ClusterInfo) -> None:
+    api = api_client(cluster.kubeconfig)
+    core, work = client.CoreV1Api(api), Workload(api)
+    names = [f"fit-{i}" for i in range(3)]
+    for i in range(3):
+        work.create(member("fit", i, 3))
+    placed = work.wait(names, timeout=30)
+    assert all(p.node for p in placed.values()), placed
+    assert all(gates(p) == [] for p in pods(core, names).values())
+
+
+def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_frees(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    api = api_client(cluster.kubeconfig)
+    core, work = client.CoreV1Api(api), Workload(api)
+    # Three of the four 2-cpu nodes full: a gang of two 2-cpu members does not fit.
+    blockers = [f"block-{i}" for i in range(3)]
+    for name in blockers:
+        work.create(pod_manifest(name, requests={"cpu": "2"}))
+    work.wait(blockers, timeout=30)
+    names = ["wait-0", "wait-1"]
+    for i in range(2):
+        work.create(member("wait", i, 2, cpu="2"))
+    status = until(lambda: gang(cluster, "default/wait").get("reason"), what="gang learnt")
+    assert "does not fit now" in status
+    time.sleep(3)  # kube-scheduler would have tried an ungated pod several times by now
+    for p in pods(core, names).values():
+        assert gates(p) == [GATE] and not p["spec"].get("nodeName")
+        (cond,) = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert cond["reason"] == "SchedulingGated", cond  # never tried: nothing written
+    assert {m["state"] for m in gang(cluster, "default/wait")["members"]} == {"held"}
+    # Held state lives in the pods: a killed extender comes back to the same gang.
+    localcluster.restart_component(cluster.dir, "extender", kill_signal=signal.SIGKILL)
+    until(lambda: gang(cluster, "default/wait").get("phase") == "waiting", what="relearnt")
+    assert all(gates(p) == [GATE] for p in pods(core, names).values())
+    work.delete(blockers[:1])
+    placed = work.wait(names, timeout=30)
+    assert all(p.node for p in placed.values()), placed
+
+
+def test_the_gate_of_a_pod_of_no_gang_is_lifted_and_other_gates_stay(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    api = api_client(cluster.kubeconfig)
+    core, work = client.CoreV1Api(api), Workload(api)
+    work.create(pod_manifest("stray", requests={"cpu": "1"}, scheduling_gates=(GATE,)))
+    both = pod_manifest("both", requests={"cpu": "1"}, scheduling_gates=("example.com/x", GATE))
+    work.create(both)
+    assert work.wait(["stray"], timeout=30)["stray"].node
+    left = until(lambda: gates(pods(core, ["both"])["both"]) == ["example.com/x"], what="lifted")
+    assert left and not pods(core, ["both"])["both"]["spec"].get("nodeName")
