@@ -301,8 +301,8 @@ def _add_bench(sub: Any) -> None:
     tl.add_argument("--out", type=Path, required=True, help="directory for results")
     tl.add_argument(
         "--approaches",
-        type=_choices(("extender", "coscheduling", "native")),
-        help="comma-separated (default: extender,coscheduling,native)",
+        type=_choices(("extender", "extender-gated", "coscheduling", "native")),
+        help="comma-separated (default: extender,extender-gated,coscheduling,native)",
     )
     tl.add_argument("--gangs", type=_positive_int, default=20, help="gangs per run")
     tl.add_argument("--size", type=_positive_int, default=4, help="members per gang")

@@ -215,6 +215,25 @@ def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender(
     assert "marker-policy.yaml" in kustomization("extender")["resources"]
 
 
+def test_an_admission_policy_holds_escher_scheduler_gang_members_at_the_gang_gate() -> None:
+    docs = overlay("extender")
+    policy = find(docs, "MutatingAdmissionPolicy", "escher-extender-gang-gate")["spec"]
+    binding = find(docs, "MutatingAdmissionPolicyBinding", "escher-extender-gang-gate")
+    assert binding["spec"] == {"policyName": "escher-extender-gang-gate"}
+    assert policy["failurePolicy"] == "Ignore"  # ungated members are still placed whole
+    [rule] = policy["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
+    conditions = {c["name"]: c["expression"] for c in policy["matchConditions"]}
+    assert conditions["for-escher-scheduler"] == 'object.spec.schedulerName == "escher-scheduler"'
+    for key in KEYS.labels():
+        assert f'"{key}"' in conditions["a-gang-member"], key
+    assert f'"{KEYS.gate}"' in conditions["not-held-already"]
+    [mutation] = policy["mutations"]
+    assert mutation["jsonPatch"]["expression"].count(f'"{KEYS.gate}"') == 2
+    touch = find(docs, "ValidatingAdmissionPolicy", "escher-extender-pod-touch")["spec"]
+    assert {v["name"]: v["expression"] for v in touch["variables"]}["gate"] == f'"{KEYS.gate}"'
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_the_scheduler_is_a_kube_scheduler_with_its_own_lease(mode: str) -> None:
     docs = overlay(mode)
