@@ -32,7 +32,7 @@ class Lifter:
         gate: str,
         metrics: Metrics,
         may_write: Callable[[], bool],
-        limit: int = 256,
+        limit: int = 1024,
     ) -> None:
         self._api = api
         self._gate = gate

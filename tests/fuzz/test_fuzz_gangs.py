@@ -1,5 +1,6 @@
 """The gang manager under any interleaving of what reaches it (a Hypothesis state machine):
-members created, filtered (by kube-scheduler, or forged: a filter for a pod no informer ever
+members created (some behind the gang gate), let through the gate (the patch sometimes
+lost), filtered (by kube-scheduler, or forged: a filter for a pod no informer ever
 reported), arriving at bind on the node they were passed or another, bound, confirmed bound
 by the informer, deleted; other pods taking places meanwhile; time passing (expiry,
 backoff, members never confirmed).
@@ -9,7 +10,9 @@ After every step:
   took no ephemeral or physical resource of a node over its capacity;
 - the ledger's reservations are exactly the places the live gangs hold (none leaked);
 - every gang the manager knows has members; a gang whose members are all gone has left no
-  state, no holding and no barrier anyone still waits on.
+  state, no holding and no barrier anyone still waits on;
+- a member let through the gate has a reserved place of its own, or its gang is bound or can
+  never fit, and a reservation made to let members through is within capacity.
 Seeded (tests/fuzz/campaign.py): the same runs every time.
 """
 
@@ -44,7 +47,9 @@ uids = st.sampled_from([f"{g}-{i}" for g in GANGS for i in range(MEMBERS)])
 offered = st.lists(st.sampled_from(NODES), min_size=1, max_size=3, unique=True)
 
 
-def pod(uid: str, size: int, cpu: int, e: int, node: str = "", timeout: float = 30) -> PodInfo:
+def pod(
+    uid: str, size: int, cpu: int, e: int, node: str = "", timeout: float = 30, held: bool = False
+) -> PodInfo:
     gang = uid.split("-")[0]
     requests = {"cpu": f"{cpu}m", **({E: str(e)} if e else {})}
     raw = {
@@ -58,7 +63,11 @@ def pod(uid: str, size: int, cpu: int, e: int, node: str = "", timeout: float = 
                 "escher.io/gang-timeout": str(timeout),
             },
         },
-        "spec": {"containers": [{"resources": {"requests": requests}}], "nodeName": node},
+        "spec": {
+            "containers": [{"resources": {"requests": requests}}],
+            "nodeName": node,
+            "schedulingGates": [{"name": KEYS.gate}] if held else [],
+        },
     }
     decoded = msgspec.json.decode(msgspec.json.encode(raw), type=Pod)
     return pod_info(decoded, KEYS, "escher.io/")
@@ -84,6 +93,7 @@ class GangMachine(RuleBasedStateMachine):
         self.gm = GangManager(self.lg, KEYS, clock=self.clock, backoff=(2.0, 8.0))
         self.sizes: dict[str, int] = {}
         self.shapes: dict[str, tuple[int, int]] = {}  # uid -> (cpu, e) of its pod
+        self.held: set[str] = set()  # created behind the gang gate, not let through yet
         self.pods: dict[str, PodInfo] = {}  # what the informer reported, by uid
         self.waiting: dict[str, tuple[Ticket, str]] = {}  # at the bind barrier: ticket, node
         self.committed: dict[str, str] = {}  # Binding created, not yet seen bound
@@ -101,7 +111,7 @@ class GangMachine(RuleBasedStateMachine):
 
     def member(self, uid: str, node: str = "") -> PodInfo:
         cpu, e = self.shapes[uid]
-        return pod(uid, self.sizes[uid.split("-")[0]], cpu, e, node)
+        return pod(uid, self.sizes[uid.split("-")[0]], cpu, e, node, held=uid in self.held)
 
     def publish(self, info: PodInfo) -> None:
         """What the cluster view does with a pod it watches (extender.adapters.view)."""
@@ -112,11 +122,18 @@ class GangMachine(RuleBasedStateMachine):
 
     # ---- the informer ----------------------------------------------------------------------
 
-    @rule(uid=uids, cpu=st.sampled_from([500, 1000, 2000, 3000]), e=st.integers(0, 1))
-    def create(self, uid: str, cpu: int, e: int) -> None:
+    @rule(
+        uid=uids,
+        cpu=st.sampled_from([500, 1000, 2000, 3000]),
+        e=st.integers(0, 1),
+        held=st.booleans(),
+    )
+    def create(self, uid: str, cpu: int, e: int, held: bool) -> None:
         if uid in self.pods:
             return
         self.shapes.setdefault(uid, (cpu, e))
+        if held:
+            self.held.add(uid)
         self.publish(self.member(uid))
 
     @rule(uid=uids)
@@ -125,6 +142,7 @@ class GangMachine(RuleBasedStateMachine):
         g = self.gm.gang(gang)
         last = g is not None and set(g.members) <= {uid}
         self.lg.release(uid)
+        self.held.discard(uid)
         self.pods.pop(uid, None)
         self.committed.pop(uid, None)
         self.gm.on_pod(PodEvent(PodChange.GONE, uid, None))
@@ -141,12 +159,38 @@ class GangMachine(RuleBasedStateMachine):
         self.publish(self.member(uid, self.committed.pop(uid)))
         self.steps["bound"] += 1
 
+    # ---- the gate lifter -------------------------------------------------------------------
+
+    @rule(lost=st.booleans())
+    def lift(self, lost: bool) -> None:
+        """The lifter removes the gate of every member the manager names (or the patch is
+        lost, and the informer keeps showing it held)."""
+        before = {h.holder for h in self.reservations()}
+        pods, _ = self.gm.lift()
+        new = [h for h in self.reservations() if h.holder not in before]
+        if new:
+            self.steps["reserved to lift"] += 1
+            check_within_capacity(self.lg, [(h.node, h.amounts) for h in new], physical=True)
+        for p in pods:
+            assert p.uid in self.held, f"{p.uid} let through but never held"
+            g = self.gm.gang(f"default/{p.gang}")
+            assert g is not None
+            mine = any(s.member == p.uid for s in g.slots)
+            assert mine or g.phase is Phase.BOUND or "can never fit" in g.reason, (
+                f"{p.uid} let through without a place: {g.phase} {g.reason}"
+            )
+            if not lost:
+                self.held.discard(p.uid)
+                self.publish(self.member(p.uid))
+                self.steps["let through"] += 1
+
     # ---- kube-scheduler ------------------------------------------------------------------
 
     @rule(uid=uids, nodes=offered, cpu=st.sampled_from([500, 1000, 2000]), e=st.integers(0, 1))
     def filter(self, uid: str, nodes: list[str], cpu: int, e: int) -> None:
-        """kube-scheduler filters a pending member (or anyone forges a filter call)."""
-        if uid in self.pods and self.pods[uid].node:
+        """kube-scheduler filters a pending member (or anyone forges a filter call); it never
+        tries a held one."""
+        if (uid in self.pods and self.pods[uid].node) or uid in self.held:
             return
         self.shapes.setdefault(uid, (cpu, e))  # a forged pod's shape sticks like a real one's
         before = {h.holder for h in self.reservations()}
@@ -163,7 +207,7 @@ class GangMachine(RuleBasedStateMachine):
     def arrive(self, uid: str, node: str, where_passed: bool) -> None:
         """kube-scheduler binds a member, mostly on the node its filter passed: it waits at
         the barrier (or is refused)."""
-        if (uid in self.pods and self.pods[uid].node) or uid in self.waiting:
+        if (uid in self.pods and self.pods[uid].node) or uid in self.waiting or uid in self.held:
             return  # a pod that was never created can be bound: its filter can be forged too
         g = self.gm.gang(f"default/{uid.split('-')[0]}")
         slot = next((s for s in g.slots if s.member == uid), None) if g is not None else None
