@@ -10,12 +10,12 @@ Each outcome is counted (escher_gang_lifts_total). Created and called by extende
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
 import msgspec
 
+from extender.adapters.inflight import InFlight
 from extender.adapters.kubeapi import ApiError, KubeAPI
 from extender.core.pod import PodInfo
 from extender.metrics import Metrics
@@ -37,23 +37,15 @@ class Lifter:
         self._api = api
         self._gate = gate
         self._lifts = metrics.gang_lifts
-        self._may_write = may_write
-        self._limit = limit
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._inflight = InFlight(may_write, limit)
 
     def __call__(self, pod: PodInfo) -> None:
-        if not self._may_write() or len(self._tasks) >= self._limit:
+        if not self._inflight.send(lambda: self._lift(pod)):
             self._lifts.labels("deferred").inc()
-            return
-        task = asyncio.get_running_loop().create_task(self._lift(pod))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def aclose(self) -> None:
         """Cancel the lifts still in flight (on stop)."""
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._inflight.aclose()
 
     async def _lift(self, pod: PodInfo) -> None:
         body = {

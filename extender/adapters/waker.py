@@ -10,11 +10,11 @@ is counted (escher_requeue_wakes_total). Created by extender.service.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
 
+from extender.adapters.inflight import InFlight
 from extender.adapters.kubeapi import ApiError, KubeAPI, merge_patch
 from extender.metrics import Metrics
 
@@ -33,23 +33,15 @@ class Waker:
         self._api = api
         self._key = f"{domain}/requeued-at"
         self._wakes = metrics.requeue_wakes
-        self._may_write = may_write
-        self._limit = limit
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._inflight = InFlight(may_write, limit)
 
     def __call__(self, uid: str, namespace: str, name: str) -> None:
-        if not self._may_write() or len(self._tasks) >= self._limit:
+        if not self._inflight.send(lambda: self._touch(uid, namespace, name)):
             self._wakes.labels("dropped").inc()
-            return
-        task = asyncio.get_running_loop().create_task(self._touch(uid, namespace, name))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def aclose(self) -> None:
         """Cancel the touches still in flight (on stop)."""
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._inflight.aclose()
 
     async def _touch(self, uid: str, namespace: str, name: str) -> None:
         stamp = f"{time.time():.6f}"

@@ -13,7 +13,8 @@ asynchronously, with no reject-and-wake cycle:
    reserved in the ledger in one atomic step (which checks cpu, memory and pods too). If the
    gang does not fit, nothing is held: two gangs that cannot both fit never deadlock.
 3. Each member's filter passes only its reserved node; a member arriving later takes a ghost
-   place that suits it, or the gang is planned again. No pod is written to.
+   place that suits it, or the gang is planned again. No pod is written to (but for the
+   gate of a held member, 6).
 4. Bind is a barrier (extender.gang.barrier): a member waits until the gang's minimum is at
    bind or bound, then all bind at once. A bound member's place becomes the bound pod.
 5. A reservation not complete within the gang's timeout is released; the gang retries after

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +16,7 @@ from kubernetes import client
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
+from escher_harness.pytest_plugin import ClusterFactory
 from escher_harness.workload import Workload, pod_manifest
 
 pytestmark = pytest.mark.e2e
@@ -36,14 +35,8 @@ def member(gang: str, i: int, size: int, cpu: str = "1", gates: tuple[str, ...] 
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[localcluster.ClusterInfo]:
-    info = localcluster.up(
-        localcluster.ClusterSpec(dir=tmp_path / "c", nodes=4, mode="extender", node_cpu="2")
-    )
-    try:
-        yield info
-    finally:
-        localcluster.down(info.dir, keep_logs=True)
+def cluster(local_cluster: ClusterFactory) -> localcluster.ClusterInfo:
+    return local_cluster(nodes=4, mode="extender", node_cpu="2")
 
 
 def gang(info: localcluster.ClusterInfo, key: str) -> dict[str, Any]:
