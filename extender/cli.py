@@ -49,6 +49,7 @@ def _serve(args: argparse.Namespace) -> int:
             "lease_namespace": args.lease_namespace,
             "identity": args.identity,
             "kube_qps": args.kube_qps,
+            "gang_gate_switch": args.gang_gate_switch,
             "kube_burst": args.kube_burst,
             "log_level": args.log_level,
         }.items()
@@ -126,6 +127,11 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--lease-name", help="the Lease replicas compete for (escher-extender)")
     p.add_argument("--lease-namespace", help="its namespace (kube-system)")
     p.add_argument("--identity", help="this replica's name in the lease (hostname_pid)")
+    p.add_argument(
+        "--gang-gate-switch",
+        help="NAMESPACE/NAME of the ConfigMap the adaptive gang-gate policy reads: the "
+        "extender sets its hold while gangs wait for room (default: none written)",
+    )
     p.add_argument("--kube-qps", type=float, help="the extender's API budget (50)")
     p.add_argument("--kube-burst", type=int, help="... and burst (100)")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")

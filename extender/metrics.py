@@ -106,6 +106,12 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.gang_gate_hold = Gauge(
+            "escher_gang_gate_hold",
+            "What the adaptive gang gate's switch last said: 1, new gang members are held at "
+            "the gang gate; 0, they are not (extender.adapters.gateswitch).",
+            registry=r,
+        )
         self.startup_failures = Counter(
             "escher_startup_failures_total",
             "Failed attempts of a start-up step (retried with backoff; not ready meanwhile), "

@@ -72,6 +72,8 @@ class Service:
         self.elector: Any = None
         self.waker: Any = None
         self.lifter: Any = None
+        self.switch: Any = None
+        self._short_at = float("-inf")  # monotonic: when some gang last waited for room
         # Set on every pod event: the gate lifter looks for held members to let through.
         self._lift_wanted = asyncio.Event()
         binder = None
@@ -102,6 +104,12 @@ class Service:
                 binder = Binder(self.api, self.metrics, self.may_write)
                 self.lifter = Lifter(self.api, self.keys.gate, self.metrics, self.may_write)
                 self.events.subscribe(lambda _: self._lift_wanted.set())
+                if s.gang_gate_switch:
+                    from extender.adapters.gateswitch import GateSwitch
+
+                    self.switch = GateSwitch(
+                        self.api, s.gang_gate_switch, self.metrics, self.may_write
+                    )
                 if s.requeue_window_seconds > 0:
                     from extender.adapters.waker import Waker
 
@@ -262,6 +270,8 @@ class Service:
 
     def _leadership(self, leading: bool) -> None:
         self.metrics.is_leader.set(1 if leading else 0)
+        if self.switch is not None and not leading:
+            self.switch.forget()
         self.metrics.leader_changes.labels("leader" if leading else "follower").inc()
         if self.writeback is None:
             return
@@ -298,9 +308,20 @@ class Service:
             pods, more = self.gangs.lift()
             for pod in pods:
                 self.lifter(pod)
+            if self.switch is not None:
+                self.switch.set(self._hold())
             if more:
                 self._lift_wanted.set()
                 await asyncio.sleep(0)  # the rest in the next turn: let verbs in between
+
+    def _hold(self) -> bool:
+        """The adaptive gang gate: hold new members while some gang waits for room, and for
+        gang_gate_cooldown_seconds after (so that a gang finishing does not open the gate
+        for the next one's members to be retried ungated at once)."""
+        now = asyncio.get_running_loop().time()
+        if self.gangs.short_of_room():
+            self._short_at = now
+        return now - self._short_at < self.settings.gang_gate_cooldown_seconds
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))
@@ -314,6 +335,8 @@ class Service:
             await self.waker.aclose()
         if self.lifter is not None:
             await self.lifter.aclose()
+        if self.switch is not None:
+            await self.switch.aclose()
         if self.elector is not None and self._started:
             with contextlib.suppress(TimeoutError):  # the API server away: the lease expires
                 await asyncio.wait_for(self.elector.release(), self.settings.retry_period_seconds)

@@ -108,6 +108,15 @@ class Settings(BaseSettings):
     # How often held gangs that did not fit are planned again without a pod event (room a
     # node added or grew); pod events plan them at once.
     gang_lift_interval_seconds: Seconds = Field(1.0, gt=0)
+    # The adaptive gang gate: the ConfigMap ("<namespace>/<name>") deploy/'s gang-gate policy
+    # reads; the extender sets its `hold` while some gang waits for room and for
+    # gang_gate_cooldown_seconds after. Empty: the extender writes no switch.
+    gang_gate_switch: str = Field(
+        "",
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?)?$",
+        max_length=317,
+    )
+    gang_gate_cooldown_seconds: Seconds = Field(10.0, ge=0)
 
     # ---- leader election (replicas) -------------------------------------------------------
     # Same defaults as kube-scheduler's leaderElection.

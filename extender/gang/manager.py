@@ -107,6 +107,9 @@ class Gang:
     # The manager's room epoch when a reservation for held members last failed: not tried
     # again before room may have freed (-1: membership changed, try again).
     tried_epoch: int = -1
+    # Its last plan found no room now (it may fit later): the cluster is short of room for
+    # gangs, which the adaptive gang gate reads (GangManager.short_of_room).
+    short: bool = False
     # Members whose Binding was created and that the informer has not reported bound yet.
     committed: set[str] = field(default_factory=set)
     # Members whose filter passed their reserved node, in this reservation.
@@ -171,6 +174,7 @@ class GangManager:
         self._lifting: dict[str, float] = {}
         self.lift_retry = lift_retry
         self._epoch = 0
+        self._short: set[str] = set()  # keys of the gangs whose last plan found no room now
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -256,6 +260,7 @@ class GangManager:
             self._release(g, f"gang {key} ended: its members are gone")
             del self._gangs[key]
             self._held.pop(key, None)
+            self._short.discard(key)
 
     def _on_bound(self, g: Gang, m: Member) -> None:
         """A member is seen bound: its place is the bound pod now, not a reservation."""
@@ -275,6 +280,7 @@ class GangManager:
             self._release(g, "")
             g.phase = Phase.BOUND
             g.reason = ""
+            self._set_short(g, False)
             log.info(
                 "gang bound",
                 extra={
@@ -416,7 +422,9 @@ class GangManager:
         short = self.ledger.reserve(generation, [(s.holder, s.node, s.amounts) for s in slots])
         if short is not None:  # taken meanwhile by a concurrent change: plan again later
             g.reason = f"gang {g.key} does not fit now: {short.detail}"
+            self._set_short(g, True)
             return False
+        self._set_short(g, False)
         for w, s in zip(wants, slots, strict=True):
             if w.ref in g.members:
                 s.member = w.ref
@@ -474,14 +482,28 @@ class GangManager:
                 f"gang {g.key} can never fit: {len(wants)} member(s) of {shape} need more "
                 "than the nodes they may use have, even empty"
             )
+            self._set_short(g, False)
             return True
         g.reason = (
             f"gang {g.key} does not fit now: no set of nodes has room for {len(wants)} "
             f"member(s) of {shape}; waiting for resources to free"
         )
+        self._set_short(g, True)
         return False
 
     # ---- the gang gate ---------------------------------------------------------------------
+
+    def short_of_room(self) -> bool:
+        """Whether some gang found no room at its last plan and waits for room now: what the
+        adaptive gang gate holds new members for (extender.service)."""
+        return bool(self._short)
+
+    def _set_short(self, g: Gang, short: bool) -> None:
+        g.short = short
+        if short:
+            self._short.add(g.key)
+        else:
+            self._short.discard(g.key)
 
     def room_may_have_freed(self) -> None:
         """Something the informer does not report as a pod freed room (a node added or

@@ -257,11 +257,11 @@ def _add_bench(sub: Any) -> None:
     e.set_defaults(func=_guarded(_bench_extender))
     g = kinds.add_parser(
         "gang",
-        help="gang scheduling: seven approaches replay one workload trace",
-        description="Replays one workload (generated from a seed) against the extender (plain "
-        "and with the gang gate), the pure approach (plan and ghost variants), plain "
-        "kube-scheduler, Coscheduling and native gang scheduling, on a fresh cluster per run, "
-        "interleaved over repetitions. "
+        help="gang scheduling: eight approaches replay one workload trace",
+        description="Replays one workload (generated from a seed) against the extender (plain, "
+        "with the gang gate, and with the adaptive gang gate), the pure approach (plan and "
+        "ghost variants), plain kube-scheduler, Coscheduling and native gang scheduling, on a "
+        "fresh cluster per run, interleaved over repetitions. "
         "Scenario options apply to every scenario of the preset kept (see --scenarios).",
     )
     g.add_argument("--out", type=Path, required=True, help="directory for results and plots")
@@ -272,7 +272,7 @@ def _add_bench(sub: Any) -> None:
         help="cluster, scenarios and repetitions (default: standard)",
     )
     g.add_argument("--quick", action="store_true", help="the quick preset (what make demo runs)")
-    g.add_argument("--approaches", type=_names, help="comma-separated (default: all seven)")
+    g.add_argument("--approaches", type=_names, help="comma-separated (default: all eight)")
     g.add_argument("--scenarios", type=_names, help="no-contention,contention (default: both)")
     g.add_argument("--repeat", type=_positive_int, help="repetitions (default: the preset's)")
     g.add_argument("--seed", type=int, help="the workload's seed (default: the preset's, 1)")
@@ -301,8 +301,10 @@ def _add_bench(sub: Any) -> None:
     tl.add_argument("--out", type=Path, required=True, help="directory for results")
     tl.add_argument(
         "--approaches",
-        type=_choices(("extender", "extender-gated", "coscheduling", "native")),
-        help="comma-separated (default: extender,extender-gated,coscheduling,native)",
+        type=_choices(
+            ("extender", "extender-gated", "extender-adaptive", "coscheduling", "native")
+        ),
+        help="comma-separated (default: all five)",
     )
     tl.add_argument("--gangs", type=_positive_int, default=20, help="gangs per run")
     tl.add_argument("--size", type=_positive_int, default=4, help="members per gang")

@@ -162,7 +162,7 @@ class Env:
             port=self.port,
             tls=(cert, key),
             ready="/readyz",
-            flags=self.leader_election_flags + self.verbs_flags,
+            flags=self.leader_election_flags + self.gang_gate_flags + self.verbs_flags,
         )
 
     @property
@@ -170,6 +170,11 @@ class Env:
         return tuple(
             a for a in extender_args(self.rendered) if a.startswith(("--leader", "--lease"))
         )
+
+    @property
+    def gang_gate_flags(self) -> tuple[str, ...]:
+        """The overlay's adaptive gang gate switch (extender mode)."""
+        return tuple(a for a in extender_args(self.rendered) if a.startswith("--gang-gate"))
 
     @property
     def verbs_flags(self) -> tuple[str, ...]:
@@ -541,24 +546,40 @@ def lift(gate: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("env", ["extender"], indirect=True)
-def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env) -> None:
-    """A gang is held at the gang gate by the admission policy, let through and bound whole
-    with the role's grants alone (lifting the gate, binding)."""
+@pytest.mark.parametrize("hold", [False, True], ids=["room", "short-of-room"])
+def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env, hold: bool) -> None:
+    """A gang is bound whole with the role's grants alone: binding, and lifting the gang
+    gate when the switch (the ConfigMap the extender writes with its own Role; here set by
+    hand, as the extender does when gangs wait for room) had the policy hold its members."""
     core = client.CoreV1Api(api_client(env.info.kubeconfig))
     work = Workload(api_client(env.info.kubeconfig))
+    deadline = time.monotonic() + 10
+    while True:  # written by the extender at its first turn as leader: no gang waits
+        try:
+            switch = core.read_namespaced_config_map("escher-gang-gate", NAMESPACE)
+            break
+        except ApiException as e:
+            assert e.status == 404 and time.monotonic() < deadline
+            time.sleep(0.1)
+    assert switch.data == {"hold": "false"}
+    if hold:
+        core.patch_namespaced_config_map("escher-gang-gate", NAMESPACE, {"data": {"hold": "true"}})
+        time.sleep(1)  # the API server's policy parameters follow a watch
     gang = f"g{next(_names)}"
     members = [f"{gang}-{i}" for i in range(3)]
-    for name in members:
-        manifest = pod_manifest(
-            name,
-            requests={"cpu": "1", "memory": "128Mi"},
-            labels={"escher.io/gang": gang},
-            annotations={"escher.io/gang-min": str(len(members))},
-            scheduler_name=env.info.scheduler_name,
-        )
-        created = core.create_namespaced_pod("default", cast(Any, manifest))
-        assert [g.name for g in created.spec.scheduling_gates or []] == ["escher.io/gang"]
+    lifts = metric(env.metrics(), "escher_gang_lifts_total", {"outcome": "sent"})
     try:
+        for name in members:
+            manifest = pod_manifest(
+                name,
+                requests={"cpu": "1", "memory": "128Mi"},
+                labels={"escher.io/gang": gang},
+                annotations={"escher.io/gang-min": str(len(members))},
+                scheduler_name=env.info.scheduler_name,
+            )
+            created = core.create_namespaced_pod("default", cast(Any, manifest))
+            gates = [g.name for g in created.spec.scheduling_gates or []]
+            assert gates == (["escher.io/gang"] if hold else [])
         placed = work.wait(members, timeout=60)
         assert all(p.node for p in placed.values()), placed
         metrics = env.metrics()
@@ -566,9 +587,14 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env) -> None:
             metric(metrics, "escher_extender_decisions_total", {"verb": "bind", "outcome": "bound"})
             >= 3
         )
-        assert metric(metrics, "escher_gang_lifts_total", {"outcome": "sent"}) >= 3
+        lifted = metric(metrics, "escher_gang_lifts_total", {"outcome": "sent"}) - lifts
+        assert lifted == (3 if hold else 0)
     finally:
         work.delete(members)
+        if hold:
+            core.patch_namespaced_config_map(
+                "escher-gang-gate", NAMESPACE, {"data": {"hold": "false"}}
+            )
 
 
 def test_only_pods_that_need_the_extender_are_marked_and_sent_to_it(env: Env) -> None:

@@ -120,3 +120,47 @@ def test_the_gate_of_a_pod_of_no_gang_is_lifted_and_other_gates_stay(
     assert work.wait(["stray"], timeout=30)["stray"].node
     left = until(lambda: gates(pods(core, ["both"])["both"]) == ["example.com/x"], what="lifted")
     assert left and not pods(core, ["both"])["both"]["spec"].get("nodeName")
+
+
+def test_the_adaptive_gate_holds_new_gangs_only_while_gangs_wait_for_room(
+    local_cluster: ClusterFactory,
+) -> None:
+    """deploy/'s gang-gate admission policy and the extender's switch: members created
+    while every gang fits are not gated; once a gang waits for room, new members are; the
+    switch opens again a cool-down after the last gang found room."""
+    info = local_cluster(nodes=4, mode="extender", node_cpu="2", gang_gate=True)
+    api = api_client(info.kubeconfig)
+    core, work = client.CoreV1Api(api), Workload(api)
+
+    def hold() -> str:
+        try:
+            return str(core.read_namespaced_config_map("escher-gang-gate", "default").data["hold"])
+        except client.ApiException as e:
+            assert e.status == 404
+            return ""
+
+    def create(gang: str, size: int, cpu: str) -> list[str]:
+        names = []
+        for i in range(size):
+            created = core.create_namespaced_pod("default", member(gang, i, size, cpu, gates=()))
+            names.append(created.metadata.name)
+        return names
+
+    until(lambda: hold() == "false", what="the switch written open")
+    fits = create("fits", 2, "1")
+    assert all(gates(p) == [] for p in pods(core, fits).values())
+    assert all(p.node for p in work.wait(fits, timeout=30).values())
+    work.delete(fits)
+    blockers = [f"block-{i}" for i in range(3)]
+    for name in blockers:
+        work.create(pod_manifest(name, requests={"cpu": "2"}))
+    work.wait(blockers, timeout=30)
+    short = create("short", 2, "2")  # does not fit: the switch closes
+    until(lambda: hold() == "true", what="the switch held")
+    time.sleep(1)  # the API server's policy parameters follow a watch
+    later = create("later", 2, "2")
+    assert all(gates(p) == [GATE] for p in pods(core, later).values())
+    work.delete(blockers)
+    placed = work.wait(short + later, timeout=30)
+    assert all(p.node for p in placed.values()), placed
+    until(lambda: hold() == "false", timeout=30, what="the switch open after the cool-down")

@@ -11,6 +11,7 @@ After every step:
 - the ledger's reservations are exactly the places the live gangs hold (none leaked);
 - every gang the manager knows has members; a gang whose members are all gone has left no
   state, no holding and no barrier anyone still waits on;
+- the adaptive gate's signal (short of room) is exactly "some waiting gang found no room";
 - a member let through the gate has a reserved place of its own, or its gang is bound or can
   never fit, and a reservation made to let members through is within capacity.
 Seeded (tests/fuzz/campaign.py): the same runs every time.
@@ -293,6 +294,9 @@ class GangMachine(RuleBasedStateMachine):
             assert g.members, f"{g.key} has no members"
             if g.phase is not Phase.RESERVED:
                 assert not g.slots, f"{g.key} is {g.phase} with places"
+            assert not g.short or g.phase is Phase.WAITING, f"{g.key} short of room but {g.phase}"
+        short = any(g.short for g in self.gm.gangs())
+        assert self.gm.short_of_room() is short, "the gate's signal disagrees with the gangs"
 
     def teardown(self) -> None:
         TAKEN.update(self.steps)

@@ -46,6 +46,8 @@ PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
 EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
 # In the escher-system namespace: the replicas' Lease.
 LEADER_ELECTION = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")}
+# ... and in extender mode the adaptive gang gate's switch, a ConfigMap.
+GANG_GATE = {("", "configmaps", v) for v in ("create", "patch")}
 BINDINGS = frozenset({"ClusterRoleBinding", "RoleBinding"})
 
 Doc = dict[str, Any]
@@ -143,7 +145,7 @@ def test_the_extender_is_granted_exactly_the_least_privilege_set(mode: str) -> N
         assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"]
     # In a namespace: leader election's Lease and nothing else (test below).
     namespaced = granted(docs, EXTENDER_SA, BINDINGS - {"ClusterRoleBinding"})
-    assert triples(namespaced) == LEADER_ELECTION
+    assert triples(namespaced) == LEADER_ELECTION | (GANG_GATE if mode == "extender" else set())
 
 
 def test_leader_election_may_create_leases_and_use_only_its_own() -> None:
@@ -215,11 +217,10 @@ def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender(
     assert "marker-policy.yaml" in kustomization("extender")["resources"]
 
 
-def test_an_admission_policy_holds_escher_scheduler_gang_members_at_the_gang_gate() -> None:
+def test_an_admission_policy_holds_gang_members_at_the_gang_gate_when_the_switch_says() -> None:
     docs = overlay("extender")
     policy = find(docs, "MutatingAdmissionPolicy", "escher-extender-gang-gate")["spec"]
-    binding = find(docs, "MutatingAdmissionPolicyBinding", "escher-extender-gang-gate")
-    assert binding["spec"] == {"policyName": "escher-extender-gang-gate"}
+    binding = find(docs, "MutatingAdmissionPolicyBinding", "escher-extender-gang-gate")["spec"]
     assert policy["failurePolicy"] == "Ignore"  # ungated members are still placed whole
     [rule] = policy["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
@@ -232,6 +233,16 @@ def test_an_admission_policy_holds_escher_scheduler_gang_members_at_the_gang_gat
     assert mutation["jsonPatch"]["expression"].count(f'"{KEYS.gate}"') == 2
     touch = find(docs, "ValidatingAdmissionPolicy", "escher-extender-pod-touch")["spec"]
     assert {v["name"]: v["expression"] for v in touch["variables"]}["gate"] == f'"{KEYS.gate}"'
+    # The switch: the ConfigMap the extender writes, and only it may.
+    assert policy["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
+    ref = binding["paramRef"]
+    (container,) = pod_spec(docs, "escher-extender")["containers"]
+    parsed = build_parser().parse_args(["serve", *container["args"]])
+    assert parsed.gang_gate_switch == f"{ref['namespace']}/{ref['name']}"
+    role = find(docs, "Role", "escher-extender-gang-gate")
+    assert role["metadata"]["namespace"] == ref["namespace"]
+    by_name = {tuple(r.get("resourceNames", [])): set(r["verbs"]) for r in role["rules"]}
+    assert by_name == {(): {"create"}, (ref["name"],): {"patch"}}
 
 
 @pytest.mark.parametrize("mode", MODES)

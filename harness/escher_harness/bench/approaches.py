@@ -1,10 +1,12 @@
-"""The seven gang-scheduling approaches the benchmark compares: each a cluster set-up on equal
+"""The eight gang-scheduling approaches the benchmark compares: each a cluster set-up on equal
 footing, plus how to submit, start and delete one gang through the real API.
 
 - extender: kube-scheduler + the ESCHER extender; gangs declared by labels (extender.gang).
-- extender-gated: the same, with each member created behind the gang gate (`escher.io/gang`,
-  what deploy/'s gang-gate policy adds): the extender lets members through once their gang
-  has places, so a gang that does not fit is not tried by kube-scheduler meanwhile.
+- extender-gated: the same, with each member created behind the gang gate (`escher.io/gang`):
+  the extender lets members through once their gang has places, so a gang that does not fit
+  is not tried by kube-scheduler meanwhile.
+- extender-adaptive: the same with deploy/'s adaptive gang gate: its admission policy gates
+  new members only while the extender's switch says gangs wait for room.
 - pure: ESCHER's pure approach, planned from the cluster state (escher_harness.bench.puregang)
   on plain kube-scheduler.
 - pure-ghost: the same with ESCHER's ghost tasks: placeholder pods hold the room first.
@@ -49,13 +51,14 @@ REPO = REPO_ROOT
 APPROACHES = (
     "extender",
     "extender-gated",
+    "extender-adaptive",
     "pure",
     "pure-ghost",
     "default",
     "coscheduling",
     "native",
 )
-_EXTENDER = ("extender", "extender-gated")
+_EXTENDER = ("extender", "extender-gated", "extender-adaptive")
 _PURE = ("pure", "pure-ghost")
 
 
@@ -118,7 +121,9 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
         "percentage_of_nodes_to_score": footing.percentage_of_nodes_to_score,
     }
     if approach in _EXTENDER:
-        return localcluster.ClusterSpec(mode="extender", **common)
+        return localcluster.ClusterSpec(
+            mode="extender", gang_gate=approach == "extender-adaptive", **common
+        )
     if approach in _PURE:
         return localcluster.ClusterSpec(mode="pure", **common)
     if approach == "default":
@@ -274,9 +279,14 @@ def policy_loc() -> dict[str, int | None]:
     ]
     files: dict[str, list[Path]] = {
         # The gang feature's folder and the filter that keeps others off reserved places;
-        # gated, also the adapter that lifts the gate.
+        # gated, also the adapter that lifts the gate, and adaptive, the switch's.
         "extender": extender,
         "extender-gated": [*extender, REPO / "extender" / "adapters" / "lifter.py"],
+        "extender-adaptive": [
+            *extender,
+            REPO / "extender" / "adapters" / "lifter.py",
+            REPO / "extender" / "adapters" / "gateswitch.py",
+        ],
         # The gang ESL, and the runner that creates, replaces and deletes the pods (both
         # variants live in the same runner, so they count the same lines).
         "pure": pure,

@@ -183,7 +183,7 @@ def _compare(
     return Target(name, all(ok), detail)
 
 
-EXTENDERS = ("extender", "extender-gated")
+EXTENDERS = ("extender", "extender-gated", "extender-adaptive")
 
 
 def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]:
@@ -332,7 +332,7 @@ def report_md(doc: Mapping[str, Any], tables: Mapping[str, str], ts: Sequence[Ta
     )
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
     order = "; ".join(f"repetition {k}: {' '.join(o)}" for k, o in doc["order"].items())
-    return f"""# Gang scheduling: seven approaches, one replayed workload
+    return f"""# Gang scheduling: eight approaches, one replayed workload
 
 `{doc["command"]}`, started {doc["started"]}, {doc["duration_s"]:g} s in all.
 Preset **{p["name"]}**{": " + p["note"] if p["note"] else ""}. Seed **{p["seed"]}**,

@@ -39,7 +39,7 @@ from escher_harness.bench.scenario import GangArrival
 from escher_harness.bench.stats import spread
 from escher_harness.kubeclient import api_client
 
-APPROACHES = ("extender", "extender-gated", "coscheduling", "native")
+APPROACHES = ("extender", "extender-gated", "extender-adaptive", "coscheduling", "native")
 # The extender's timeline marks, in the order they happen, after `created`.
 MARKS = ("reserved", "filtered", "ready", "bindings")
 LABELS = {

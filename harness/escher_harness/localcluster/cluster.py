@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import FailToCreateError
 
 from escher_harness.kubeclient import api_client
-from escher_harness.localcluster import config, kwok
+from escher_harness.localcluster import config, gangate, kwok
 from escher_harness.localcluster.binaries import Binaries, find_binaries
 from escher_harness.localcluster.clusterdir import ClusterDir, State, write_json
 from escher_harness.localcluster.config import (
@@ -124,6 +124,10 @@ class ClusterSpec:
     # resource (managedResources), as deploy/'s extender overlay does; the launcher creates
     # no admission policy, so the pods that need the extender must request it themselves.
     scoped: bool = False
+    # In extender mode, the adaptive gang gate as deploy/ runs it: deploy's gang-gate
+    # admission policy (escher_harness.localcluster.gangate), and the extender writing its
+    # switch, so that gang members are held at the gang gate while gangs wait for room.
+    gang_gate: bool = False
     # How often the service proxy asks each replica's /readyz.
     proxy_poll: float = 0.2
     # Budget in seconds for all components to become ready (node creation not included; kwok
@@ -143,6 +147,8 @@ class ClusterSpec:
             raise ClusterError("replicas are extender replicas: they need mode extender or pure")
         if self.scoped and self.mode != "extender":
             raise ClusterError("scoped is a way of calling the extender: it needs mode extender")
+        if self.gang_gate and self.mode != "extender":
+            raise ClusterError("gang_gate holds gangs for the extender: it needs mode extender")
         if self.proxy_poll <= 0:
             raise ClusterError(f"proxy_poll must be > 0, not {self.proxy_poll}")
         if self.client_qps is not None and self.client_qps <= 0:
@@ -570,6 +576,8 @@ def _start(
         f"{apiserver_url}/readyz",
         health_token=admin_token,
     )
+    if spec.gang_gate:
+        manifests = (*manifests, *gangate.manifests(config.scheduler_name(scheduler_config)))
     if manifests:
         _create_manifest_objects(cdir.kubeconfig, manifests, deadline)
         say(f"{len(manifests)} manifest objects created ({time.monotonic() - started:.1f}s)")
@@ -607,12 +615,14 @@ def _start(
             verbs_tls=verbs_tls,
         )
 
+    gate_env = {"ESCHER_GANG_GATE_SWITCH": gangate.switch_name()} if spec.gang_gate else {}
     if extender_url and policy_token and spec.replicas == 1:
         launch(
             "extender",
             extender_argv(ports["extender"], ports.get(VERBS)),
             ports["extender"],
             f"{extender_url}/readyz",
+            extra_env=gate_env,
         )
     elif extender_url and policy_token:
         names = [replica_name(i) for i in range(spec.replicas)]
@@ -623,7 +633,7 @@ def _start(
                 extender_argv(ports[name], ports.get(f"{VERBS}-{i}"), identity=name),
                 ports[name],
                 f"http://127.0.0.1:{ports[name]}/healthz",
-                extra_env=spec.lease.environment(),
+                extra_env={**spec.lease.environment(), **gate_env},
             )
         # Ready once a leader is ready behind it: its /readyz is the leader's.
         service = ["extender", VERBS] if VERBS in ports else ["extender"]
