@@ -297,11 +297,14 @@ class Service:
         each pod event, and every gang_lift_interval_seconds for room the pods do not
         show (nodes added or grown). Only the leader lifts; a follower's turn does nothing."""
         interval = self.settings.gang_lift_interval_seconds
+        loop = asyncio.get_running_loop()
+        bumped = loop.time()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._lift_wanted.wait(), interval)
-            if not self._lift_wanted.is_set():
+            if loop.time() - bumped >= interval:  # also under a steady stream of pod events
                 self.gangs.room_may_have_freed()
+                bumped = loop.time()
             self._lift_wanted.clear()
             if not (self._started and self.may_write()):
                 continue
