@@ -22,3 +22,35 @@ def test_durations_and_the_api_budget_must_be_finite(name: str, value: object) -
 def test_there_are_durations_to_check_and_the_defaults_are_valid() -> None:
     assert len(FINITE) > 10
     Settings()
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("", True),  # no switch written
+        ("escher-system/escher-gang-gate", True),
+        ("default/gate.v1", True),
+        ("escher-gang-gate", False),  # no namespace
+        ("escher-system/", False),
+        ("/escher-gang-gate", False),
+        ("Escher/gate", False),  # not a DNS label
+        ("a/b/c", False),
+        ("a b/c", False),
+        ("a/" + "b" * 320, False),
+        (5, False),
+        (None, False),
+    ],
+)
+def test_the_gang_gate_switch_is_a_config_map_namespace_and_name(value: object, ok: bool) -> None:
+    if ok:
+        assert Settings(gang_gate_switch=value).gang_gate_switch == value  # type: ignore[arg-type]
+        return
+    with pytest.raises(ValidationError) as e:
+        Settings(gang_gate_switch=value)  # type: ignore[arg-type]
+    assert [err["loc"] for err in e.value.errors()] == [("gang_gate_switch",)]
+
+
+def test_the_gang_gate_cool_down_may_not_be_negative() -> None:
+    with pytest.raises(ValidationError) as e:
+        Settings(gang_gate_cooldown_seconds=-1)
+    assert [err["loc"] for err in e.value.errors()] == [("gang_gate_cooldown_seconds",)]
