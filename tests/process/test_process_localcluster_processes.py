@@ -5,7 +5,9 @@ foreign directories (escher_harness.localcluster.cluster)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -46,6 +48,13 @@ def start(tmp_path: Path, script: str, name: str = "fake") -> ProcessRecord:
     )
 
 
+PRINT_MASK_AND_WAIT = """
+import time
+print(next(l for l in open('/proc/self/status') if l.startswith('SigBlk')), flush=True)
+time.sleep(60)
+"""
+
+
 def wait_exit(record: ProcessRecord) -> None:
     deadline = time.monotonic() + 10
     while is_running(record):
@@ -74,6 +83,35 @@ def test_stop_kills_the_whole_group(tmp_path: Path, started: list[ProcessRecord]
     assert not is_running(record)
     assert live_group_members(record.pid) == []
     assert not Path(f"/proc/{record.pid}").exists()  # reaped, not left a zombie
+
+
+def test_a_child_spawned_while_interrupts_are_deferred_still_stops_on_sigterm(
+    tmp_path: Path, started: list[ProcessRecord]
+) -> None:
+    # cluster.up blocks SIGINT and SIGTERM while it spawns and records each component; a
+    # child that inherited that mask ignored the SIGTERM of `down` and was killed only after
+    # the 10 s grace (every e2e teardown paid it for the extender).
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        record = spawn(  # Python, as the extender: /bin/sh would reset the mask itself
+            "fake",
+            [sys.executable, "-c", PRINT_MASK_AND_WAIT],
+            log=tmp_path / "fake.log",
+            port=1,
+            health_url="http://127.0.0.1:1/health",
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    started.append(record)
+    deadline = time.monotonic() + 5
+    while "SigBlk" not in record.log.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert int(record.log.read_text().split()[1], 16) == 0, record.log.read_text()
+    began = time.monotonic()
+    stop(record, grace=5.0)
+    assert not is_running(record)
+    assert time.monotonic() - began < 2.5  # SIGTERM ended it; the grace was not waited out
 
 
 def test_stop_escalates_to_sigkill(tmp_path: Path, started: list[ProcessRecord]) -> None:

@@ -102,6 +102,10 @@ def spawn(
                 (os.POSIX_SPAWN_DUP2, 1, 2),
             ],
             setsid=True,
+            # The caller may be deferring its own interrupts (cluster.up blocks SIGINT and
+            # SIGTERM while it spawns and records a process): the child must not inherit that
+            # mask, or it would ignore the SIGTERM that stops it and be killed after the grace.
+            setsigmask=(),
         )
     except OSError as e:
         raise ClusterError(f"cannot start {name} ({argv[0]}): {e.strerror}") from None
