@@ -161,11 +161,11 @@ def decode(body: bytes, kind: type[T]) -> T:
         message = str(e)
         head, at, path = message.rpartition(" - at `$")
         field = path.rstrip("`").lstrip(".") if at else None
-        raise BadRequest(f"{field or 'body'}: {head if at else message}", field or None) from None
+        raise BadRequest(f"{field or 'body'}: {head if at else message}", field or "body") from None
     except msgspec.DecodeError as e:
-        raise BadRequest(f"body is not valid JSON: {e}") from None
+        raise BadRequest(f"body is not valid JSON: {e}", "body") from None
     except RecursionError:
-        raise BadRequest("body is nested too deeply") from None
+        raise BadRequest("body is nested too deeply", "body") from None
 
 
 def node_names(args: ExtenderArgs) -> list[str]:

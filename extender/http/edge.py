@@ -6,6 +6,10 @@
   by counting while reading (chunked bodies).
 - A body must arrive within `body_timeout` seconds of the request: a client that trickles it
   gets 408 (the headers' read time is bounded by extender.http.protocol).
+- A body must be UTF-8, as JSON text is (RFC 8259): anything else is refused with 400 naming
+  the body, checked chunk by chunk as it is read (no copy for the usual ASCII body). The
+  decoders behind would find such bytes only where they read strings (msgspec), or guess
+  another encoding (Python's json takes UTF-16 and surrogates).
 - With mutual TLS on a separate listener (settings.verbs_port), kube-scheduler's verbs are
   served only there and nothing else is: the listener a request came in on decides.
 - kube-scheduler's verbs go straight to their endpoint (extender.http.verbs), past the
@@ -17,10 +21,12 @@ one table (extender.http.errors).
 from __future__ import annotations
 
 import asyncio
+import codecs
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from extender.http.errors import PayloadTooLarge, RequestTimeout, error_response
+from extender.wire import BadRequest
 
 VERB_PATHS = frozenset({"/filter", "/prioritize", "/bind", "/preempt"})
 
@@ -66,6 +72,7 @@ class Edge:
         seen = 0
         complete = False
         deadline = asyncio.get_running_loop().time() + self.body_timeout
+        utf8 = _Utf8()
 
         async def bounded() -> Message:
             nonlocal seen, complete
@@ -79,10 +86,31 @@ class Edge:
                 raise RequestTimeout(
                     f"the request body did not arrive within {self.body_timeout:g}s"
                 ) from None
-            seen += len(message.get("body", b""))
+            chunk = message.get("body", b"")
+            seen += len(chunk)
             complete = not message.get("more_body", False)
             if seen > self.limit:
                 raise PayloadTooLarge(f"request body is larger than {self.limit} bytes")
+            utf8.check(chunk, seen - len(chunk), final=complete)
             return message
 
         await (self.verbs if path in VERB_PATHS else self.app)(scope, bounded, send)
+
+
+class _Utf8:
+    """Checks a body's bytes are UTF-8 as its chunks arrive (a sequence may span two)."""
+
+    def __init__(self) -> None:
+        self._decoder: codecs.IncrementalDecoder | None = None
+
+    def check(self, chunk: bytes, offset: int, final: bool) -> None:
+        if self._decoder is None and chunk.isascii():
+            return  # the usual body: nothing to decode, nothing pending
+        if self._decoder is None:
+            self._decoder = codecs.getincrementaldecoder("utf-8")()
+        pending = len(self._decoder.getstate()[0])  # bytes of a sequence the last chunk began
+        try:
+            self._decoder.decode(chunk, final)
+        except UnicodeDecodeError as e:
+            at = offset - pending + e.start
+            raise BadRequest(f"body is not valid UTF-8: {e.reason} at byte {at}", "body") from None

@@ -172,7 +172,7 @@ def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> No
         err = e.errors()[0]
         on_client_error(request, 422 if err["type"] != "json_invalid" else 400)
         if err["type"] == "json_invalid":
-            return error_response(400, "body is not valid JSON")
+            return error_response(400, "body is not valid JSON", "body")
         loc = ".".join(str(p) for p in err["loc"] if p != "body") or "body"
         return error_response(422, f"{loc}: {err['msg']}", loc)
 
@@ -180,9 +180,10 @@ def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> No
 
     async def http(request: Request, e: Exception) -> Response:
         assert isinstance(e, StarletteHTTPException)
-        if isinstance(e.__cause__, HTTPError):
-            # The edge's body limits, raised while FastAPI read the body: it wraps whatever
-            # reading raises in a 400 ("error parsing the body"), hiding the 413 or 408.
+        if isinstance(e.__cause__, HTTPError | BadRequest):
+            # The edge's checks of the body, raised while FastAPI read it: it wraps whatever
+            # reading raises in a 400 ("error parsing the body"), hiding the 413, the 408, or
+            # which field is wrong.
             return await known(request, e.__cause__)
         on_client_error(request, e.status_code)
         path = request.url.path[:200]

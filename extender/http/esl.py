@@ -13,17 +13,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import msgspec
 from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
+from extender import wire
 from extender.esl.base import Change, Dynamic, PodRequest
 from extender.esl.registry import REGISTRY, Instance
 from extender.http.deps import Runtime, accepting, caller, ready, settled
 from extender.http.errors import documented
-from extender.wire import BadRequest
 
 
 class InstanceView(BaseModel):
@@ -83,12 +82,7 @@ async def _json(request: Request) -> Any:
     raw = await request.body()
     if not raw.strip():
         return None
-    try:
-        return msgspec.json.decode(raw)
-    except msgspec.DecodeError as e:
-        raise BadRequest(f"body is not valid JSON: {e}") from None
-    except RecursionError:
-        raise BadRequest("body is nested too deeply") from None
+    return wire.decode(raw, object)
 
 
 def _body_schema() -> dict[str, Any]:

@@ -121,16 +121,25 @@ COMPOSE_BAD_PART = {
 # (method, path, JSON body or raw bytes, status, field, start of the message)
 ERRORS: list[Any] = [
     pytest.param(
-        "POST", "/v1/esl/colocation", b'{"name": ', 400, None, "body is not valid JSON", id="json"
+        "POST", "/v1/esl/colocation", b'{"name": ', 400, "body", "body is not valid JSON", id="json"
     ),
     pytest.param(
         "POST",
         "/v1/esl/colocation",
         b"[" * 100_000 + b"]" * 100_000,
         400,
-        None,
+        "body",
         "body is nested too deeply",
         id="deep-json",
+    ),
+    pytest.param(
+        "POST",
+        "/v1/esl/colocation",
+        b'{"name": "\xff"}',
+        400,
+        "body",
+        "body is not valid UTF-8",
+        id="utf8",
     ),
     pytest.param("POST", "/v1/esl/nope", {}, 404, "kind", "unknown ESL kind 'nope'", id="kind"),
     pytest.param(
@@ -262,7 +271,7 @@ ERRORS: list[Any] = [
         "POST", "/v1/esl/queues-jobs/step", {"later": 1}, 422, "later", "later: ", id="step-extra"
     ),
     pytest.param(
-        "POST", "/v1/esl/queues-jobs/step", b"{", 400, None, "body is not", id="step-json"
+        "POST", "/v1/esl/queues-jobs/step", b"{", 400, "body", "body is not", id="step-json"
     ),
     pytest.param(
         "POST",
