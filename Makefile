@@ -1,7 +1,8 @@
 # The two commands of the README, and their parts.
 #   make demo   the main job: the quick gang-scheduling comparison on the embedded cluster
 #   make test   lint, type-check and run the whole test suite, every tier
-# Both create .venv and build the control-plane binaries (and the Coscheduling peer) when
+# Both create .venv and build the control-plane binaries (and the Coscheduling peer; test also
+# helm and promtool) when
 # they are missing.
 #
 # The test tiers, laid out like the packages:
@@ -16,7 +17,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit process e2e fuzz binaries peers scheduler-perf venv clean
+.PHONY: demo test lint unit process e2e fuzz binaries peers tools scheduler-perf venv clean
 
 # The service and, beside it, the harness with the development tools.
 $(STAMP): pyproject.toml harness/pyproject.toml
@@ -29,6 +30,10 @@ venv: $(STAMP)
 
 binaries:
 	hack/build-binaries.sh
+
+# helm and promtool, for the chart's and the alert rules' tests.
+tools:
+	hack/build-tools.sh
 
 # The benchmark's Coscheduling peer (kube-scheduler-plugins and its PodGroup CRD).
 peers:
@@ -50,14 +55,14 @@ unit: $(STAMP)
 process: $(STAMP)
 	$(BIN)/pytest tests/process
 
-e2e: $(STAMP) binaries peers
+e2e: $(STAMP) binaries peers tools
 	$(BIN)/pytest tests/e2e
 
 fuzz: $(STAMP)
 	ESCHER_FUZZ_EXAMPLES=$${ESCHER_FUZZ_EXAMPLES:-200} ESCHER_FUZZ_RUNS=$${ESCHER_FUZZ_RUNS:-500} \
 	$(BIN)/pytest tests/fuzz
 
-test: $(STAMP) binaries peers lint
+test: $(STAMP) binaries peers tools lint
 	$(BIN)/pytest
 
 demo: $(STAMP) binaries peers
