@@ -2,8 +2,7 @@
 #   make demo   the main job: the quick gang-scheduling comparison on the embedded cluster
 #   make test   lint, type-check and run the whole test suite, every tier
 # Both create .venv and build the control-plane binaries (and the Coscheduling peer; test also
-# helm and promtool) when
-# they are missing.
+# helm and promtool) when they are missing.
 #
 # The test tiers, laid out like the packages:
 #   make unit     tests/unit: starts no process, runs in seconds
