@@ -119,6 +119,14 @@ class Metrics:
             ["step", "reason"],
             registry=r,
         )
+        self.pending_closed = Counter(
+            "escher_pending_connections_closed_total",
+            "Connections closed before they sent a request (extender.http.pending), by "
+            "listener (api, verbs) and why (timeout: handshake or headers too slow; evicted: "
+            "the oldest of too many).",
+            ["listener", "why"],
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "escher_watch_restarts_total",
             "Watches of the cluster view restarted, by resource and reason.",

@@ -6,8 +6,10 @@ with `verbs_port`, the policy API there and kube-scheduler's verbs on a second T
 (its own certificate, or the service's) that requires a client certificate signed by
 `verbs_client_ca_file` when one is given. The verbs listener speaks HTTP/2 and is open while
 the service is ready (extender.http.verbs_listener says why), or with `verbs_http2` off is a
-second uvicorn listener, HTTP/1.1 only and cheaper per call. uvicorn's listeners use the
-header-timeout protocol (extender.http.protocol); all refuse requests beyond
+second uvicorn listener, HTTP/1.1 only and cheaper per call. Each listener bounds the
+connections that have not sent a request yet (extender.http.pending), and so does its own TLS
+handshake: uvicorn's through extender.http.protocol, which is why uvicorn is given the TLS
+context of the listener rather than its certificate. All refuse requests beyond
 `max_concurrency` with 503. SIGTERM stops both and then the service. Called by extender.cli.
 """
 
@@ -16,13 +18,16 @@ from __future__ import annotations
 import asyncio
 import ssl
 import sys
+from pathlib import Path
 
 import uvicorn
 from hypercorn.config import Config as HypercornConfig
 
 from extender.app import create_app
 from extender.http import verbs_listener
+from extender.http.pending import Pending
 from extender.http.protocol import protocol
+from extender.metrics import Metrics
 from extender.service import Service, StartupError
 from extender.settings import Settings
 
@@ -38,8 +43,9 @@ def run(settings: Settings) -> int:
     return uvloop.run(_serve(settings))
 
 
-def _configs(settings: Settings, app: object) -> list[uvicorn.Config]:
-    """uvicorn's listeners: `port`, and the verbs' when they are HTTP/1.1 only."""
+def _configs(settings: Settings, app: object, metrics: Metrics) -> list[uvicorn.Config]:
+    """uvicorn's listeners: `port`, and the verbs' when they are HTTP/1.1 only. Raises
+    OSError or ssl.SSLError when a certificate does not load."""
     s = settings
     common: dict[str, object] = {
         "log_config": None,
@@ -48,22 +54,39 @@ def _configs(settings: Settings, app: object) -> list[uvicorn.Config]:
         # No X-Forwarded-* rewriting: nothing in front of the service is trusted to set them.
         "proxy_headers": False,
         "server_header": False,
-        "http": protocol(s.header_timeout_seconds),
         "limit_concurrency": s.max_concurrency,
-        "ssl_certfile": str(s.tls_cert_file) if s.tls_cert_file else None,
-        "ssl_keyfile": str(s.tls_key_file) if s.tls_key_file else None,
     }
-    configs = [uvicorn.Config(app, host=s.host, port=s.port, **common)]  # type: ignore[arg-type]
+    api_tls = None
+    if s.tls_cert_file is not None and s.tls_key_file is not None:
+        api_tls = server_tls((s.tls_cert_file, s.tls_key_file), None)
+    api = protocol(pending(s, metrics, "api"), api_tls)
+    configs = [uvicorn.Config(app, host=s.host, port=s.port, http=api, **common)]  # type: ignore[arg-type]
     certificate = s.verbs_certificate()
     if s.verbs_port is not None and certificate is not None and not s.verbs_http2:
-        verbs = {**common, "ssl_certfile": str(certificate[0]), "ssl_keyfile": str(certificate[1])}
-        if s.verbs_client_ca_file is not None:
-            verbs |= {
-                "ssl_ca_certs": str(s.verbs_client_ca_file),
-                "ssl_cert_reqs": ssl.CERT_REQUIRED,
-            }
-        configs.append(uvicorn.Config(app, host=s.host, port=s.verbs_port, **verbs))  # type: ignore[arg-type]
+        tls = server_tls(certificate, s.verbs_client_ca_file)
+        verbs = protocol(pending(s, metrics, "verbs"), tls)
+        configs.append(uvicorn.Config(app, host=s.host, port=s.verbs_port, http=verbs, **common))  # type: ignore[arg-type]
     return configs
+
+
+def pending(settings: Settings, metrics: Metrics, listener: str) -> Pending:
+    """A listener's set of connections that wait for a request (extender.http.pending)."""
+    closed = metrics.pending_closed
+    return Pending(
+        settings.max_pending_connections,
+        settings.header_timeout_seconds,
+        lambda why: closed.labels(listener, why).inc(),
+    )
+
+
+def server_tls(certificate: tuple[Path, Path], client_ca: Path | None) -> ssl.SSLContext:
+    """A listener's TLS context: its certificate and, with `client_ca`, mutual TLS."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(certificate[0]), str(certificate[1]))
+    if client_ca is not None:
+        context.load_verify_locations(str(client_ca))
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
 
 def _http2_verbs_config(settings: Settings) -> HypercornConfig | None:
@@ -78,7 +101,6 @@ def _http2_verbs_config(settings: Settings) -> HypercornConfig | None:
         certificate,
         s.verbs_client_ca_file,
         max_concurrency=s.max_concurrency,
-        handshake_timeout=s.header_timeout_seconds,
     )
 
 
@@ -91,15 +113,23 @@ async def _serve(settings: Settings) -> int:
         print(f"escher-extender serve: {e}", file=sys.stderr)
         await service.stop()
         return 2
-    servers = [uvicorn.Server(c) for c in _configs(settings, app)]
+    try:
+        servers = [uvicorn.Server(c) for c in _configs(settings, app, service.metrics)]
+    except (OSError, ssl.SSLError) as e:
+        print(f"escher-extender serve: the certificate does not load: {e}", file=sys.stderr)
+        await service.stop()
+        return 2
     stop = asyncio.Event()
     tasks = [asyncio.create_task(s.serve()) for s in servers]
     verbs = _http2_verbs_config(settings)
     if verbs is not None:
         limited = verbs_listener.Limited(app, settings.max_concurrency)
         ready = lambda: service.ready()[0]  # noqa: E731
+        waiting = pending(settings, service.metrics, "verbs")
         tasks.append(
-            asyncio.create_task(verbs_listener.serve_while_ready(limited, verbs, ready, stop))
+            asyncio.create_task(
+                verbs_listener.serve_while_ready(limited, verbs, waiting, ready, stop)
+            )
         )
     failed = ""
     try:

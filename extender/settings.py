@@ -71,7 +71,11 @@ class Settings(BaseSettings):
     # ---- limits: what anything that reaches the port can make the service hold ------------
     # A 5,000-node NodeList body is about 10 MB.
     max_body_bytes: int = Field(32 * 1024 * 1024, gt=0)
+    # A connection's TLS handshake and each request's headers must be done within
+    # header_timeout_seconds; at most max_pending_connections per listener may be at it at
+    # once, a new one past that closes the oldest (extender.http.pending: slowloris).
     header_timeout_seconds: Seconds = Field(10.0, gt=0)
+    max_pending_connections: int = Field(256, ge=1)
     body_timeout_seconds: Seconds = Field(30.0, gt=0)
     # Requests in progress at once; more are answered 503 by the server at once.
     max_concurrency: int = Field(2000, ge=1)

@@ -105,6 +105,9 @@ def error_response(status: int, message: str, field: str | None = None) -> JSONR
     headers: dict[str, str] | None = None
     if status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
+    elif status in (408, 413):
+        # The body was not read to its end: what the client sends next is no request.
+        headers = {"Connection": "close"}
     elif status == 503:
         # Close the connection: a client kept alive on a follower (a deposed leader behind a
         # Service: conntrack keeps the connection on it) reconnects, and the Service sends

@@ -1,18 +1,30 @@
-"""uvicorn's HTTP protocol with a header read timeout.
+"""uvicorn's HTTP protocol, bounding the connections that wait for a request.
 
-uvicorn bounds idle keep-alive connections but not a client that trickles its request line
-and headers: each such connection would stay open for ever. This protocol gives every request
-`header_timeout` seconds from its first byte (or from the connection, for one that sends
-nothing) to finish its headers, and answers 408 and closes otherwise. The body's read time
-is bounded in the ASGI layer (extender.http.edge). Passed to uvicorn by extender.cli.
+uvicorn bounds idle kept-alive connections, but not one that trickles: not its TLS handshake
+(asyncio's default allows 60 s, and uvicorn sets none), not its request line and headers,
+and not the bytes between two requests (each byte cancels uvicorn's keep-alive timer). Each
+would stay open for as long as its client liked. This protocol makes every connection wait
+in its listener's Pending set from its accept (from its handshake's end, over TLS) until its
+first request's headers are complete, and again from the first byte of each later request
+until its headers are: past the set's timeout it answers 408 and closes, and past its size
+the oldest waiting connection is closed.
+
+Over TLS the handshake waits in the same set first (extender.http.tls), which is why uvicorn
+is given no certificate but this factory a TLS context. The body's read time is bounded in
+the ASGI layer (extender.http.edge). Passed to uvicorn by extender.server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from extender.http.pending import Pending
+from extender.http.tls import Handshake, secured
 
 _TIMEOUT_BODY = b'{"error": "the request headers took too long to send"}'
 _TIMEOUT_REPLY = (
@@ -21,41 +33,55 @@ _TIMEOUT_REPLY = (
 )
 
 
-def protocol(header_timeout: float) -> type[HttpToolsProtocol]:
-    """An HttpToolsProtocol class with the given header timeout."""
+def protocol(pending: Pending, tls: ssl.SSLContext | None) -> Callable[..., asyncio.BaseProtocol]:
+    """uvicorn's `http` protocol factory: HttpToolsProtocol connections that wait in
+    `pending`, over `tls` if given (then give uvicorn no certificate of its own)."""
 
-    class HeaderTimeoutProtocol(HttpToolsProtocol):
-        _header_timer: asyncio.TimerHandle | None = None
-
-        def _arm(self) -> None:
-            if self._header_timer is None:
-                self._header_timer = self.loop.call_later(header_timeout, self._expired)
-
-        def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _expired(self) -> None:
-            self._header_timer = None
-            if not self.transport.is_closing():
-                self.transport.write(_TIMEOUT_REPLY)
-                self.transport.close()
+    class PendingProtocol(HttpToolsProtocol):
+        handshake: Handshake | None = None
+        _in_request = False  # a request's headers are complete, its message is not
 
         def connection_made(self, transport: Any) -> None:
+            if self.handshake is not None:
+                self.handshake.done()
+            pending.wait(self)
             super().connection_made(transport)
-            self._arm()
 
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._arm()
+        def data_received(self, data: bytes) -> None:
+            if not self._in_request:
+                pending.wait(self)
+            super().data_received(data)
 
         def on_headers_complete(self) -> None:
-            self._disarm()
+            pending.done(self)
+            self._in_request = True
             super().on_headers_complete()
 
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._in_request = False
+
         def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
+            pending.done(self)
             super().connection_lost(exc)
 
-    return HeaderTimeoutProtocol
+        def expire(self) -> None:
+            """Called by `pending`: waited too long, or is the oldest of too many."""
+            if self.transport.is_closing():
+                return
+            if self.cycle is None or self.cycle.response_complete:  # never inside a reply
+                self.transport.write(_TIMEOUT_REPLY)
+            self.transport.close()
+
+    def factory(**kwargs: Any) -> asyncio.BaseProtocol:
+        if tls is None:
+            return PendingProtocol(**kwargs)
+
+        def app(handshake: Handshake) -> asyncio.BaseProtocol:
+            made = PendingProtocol(**kwargs)
+            made.handshake = handshake
+            return made
+
+        return secured(app, tls, pending)
+
+    return factory

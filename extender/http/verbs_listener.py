@@ -21,9 +21,13 @@ a replica that steps down closes it, its connections are told to go away once th
 in flight are answered, and kube-scheduler's next connection reaches the leader.
 
 Limits, as on the other listener: requests in progress beyond `max_concurrency` are answered
-503 (and one connection may carry that many streams); the TLS handshake must finish within
-`header_timeout_seconds`; headers are at most hypercorn's 16 KiB; bodies are bounded by the
-edge (extender.http.edge). An idle connection is closed after IDLE_SECONDS, Go's own idle
+503 (and one connection may carry that many streams); a connection's TLS handshake must be
+done within `header_timeout_seconds`, and handshaking connections are bounded in number
+(extender.http.pending), which is why `_serve` wraps each connection in extender.http.tls
+rather than let hypercorn's `serve` start a TLS server, which hides a connection until its
+handshake completes; once it is done the client has shown kube-scheduler's certificate.
+Headers are at most hypercorn's 16 KiB; bodies are bounded by the edge
+(extender.http.edge). An idle connection is closed after IDLE_SECONDS, Go's own idle
 timeout, so kube-scheduler rather than the server decides when its connection is idle.
 Started by extender.server.
 """
@@ -32,16 +36,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import ssl
 from collections.abc import Callable
 from pathlib import Path
 
-from hypercorn.asyncio import serve
+from hypercorn.asyncio.tcp_server import TCPServer
+from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.config import Config
+from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from extender.http.errors import error_response
+from extender.http.pending import Pending
+from extender.http.tls import Handshake, secured
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +65,6 @@ def config(
     client_ca: Path | None,
     *,
     max_concurrency: int,
-    handshake_timeout: float,
 ) -> Config:
     c = Config()
     c.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
@@ -66,7 +74,6 @@ def config(
         c.verify_mode = ssl.CERT_REQUIRED
     c.alpn_protocols = ["h2", "http/1.1"]
     c.h2_max_concurrent_streams = max_concurrency
-    c.ssl_handshake_timeout = handshake_timeout
     c.keep_alive_timeout = IDLE_SECONDS
     # hypercorn closes a connection after 1,000 requests by default: kube-scheduler would
     # pay a handshake every 1,000 calls. HTTP/2's own stream ids end a connection at 2**30.
@@ -83,8 +90,7 @@ _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"u
 class Limited:
     """The app, with at most `limit` requests in progress (more are answered 503 at once),
     and no HTTP/1.1 hop-by-hop header in an HTTP/2 reply (a protocol error there: a 503
-    says `Connection: close`). The lifespan belongs to extender.server, so it is
-    acknowledged here and not passed on."""
+    says `Connection: close`)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -92,11 +98,6 @@ class Limited:
         self.active = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
         if scope.get("http_version") == "2":
             send = _without_hop_by_hop(send)
         if self.active >= self.limit:
@@ -121,7 +122,7 @@ def _without_hop_by_hop(send: Send) -> Send:
 
 
 async def serve_while_ready(
-    app: ASGIApp, cfg: Config, ready: Callable[[], bool], stop: asyncio.Event
+    app: ASGIApp, cfg: Config, pending: Pending, ready: Callable[[], bool], stop: asyncio.Event
 ) -> None:
     """Serve `app` by `cfg` whenever `ready()` holds, until `stop` is set. Raises what
     serving raised (a port already taken, a certificate that does not load)."""
@@ -132,7 +133,7 @@ async def serve_while_ready(
             if stop.is_set():
                 return
         closing = asyncio.Event()
-        serving = asyncio.create_task(serve(app, cfg, shutdown_trigger=closing.wait))  # type: ignore[arg-type]
+        serving = asyncio.create_task(_serve(app, cfg, pending, closing))
         while ready() and not stop.is_set() and not serving.done():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), READY_POLL_SECONDS)
@@ -147,3 +148,51 @@ async def serve_while_ready(
             # them (a client that wrote after TLS close_notify): the listener is closed all
             # the same.
             log.warning("the verbs listener closed with an error", extra={"error": repr(e)})
+
+
+async def _serve(app: ASGIApp, cfg: Config, pending: Pending, closing: asyncio.Event) -> None:
+    """hypercorn's worker_serve for one TLS socket, with the handshake in `pending`: until
+    `closing` is set, then as gracefully as hypercorn (calls in flight get
+    cfg.graceful_timeout to finish)."""
+    loop = asyncio.get_running_loop()
+    tls = cfg.create_ssl_context()
+    assert tls is not None  # config() always gives a certificate
+    wrapped = wrap_app(app, cfg.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]
+    context = WorkerContext(None)
+    connections: set[asyncio.Task[None]] = set()
+
+    async def connected(
+        handshake: Handshake, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        handshake.done()
+        task = asyncio.current_task()
+        assert task is not None
+        connections.add(task)
+        task.add_done_callback(connections.discard)
+        await TCPServer(wrapped, loop, cfg, context, {}, reader, writer)
+
+    def accepted() -> asyncio.BaseProtocol:
+        # What asyncio.start_server(ssl=...) builds (its reader limit too), with the
+        # handshake in `pending`.
+        reader = asyncio.StreamReader(limit=2**16, loop=loop)
+        return secured(
+            lambda handshake: asyncio.StreamReaderProtocol(
+                reader, functools.partial(connected, handshake), loop=loop
+            ),
+            tls,
+            pending,
+        )
+
+    (sock,) = cfg.create_sockets().secure_sockets
+    server = await loop.create_server(accepted, sock=sock, backlog=cfg.backlog)
+    try:
+        await closing.wait()
+    finally:
+        await context.terminated.set()  # idle connections close; HTTP/2 ones are told to go
+        server.close()
+        await server.wait_closed()
+        if connections:
+            _, late = await asyncio.wait(connections, timeout=cfg.graceful_timeout)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
