@@ -43,13 +43,12 @@ class HolderKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Holding:
-    """Amounts that one holder takes on one node. `owner` groups holdings (a gang's key)."""
+    """Amounts that one holder takes on one node."""
 
     holder: str
     node: str
     amounts: Mapping[str, int]
     kind: HolderKind
-    owner: str = ""
     priority: int = 0  # of a pod: who may preempt it
 
 
@@ -333,7 +332,6 @@ class Ledger:
         node: str,
         amounts: Mapping[str, int],
         kind: HolderKind = HolderKind.ASSUMED,
-        owner: str = "",
         priority: int = 0,
     ) -> Shortfall | None:
         """Take `amounts` on `node` for `holder` if its ephemeral resources have room.
@@ -359,14 +357,12 @@ class Ledger:
             short = self._check(view, amounts, credit, physical=False)
             if short is not None:
                 return short
-            self._put(Holding(holder, node, dict(amounts), kind, owner, priority))
+            self._put(Holding(holder, node, dict(amounts), kind, priority))
             self._changed(frozenset())
             return None
 
-    def reserve(
-        self, owner: str, places: Sequence[tuple[str, str, Mapping[str, int]]]
-    ) -> Shortfall | None:
-        """Hold every place (holder, node, amounts) as a reservation of `owner`, or none.
+    def reserve(self, places: Sequence[tuple[str, str, Mapping[str, int]]]) -> Shortfall | None:
+        """Hold every place (holder, node, amounts) as a reservation, or none.
 
         Unlike `hold`, physical resources are checked too: a reservation is taken for pods
         kube-scheduler has not placed yet, so nothing else has checked them. A holder already
@@ -393,7 +389,7 @@ class Ledger:
                 if short is not None:
                     return short
             for holder, node, amounts in places:
-                self._put(Holding(holder, node, dict(amounts), HolderKind.RESERVATION, owner))
+                self._put(Holding(holder, node, dict(amounts), HolderKind.RESERVATION))
             if places:
                 self._changed(frozenset())
             return None
@@ -455,7 +451,7 @@ class Ledger:
             if h is None:
                 return False
             self._drop(old)
-            self._put(Holding(new, h.node, dict(amounts), HolderKind.ASSUMED, h.owner, h.priority))
+            self._put(Holding(new, h.node, dict(amounts), HolderKind.ASSUMED, h.priority))
             self._changed(frozenset())
             return True
 

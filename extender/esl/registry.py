@@ -15,7 +15,6 @@ policies advance without a client calling POST /v1/esl/{id}/step.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -112,7 +111,6 @@ class Instances:
         self.limit = limit
         self._lock = threading.Lock()
         self._items: dict[str, Instance] = {}
-        self._seq = itertools.count(1)
 
     def __len__(self) -> int:
         return len(self._items)

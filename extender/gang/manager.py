@@ -107,9 +107,6 @@ class Gang:
     # The manager's room epoch when a reservation for held members last failed: not tried
     # again before room may have freed (-1: membership changed, try again).
     tried_epoch: int = -1
-    # Its last plan found no room now (it may fit later): the cluster is short of room for
-    # gangs, which the adaptive gang gate reads (GangManager.short_of_room).
-    short: bool = False
     # Members whose Binding was created and that the informer has not reported bound yet.
     committed: set[str] = field(default_factory=set)
     # Members whose filter passed their reserved node, in this reservation.
@@ -419,7 +416,7 @@ class GangManager:
             Slot(f"{generation}/{i}", places[w.ref], dict(w.amounts), None)
             for i, w in enumerate(wants)
         ]
-        short = self.ledger.reserve(generation, [(s.holder, s.node, s.amounts) for s in slots])
+        short = self.ledger.reserve([(s.holder, s.node, s.amounts) for s in slots])
         if short is not None:  # taken meanwhile by a concurrent change: plan again later
             g.reason = f"gang {g.key} does not fit now: {short.detail}"
             self._set_short(g, True)
@@ -499,7 +496,8 @@ class GangManager:
         return bool(self._short)
 
     def _set_short(self, g: Gang, short: bool) -> None:
-        g.short = short
+        # Its last plan found no room now (it may fit later): the cluster is short of room
+        # for gangs, which the adaptive gang gate reads (short_of_room).
         if short:
             self._short.add(g.key)
         else:

@@ -51,7 +51,7 @@ def ledger(reserve: bool = False) -> Ledger:
     lg.set_capacity(R, {"n0": 2, "n1": 1})
     lg.hold("other", "n0", {R: 2})
     if reserve:
-        lg.reserve("some-gang", [("slot", "n2", {"cpu": 3500})])
+        lg.reserve([("slot", "n2", {"cpu": 3500})])
     return lg
 
 

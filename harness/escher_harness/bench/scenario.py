@@ -50,9 +50,6 @@ class Scenario:
             * parse(self.run_time).mean()
         )
 
-    def largest_gang(self) -> int:
-        return max(ints(parse(self.sizes)))
-
 
 @dataclass(frozen=True)
 class GangArrival:

@@ -130,7 +130,7 @@ def test_remove_resource_and_release_all() -> None:
     assert sorted(lg.remove_resource(R)) == ["a", "b"]
     assert lg.remove_resource(R) == []
     assert lg.has_resource(S) and not lg.has_resource(R)
-    assert lg.reserve("gang/g1", [("g1-0", "a", {S: 1}), ("g1-1", "b", {"cpu": 1000})]) is None
+    assert lg.reserve([("g1-0", "a", {S: 1}), ("g1-1", "b", {"cpu": 1000})]) is None
     assert lg.reserved_nodes() == {"a": 1, "b": 1}
     assert lg.release_all(["g1-0", "g1-1", "g1-0", "nobody"]) == 2  # a repeat counts once
     assert lg.node("a").used == {} and lg.reserved_nodes() == {}  # type: ignore[union-attr]
@@ -251,10 +251,10 @@ def test_the_filter_index_is_capacity_minus_used() -> None:
 
 def test_reserve_checks_physical_resources_and_is_all_or_nothing() -> None:
     lg = ledger("a", "b", cap=1)
-    short = lg.reserve("g", [("s0", "a", {"cpu": 3000}), ("s1", "a", {"cpu": 2000})])
+    short = lg.reserve([("s0", "a", {"cpu": 3000}), ("s1", "a", {"cpu": 2000})])
     assert short is not None and short.resource == "cpu" and short.requested == 5000
     assert lg.holding("s0") is None and lg.reserved_nodes() == {}
-    assert lg.reserve("g", [("s0", "a", {"cpu": 3000, R: 1}), ("s1", "b", {"cpu": 4000})]) is None
+    assert lg.reserve([("s0", "a", {"cpu": 3000, R: 1}), ("s1", "b", {"cpu": 4000})]) is None
     # Non-gang pods are checked on reserved nodes only: "b" is full, "a" has 1000m left.
     assert set(lg.physical_shortfalls(["a", "b"], {"cpu": 1000})) == {"b"}
     assert set(lg.physical_shortfalls(["a", "b"], {"cpu": 1500})) == {"a", "b"}
@@ -262,7 +262,7 @@ def test_reserve_checks_physical_resources_and_is_all_or_nothing() -> None:
 
 def test_convert_hands_a_reserved_place_to_its_pod() -> None:
     lg = ledger("a", cap=2)
-    assert lg.reserve("g", [("slot", "a", {R: 2, "cpu": 1000})]) is None
+    assert lg.reserve([("slot", "a", {R: 2, "cpu": 1000})]) is None
     assert lg.convert("slot", "pod-uid", {R: 1, "cpu": 500})
     h = lg.holding("pod-uid")
     assert h is not None and h.kind is HolderKind.ASSUMED and h.node == "a"
@@ -275,7 +275,7 @@ def test_totals_follow_the_holdings() -> None:
     lg = ledger("a", "b", cap=2)
     lg.hold("p", "a", {R: 1})
     lg.observe_bound("q", "b", {R: 1})
-    lg.reserve("g", [("s", "b", {"cpu": 100})])
+    lg.reserve([("s", "b", {"cpu": 100})])
     t = lg.totals()
     assert (t.nodes, t.resources) == (2, 1)
     assert t.holdings == {HolderKind.ASSUMED: 1, HolderKind.POD: 1, HolderKind.RESERVATION: 1}
