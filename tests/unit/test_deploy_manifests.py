@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from escher_harness.localcluster.config import SCHEDULER_ENV
 from extender.cli import build_parser
 from extender.core.pod import COSCHEDULING_LABEL, Keys
 from extender.settings import Settings
@@ -395,6 +396,13 @@ def test_the_extender_probes_health_and_readiness_over_https() -> None:
     # The probes use the policy API's listener: the kubelet has no client certificate for
     # the verbs' one.
     assert [p["name"] for p in container["ports"]] == ["https", "verbs"]
+
+
+def test_the_scheduler_drops_a_dead_connection_to_the_extender_as_the_local_cluster_does() -> None:
+    # The embedded cluster's failover figures hold for deploy/ only with the same settings.
+    for mode in MODES:
+        (scheduler,) = pod_spec(overlay(mode), "escher-scheduler")["containers"]
+        assert {e["name"]: e["value"] for e in scheduler["env"]} == SCHEDULER_ENV
 
 
 @pytest.mark.parametrize("name", ["escher-extender", "escher-scheduler"])

@@ -661,6 +661,7 @@ def _start(
         ports["scheduler"],
         # /readyz (unlike /healthz) waits for the scheduler's informers and event handlers.
         f"https://127.0.0.1:{ports['scheduler']}/readyz",
+        extra_env=config.SCHEDULER_ENV,
     )
     info = ClusterInfo(
         dir=cdir.root,

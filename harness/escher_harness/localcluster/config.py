@@ -272,6 +272,15 @@ def apiserver_command(
     return command
 
 
+# kube-scheduler's HTTP/2 health check of its connections (k8s.io/apimachinery's
+# SetTransportDefaults reads these), as deploy/base/scheduler.yaml sets it: a connection on
+# which nothing arrived for 5 s is pinged, and closed if the ping is not answered in 3 s. The
+# defaults, 30 s and 15 s, keep the verbs' connection to a paused or cut-off extender leader
+# for 45 s, each call on it waiting out httpTimeout; with these a new connection reaches the
+# new leader within 8 s (docs/operations.md, "Replicas and failover").
+SCHEDULER_ENV = {"HTTP2_READ_IDLE_TIMEOUT_SECONDS": "5", "HTTP2_PING_TIMEOUT_SECONDS": "3"}
+
+
 def scheduler_command(
     binary: Path, *, config: Path, port: int, feature_gates: Mapping[str, bool]
 ) -> list[str]:
