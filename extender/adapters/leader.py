@@ -185,7 +185,19 @@ class LeaderElector:
             if won:
                 self._renewed_at = started
             self._settle()
-            await asyncio.sleep(self.retry_period)
+            await asyncio.sleep(self.next_try())
+
+    def next_try(self) -> float:
+        """Seconds until the next attempt: the retry period, or, for a follower, sooner if
+        the lease it watches expires sooner. So a failover takes the lease duration after the
+        follower last saw the lease change, not up to a retry period more (issue 31)."""
+        spec = self._observed
+        if spec is None or spec.holderIdentity in ("", self.identity):
+            return self.retry_period
+        expires = self._observed_at + (spec.leaseDurationSeconds or self.lease_duration)
+        left = expires - self.clock()
+        # Expired already: the attempt just made failed (it would have won): wait a period.
+        return left if 0 < left < self.retry_period else self.retry_period
 
     def _settle(self) -> None:
         leading = self.is_leader()

@@ -125,6 +125,24 @@ def test_a_leader_that_cannot_renew_stops_before_another_may_win(
     assert not (a.is_leader() and b.is_leader())
 
 
+@pytest.mark.parametrize(
+    ("seen_ago", "wait"),
+    [
+        (0.0, RETRY),  # the lease was just renewed: poll as usual
+        (DURATION - 0.5, 0.5),  # it expires before the next poll: try then
+        (DURATION - RETRY, RETRY),
+        (DURATION + 1, RETRY),  # expired, and the attempt failed anyway: a period
+    ],
+)
+def test_a_follower_tries_again_when_the_lease_it_saw_expires(seen_ago: float, wait: float) -> None:
+    store, clock = Leases(), Clock()
+    a, b = elector(store, clock, "a"), elector(store, clock, "b")
+    assert attempt(a) and not attempt(b)  # b follows, having seen a's lease now
+    assert (a.next_try(), b.next_try()) == (RETRY, RETRY)
+    clock.now += seen_ago
+    assert b.next_try() == pytest.approx(wait)
+
+
 def test_a_resumed_leader_finds_the_lease_taken_and_does_not_take_it_back() -> None:
     store, clock = Leases(), Clock()
     a, b = elector(store, clock, "a"), elector(store, clock, "b")
