@@ -152,6 +152,13 @@ def _bench_stall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_failover(args: argparse.Namespace) -> int:
+    from escher_harness.bench import failover
+
+    print(failover.run(args.out, repeat=args.repeat))
+    return 0
+
+
 def _bench_scheduler_perf(args: argparse.Namespace) -> int:
     from escher_harness.bench import scheduler_perf
     from escher_harness.bench.schedperf_config import ConfigError
@@ -316,6 +323,13 @@ def _add_bench(sub: Any) -> None:
     t.add_argument("--out", type=Path, required=True, help="directory for stall.md")
     t.add_argument("--repeat", type=int, default=5, help="times each heavy request is sent")
     t.set_defaults(func=_guarded(_bench_stall))
+    f = kinds.add_parser(
+        "failover",
+        help="seconds from SIGKILL or SIGSTOP of the leader to the next bind, shipped defaults",
+    )
+    f.add_argument("--out", type=Path, required=True, help="directory for failover.md and .png")
+    f.add_argument("--repeat", type=_positive_int, default=3, help="rounds of both signals")
+    f.set_defaults(func=_guarded(_bench_failover))
     from escher_harness.bench.schedperf_config import TEST_CASE_NAMES, WAYS
 
     k = kinds.add_parser(
