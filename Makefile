@@ -61,8 +61,18 @@ fuzz: $(STAMP)
 	ESCHER_FUZZ_EXAMPLES=$${ESCHER_FUZZ_EXAMPLES:-200} ESCHER_FUZZ_RUNS=$${ESCHER_FUZZ_RUNS:-500} \
 	$(BIN)/pytest tests/fuzz
 
+# Two phases: every test but the timing-sensitive ones on $(WORKERS) parallel workers (a file
+# per worker at a time, so module clusters are not duplicated; most e2e time is waiting on
+# the clusters), then those (marker `serial`) alone. Both run whatever the first gave; the
+# 20 slowest tests of both are printed at the end.
+WORKERS ?= 3
 test: $(STAMP) binaries peers tools lint
-	$(BIN)/pytest
+	rm -rf .test-results
+	rc=0; \
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile -m "not serial" --junitxml=.test-results/parallel.xml || rc=$$?; \
+	$(BIN)/pytest -m serial --junitxml=.test-results/serial.xml || rc=$$?; \
+	$(BIN)/python hack/slowest-tests.py 20 .test-results/*.xml; \
+	exit $$rc
 
 demo: $(STAMP) binaries peers
 	$(BIN)/escher-extender bench gang --quick --out out/gang-quick

@@ -25,7 +25,8 @@ from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload
 
-pytestmark = pytest.mark.e2e
+# Probe latency is judged against the liveness timeout: alone, not beside other clusters.
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 CALLS = 200
 MANIFEST = Path(__file__).parents[2] / "deploy" / "base" / "extender.yaml"

@@ -7,7 +7,7 @@ What must hold for every request: no 5xx; the status is one the document lists f
 operation, the body matches its schema and content type; a request the schema calls invalid
 is refused with a 4xx; an undeclared method gets 405 with `Allow`; and without the token no
 policy operation succeeds. Seeded and derandomized: the same requests every run
-(ESCHER_FUZZ_EXAMPLES sets how many per operation and mode; tests/fuzz/conftest.py).
+(ESCHER_FUZZ_EXAMPLES sets how many per operation and mode; tests/fuzz/campaign.py).
 
 Not checked: that schema-valid requests are accepted (schemathesis' positive_data_acceptance).
 The service refuses valid-looking values JSON Schema cannot describe (a quantity's grammar, a

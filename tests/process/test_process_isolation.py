@@ -26,6 +26,9 @@ import pytest
 from escher_harness.bench.latency import BackgroundLoad
 from escher_harness.localcluster.ports import allocate_ports
 
+# Latency under load against latency quiet, in one run: other tests' processes would be load.
+pytestmark = pytest.mark.serial
+
 NODES = [f"node-{i}" for i in range(5000)]
 TOKEN = "t"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
