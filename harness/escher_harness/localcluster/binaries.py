@@ -50,6 +50,11 @@ def find_kubectl(env: Mapping[str, str] = os.environ) -> Path:
     return _find("kubectl", bin_dir(env).absolute())
 
 
+def find_tool(name: str, env: Mapping[str, str] = os.environ) -> Path:
+    """A Go tool the tests drive (helm, promtool: hack/build-tools.sh), or MissingBinaryError."""
+    return _find(name, bin_dir(env).absolute())
+
+
 def _find(name: str, directory: Path) -> Path:
     path = directory / name
     if not (path.is_file() and os.access(path, os.X_OK)):
