@@ -107,6 +107,10 @@ class Gang:
     # The manager's room epoch when a reservation for held members last failed: not tried
     # again before room may have freed (-1: membership changed, try again).
     tried_epoch: int = -1
+    # Its last plan found no room now (it may fit later): the cluster is short of room for
+    # gangs, which the adaptive gang gate reads (GangManager.short_of_room; the fuzz tier
+    # checks the two agree).
+    short: bool = False
     # Members whose Binding was created and that the informer has not reported bound yet.
     committed: set[str] = field(default_factory=set)
     # Members whose filter passed their reserved node, in this reservation.
@@ -496,8 +500,7 @@ class GangManager:
         return bool(self._short)
 
     def _set_short(self, g: Gang, short: bool) -> None:
-        # Its last plan found no room now (it may fit later): the cluster is short of room
-        # for gangs, which the adaptive gang gate reads (short_of_room).
+        g.short = short
         if short:
             self._short.add(g.key)
         else:
