@@ -1,25 +1,14 @@
 #!/usr/bin/env bash
 # Builds the Go tools the test suite drives, from the module pinned in hack/tools:
-# helm (lint, template and server-side dry-run of deploy/helm) and promtool (check
-# and unit-test the alert rules in deploy/monitoring).
-#
-# Same cache layout and stamp rule as build-binaries.sh: everything under
-# $ESCHER_CACHE_DIR (default .cache/), and a second run with the same pins is a
-# no-op. Called by `make tools` (and so by `make test`).
+# helm (for the chart's tests) and promtool (check and unit-test the alert rules
+# in deploy/monitoring), into $ESCHER_CACHE_DIR/bin (hack/lib.sh). A stamp of its
+# own makes a second run with the same pins a no-op. Called by `make tools` (and
+# so by `make test`).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+require_go build-tools 1.26.7
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cache=${ESCHER_CACHE_DIR:-$repo/.cache}
-bin=$cache/bin
-export GOMODCACHE=$cache/go/mod GOCACHE=$cache/go/build GOFLAGS=-modcacherw CGO_ENABLED=0
-export GOTOOLCHAIN=local
-
-if ! command -v go >/dev/null; then
-  echo "build-tools: 'go' is not on PATH; install Go >= 1.26.7" >&2
-  exit 1
-fi
-
-want=$( (cat "$repo"/hack/tools/go.{mod,sum} "$repo/hack/build-tools.sh"; go version) | sha256sum | cut -d' ' -f1)
+want=$(stamp_of "$repo"/hack/tools/go.{mod,sum} "$repo/hack/build-tools.sh")
 if [[ -f $bin/.tools-stamp && $(cat "$bin/.tools-stamp") == "$want" ]] &&
    [[ -x $bin/helm && -x $bin/promtool ]]; then
   echo "build-tools: up to date in $bin"
@@ -28,16 +17,8 @@ fi
 mkdir -p "$bin"
 rm -f "$bin/.tools-stamp"
 
-build() { # build <package> <output name>
-  local start=$SECONDS
-  echo "build-tools: building $2 ($1) ..."
-  (cd "$repo/hack/tools" && go build -trimpath -ldflags "-s -w" -o "$bin/$2.tmp" "$1")
-  mv "$bin/$2.tmp" "$bin/$2"
-  echo "build-tools: $2 done in $((SECONDS - start))s"
-}
-
 total=$SECONDS
-build helm.sh/helm/v4/cmd/helm helm
-build github.com/prometheus/prometheus/cmd/promtool promtool
+go_build build-tools "$repo/hack/tools" helm.sh/helm/v4/cmd/helm "$bin/helm" "-s -w"
+go_build build-tools "$repo/hack/tools" github.com/prometheus/prometheus/cmd/promtool "$bin/promtool" "-s -w"
 echo "$want" > "$bin/.tools-stamp"
 echo "build-tools: all built in $((SECONDS - total))s into $bin"
