@@ -36,6 +36,8 @@ def allocate_ports(wanted: Mapping[str, int | None]) -> dict[str, int]:
         if port in owners:
             raise ClusterError(f"port {port} is wanted by both {owners[port]} and {name}")
         owners[port] = name
+    # Duplicates are a mistake in the request whatever the machine holds: name them first.
+    for name, port in fixed.items():
         ensure_port_free(port, name)
     chosen = dict(fixed)
     with contextlib.ExitStack() as held:
