@@ -123,7 +123,7 @@ async def _serve(settings: Settings) -> int:
     tasks = [asyncio.create_task(s.serve()) for s in servers]
     verbs = _http2_verbs_config(settings)
     if verbs is not None:
-        limited = verbs_listener.Limited(app, settings.max_concurrency)
+        limited = verbs_listener.Limited(app, settings.max_concurrency, settings.max_body_bytes)
         ready = lambda: service.ready()[0]  # noqa: E731
         waiting = pending(settings, service.metrics, "verbs")
         tasks.append(

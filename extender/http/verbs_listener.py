@@ -88,18 +88,20 @@ _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"u
 
 
 class Limited:
-    """The app, with at most `limit` requests in progress (more are answered 503 at once),
-    and no HTTP/1.1 hop-by-hop header in an HTTP/2 reply (a protocol error there: a 503
-    says `Connection: close`)."""
+    """The app, with at most `limit` requests in progress (more are answered 503 at once).
+    Over HTTP/2, no HTTP/1.1 hop-by-hop header in a reply (a protocol error there: a 503
+    says `Connection: close`), and a reply is not ended before its request's body is in."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, drain_limit: int) -> None:
         self.app = app
         self.limit = limit
+        self.drain_limit = drain_limit
         self.active = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("http_version") == "2":
-            send = _without_hop_by_hop(send)
+            body = _BodyFirst(receive, send, self.drain_limit)
+            receive, send = body.receive, _without_hop_by_hop(body.send)
         if self.active >= self.limit:
             why = f"more than {self.limit} requests in progress"
             await error_response(503, why)(scope, receive, send)
@@ -109,6 +111,40 @@ class Limited:
             await self.app(scope, receive, send)
         finally:
             self.active -= 1
+
+
+class _BodyFirst:
+    """Reads what is left of the request body before the reply's last frame is sent.
+
+    hypercorn 0.18 forgets a stream once its reply is complete, and body data arriving for
+    it afterwards raises KeyError in its HTTP/2 handler, which drops the whole connection with
+    every call in flight on it (pgjones/hypercorn#329, fixes unreleased). A reply sent before
+    the body is read is common here: a 503 from a replica stepping down or over the limit, a
+    413. So the rest of the body is read and dropped first, up to `limit` bytes (past that,
+    the reply is sent regardless: a client that sends more than that may lose its connection).
+    """
+
+    def __init__(self, receive: Receive, send: Send, limit: int) -> None:
+        self._receive, self._send, self.limit = receive, send, limit
+        self.complete = False
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        self._note(message)
+        return message
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            dropped = 0
+            while not self.complete and dropped <= self.limit:
+                got = await self._receive()
+                self._note(got)
+                dropped += len(got.get("body", b""))
+        await self._send(message)
+
+    def _note(self, message: Message) -> None:
+        if message["type"] == "http.disconnect" or not message.get("more_body", False):
+            self.complete = True
 
 
 def _without_hop_by_hop(send: Send) -> Send:
@@ -169,7 +205,12 @@ async def _serve(app: ASGIApp, cfg: Config, pending: Pending, closing: asyncio.E
         assert task is not None
         connections.add(task)
         task.add_done_callback(connections.discard)
-        await TCPServer(wrapped, loop, cfg, context, {}, reader, writer)
+        try:
+            await TCPServer(wrapped, loop, cfg, context, {}, reader, writer)
+        except* KeyError as e:
+            # hypercorn's HTTP/2 handler on data for a stream it has closed (see _BodyFirst):
+            # the connection is gone, the client reconnects; not an error of this service.
+            log.warning("an HTTP/2 connection was dropped", extra={"error": repr(e.exceptions)})
 
     def accepted() -> asyncio.BaseProtocol:
         # What asyncio.start_server(ssl=...) builds (its reader limit too), with the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,9 @@ async def hello(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def served(ready: list[bool], pki: Pki) -> AsyncIterator[tuple[str, asyncio.Event]]:
+async def served(
+    ready: list[bool], pki: Pki, app: Any = hello
+) -> AsyncIterator[tuple[str, asyncio.Event]]:
     port = allocate_ports({"verbs": None})["verbs"]
     cfg = config(
         "127.0.0.1",
@@ -56,7 +59,7 @@ async def served(ready: list[bool], pki: Pki) -> AsyncIterator[tuple[str, asynci
     stop = asyncio.Event()
     pending = Pending(10, 5.0)
     task = asyncio.create_task(
-        serve_while_ready(Limited(hello, 10), cfg, pending, lambda: ready[0], stop)
+        serve_while_ready(Limited(app, 10, 1024), cfg, pending, lambda: ready[0], stop)
     )
     try:
         yield f"https://127.0.0.1:{port}/filter", stop
@@ -148,7 +151,7 @@ def test_requests_past_the_limit_are_answered_503_and_the_lifespan_is_acknowledg
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": b""})
 
-        app = Limited(slow, 2)
+        app = Limited(slow, 2, 1024)
         statuses: list[int] = []
 
         def request() -> tuple[dict[str, Any], Any, Any]:
@@ -171,6 +174,69 @@ def test_requests_past_the_limit_are_answered_503_and_the_lifespan_is_acknowledg
         return statuses
 
     assert asyncio.run(scenario()) == [503, 200, 200, 200]
+
+
+async def early(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers 503 without reading the body (as a replica stepping down does), but for GET."""
+    status = 200 if scope["method"] == "GET" else 503
+    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def h2_exchange(port: int, pki: Pki) -> list[tuple[int, int | None]]:
+    """Over one HTTP/2 connection: a POST whose body comes 0.3 s after its headers, then a
+    GET. Returns (stream, status) per stream answered, or None when the connection ended."""
+    import socket
+
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    ctx = client_context(pki)
+    ctx.set_alpn_protocols(["h2"])
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        head = [(":authority", "127.0.0.1"), (":scheme", "https"), (":path", "/filter")]
+        conn.send_headers(1, [(":method", "POST"), *head])
+        tls.sendall(conn.data_to_send())
+        time.sleep(0.3)
+        conn.send_data(1, b"{}" * 100, end_stream=True)
+        conn.send_headers(3, [(":method", "GET"), *head], end_stream=True)
+        tls.sendall(conn.data_to_send())
+        answered: list[tuple[int, int | None]] = []
+        while len(answered) < 2:
+            data = tls.recv(65536)
+            if not data:
+                return [*answered, (0, None)]
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived):
+                    answered.append((event.stream_id, int(dict(event.headers)[b":status"])))
+                if isinstance(event, h2.events.ConnectionTerminated):
+                    return [*answered, (0, None)]
+            tls.sendall(conn.data_to_send())
+        return answered
+
+
+def test_a_reply_sent_before_the_body_is_read_does_not_drop_the_connection(pki: Pki) -> None:
+    """hypercorn drops an HTTP/2 connection, and every call on it, when body data reaches a
+    stream it has answered (pgjones/hypercorn#329): a 503 from a replica stepping down took
+    down the connection of a gang's held binds. The listener reads the body first."""
+
+    async def scenario() -> list[tuple[int, int | None]]:
+        async with served([True], pki, early) as (url, _):
+            port = int(url.split(":")[2].split("/")[0])
+            for _ in range(100):
+                try:
+                    return await asyncio.to_thread(h2_exchange, port, pki)
+                except ConnectionRefusedError:
+                    await asyncio.sleep(0.05)
+        return []
+
+    assert asyncio.run(scenario()) == [(1, 503), (3, 200)]
 
 
 def test_the_listener_binds_ipv6_hosts_in_brackets(tmp_path: Path) -> None:
