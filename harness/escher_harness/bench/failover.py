@@ -142,7 +142,15 @@ def run(out: Path, repeat: int = 3, nodes: int = 4) -> str:
     lease = LeaseTimes()  # the shipped defaults
     out.mkdir(parents=True, exist_ok=True)
     spec = localcluster.ClusterSpec(
-        dir=out / "cluster", nodes=nodes, mode="extender", replicas=2, lease=lease, proxy_poll=1.0
+        dir=out / "cluster",
+        nodes=nodes,
+        # The load's pods stay (deleting them would load the API server during the
+        # failover): five a second fill 110 pods a node within a few rounds.
+        node_pods="100000",
+        mode="extender",
+        replicas=2,
+        lease=lease,
+        proxy_poll=1.0,
     )
     times: dict[str, list[float]] = {n: [] for n in SIGNALS}
     info = localcluster.up(spec)

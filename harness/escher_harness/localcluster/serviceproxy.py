@@ -128,7 +128,8 @@ async def _connect(
         try:
             return await asyncio.wait_for(asyncio.open_connection(backend.host, port), 1.0)
         except (OSError, TimeoutError):
-            endpoints.set_ready(backend, False)  # gone: the next probe says when it is back
+            if endpoints.set_ready(backend, False):  # gone: the next probe says when it is back
+                _say(f"{backend} not ready (connection refused)")
     return None
 
 
