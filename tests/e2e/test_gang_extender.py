@@ -13,26 +13,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import httpx
 import pytest
 from kubernetes import client
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
-from escher_harness.workload import Workload, pod_manifest
+from escher_harness.workload import Workload
 
 pytestmark = pytest.mark.e2e
 
 
 def member(gang: str, i: int, size: int, cpu: str = "1", **spec: Any) -> dict[str, Any]:
-    pod = pod_manifest(
-        f"{gang}-{i}",
-        requests={"cpu": cpu, "memory": "64Mi"},
-        labels={"escher.io/gang": gang},
-        annotations={"escher.io/gang-min": str(size), "escher.io/gang-timeout": "20"},
-    )
-    pod["spec"].update(spec)
-    return pod
+    return builders.member(gang, i, size, cpu=cpu, requests={"memory": "64Mi"}, timeout=20, **spec)
 
 
 @pytest.fixture

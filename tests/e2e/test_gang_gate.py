@@ -10,6 +10,7 @@ import signal
 import time
 from typing import Any
 
+import builders
 import httpx
 import pytest
 from kubernetes import client
@@ -25,12 +26,8 @@ GATE = "escher.io/gang"
 
 
 def member(gang: str, i: int, size: int, cpu: str = "1", gates: tuple[str, ...] = (GATE,)) -> Any:
-    return pod_manifest(
-        f"{gang}-{i}",
-        requests={"cpu": cpu, "memory": "64Mi"},
-        labels={"escher.io/gang": gang},
-        annotations={"escher.io/gang-min": str(size), "escher.io/gang-timeout": "20"},
-        scheduling_gates=gates,
+    return builders.member(
+        gang, i, size, cpu=cpu, requests={"memory": "64Mi"}, timeout=20, gates=gates
     )
 
 

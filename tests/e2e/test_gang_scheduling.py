@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import httpx
 import pytest
 
@@ -24,12 +25,7 @@ pytestmark = pytest.mark.e2e
 
 
 def member(gang: str, i: int, size: int, cpu: str, timeout: float = 60) -> dict[str, Any]:
-    return pod_manifest(
-        f"{gang}-{i}",
-        requests={"cpu": cpu, "memory": "128Mi"},
-        labels={"escher.io/gang": gang},
-        annotations={"escher.io/gang-min": str(size), "escher.io/gang-timeout": str(timeout)},
-    )
+    return builders.member(gang, i, size, cpu=cpu, requests={"memory": "128Mi"}, timeout=timeout)
 
 
 class Recorder:

@@ -22,22 +22,21 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import msgspec
+import builders
 import pytest
+from builders import KEYS, Clock, info
 from hypothesis import seed
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
-from extender.core.objects import Pod
-from extender.core.pod import Keys, PodInfo, pod_info
+from extender.core.pod import PodInfo
 from extender.gang.manager import GangManager, Phase, Ticket
 
 from .campaign import MACHINE, SEED
 from .invariants import check_consistent, check_within_capacity
 
-KEYS = Keys.for_domain("escher.io")
 E = "escher.io/e"
 NODES = ["n0", "n1", "n2"]
 GANGS = ["g0", "g1"]
@@ -51,35 +50,19 @@ offered = st.lists(st.sampled_from(NODES), min_size=1, max_size=3, unique=True)
 def pod(
     uid: str, size: int, cpu: int, e: int, node: str = "", timeout: float = 30, held: bool = False
 ) -> PodInfo:
-    gang = uid.split("-")[0]
-    requests = {"cpu": f"{cpu}m", **({E: str(e)} if e else {})}
-    raw = {
-        "metadata": {
-            "name": uid,
-            "namespace": "default",
-            "uid": uid,
-            "labels": {"escher.io/gang": gang},
-            "annotations": {
-                "escher.io/gang-min": str(size),
-                "escher.io/gang-timeout": str(timeout),
-            },
-        },
-        "spec": {
-            "containers": [{"resources": {"requests": requests}}],
-            "nodeName": node,
-            "schedulingGates": [{"name": KEYS.gate}] if held else [],
-        },
-    }
-    decoded = msgspec.json.decode(msgspec.json.encode(raw), type=Pod)
-    return pod_info(decoded, KEYS, "escher.io/")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+    gang, i = uid.split("-")
+    manifest = builders.member(
+        gang,
+        int(i),
+        size,
+        cpu=f"{cpu}m",
+        requests={E: str(e)} if e else None,
+        timeout=timeout,
+        uid=uid,
+        node=node,
+        gates=[KEYS.gate] if held else [],
+    )
+    return info(manifest)
 
 
 TAKEN: Counter[str] = Counter()  # steps of every run, by outcome, for the tally

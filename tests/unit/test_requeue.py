@@ -5,23 +5,14 @@ count. (That the filter notes exactly the pods it turns away everywhere: test_ve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
+from builders import Clock
 
 from extender.core.events import PodChange, PodEvent
 from extender.core.pod import PodInfo
 from extender.requeue import Requeue
 
 R, S = "escher.io/r", "escher.io/s"
-
-
-@dataclass
-class Clock:
-    now: float = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def info(uid: str, wants: dict[str, int], node: str = "") -> PodInfo:
@@ -43,7 +34,7 @@ def info(uid: str, wants: dict[str, int], node: str = "") -> PodInfo:
 
 
 def setup(window: float = 5.0, max_pods: int = 100) -> tuple[Requeue, Clock, list[str]]:
-    clock, woken = Clock(), []
+    clock, woken = Clock(0.0), []
     requeue = Requeue(lambda uid, ns, name: woken.append(f"{ns}/{name}"), window, max_pods, clock)
     return requeue, clock, woken
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+import builders
 import msgspec
 import pytest
 
@@ -69,10 +70,7 @@ def verbs(lg: Ledger, binder: Binder | None = None, requeue: Requeue | None = No
 
 
 def pod(uid: str = "u", *, limits: dict[str, str] | None = None, **meta: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": f"p-{uid}", "namespace": "default", "uid": uid, **meta},
-        "spec": {"containers": [{"resources": {"limits": limits or {"cpu": "1"}}}]},
-    }
+    return builders.pod(f"p-{uid}", uid=uid, limits=limits or {"cpu": "1"}, **meta)
 
 
 def args(p: dict[str, Any], nodes: list[str] = NODES) -> ExtenderArgs:

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from typing import Any
 
-import msgspec
+import builders
+from builders import info
 
-from escher_harness.workload import pod_manifest
 from extender.core.ledger import Ledger
 from extender.core.names import CPU
-from extender.core.objects import Pod
-from extender.core.pod import Keys, PodInfo, pod_info
+from extender.core.pod import Keys
 from extender.esl.backends import LedgerBackend
 from extender.esl.base import PodRequest
 from extender.filters.preference import Preference
@@ -29,12 +27,6 @@ from extender.filters.preference import Preference
 D = "escher.io"
 KEYS = Keys.for_domain(D)
 _uid = itertools.count()
-
-
-def decode_pod(manifest: Mapping[str, Any]) -> PodInfo:
-    """What the extender reads of a pod manifest, as it reads pods from the wire."""
-    pod = msgspec.json.decode(msgspec.json.encode(manifest), type=Pod)
-    return pod_info(pod, KEYS, D + "/")
 
 
 class Sim:
@@ -63,8 +55,8 @@ class Sim:
         limits = dict(req.limits)
         if cpu and CPU not in limits:
             limits[CPU] = cpu
-        pod = decode_pod(
-            pod_manifest(name, limits=limits, labels=req.labels, annotations=req.annotations)
+        pod = info(
+            builders.pod(name, limits=limits, labels=req.labels, annotations=req.annotations)
         )
         feasible = []
         for n in sorted(self.ledger.node_names()):
@@ -110,13 +102,3 @@ class Sim:
         """`resource`'s capacity per node that has it."""
         snap = self.ledger.snapshot()
         return {n: v.ephemeral[resource] for n, v in snap.nodes.items() if resource in v.ephemeral}
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t

@@ -9,7 +9,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from eslsim import Clock, D, Sim
+from builders import Clock
+from eslsim import D, Sim
 
 from extender.core.errors import UnknownNode
 from extender.esl.antiaffinity import AntiAffinity, AntiAffinityParams
@@ -233,14 +234,14 @@ def test_or_falls_back_to_the_next_part_after_the_timeout() -> None:
     esl = Compose(sim.backend, params, [first, second], clock=clock)
     esl.apply()
     assert sim.place_all(esl.requests_for(), 2) == ["node-0", None]
-    clock.t += 4.9
+    clock.advance(4.9)
     assert esl.step() == []
-    clock.t += 0.1
+    clock.advance(0.1)
     (change,) = esl.step()
     assert change.resource == f"{D}/anti-any"
     assert change.why == "1 pods not placed within 5s: falling back to antiaffinity any"
     assert sim.place(esl.requests_for()) in {"node-1", "node-2"}
-    clock.t += 60
+    clock.advance(60)
     assert esl.step() == []  # the last part: nothing after it
     esl.teardown()
     assert sim.ours() == set()
@@ -261,5 +262,5 @@ def test_or_does_not_fall_back_once_its_pods_are_placed() -> None:
     esl.clock = clock
     esl.apply()
     assert sim.place_all(esl.requests_for(), 2) == ["node-0", "node-0"]
-    clock.t += 60
+    clock.advance(60)
     assert esl.step() == [] and esl.current == 0

@@ -7,7 +7,8 @@ fit is Unsatisfiable, one with no room now NoRoom, and nothing is created either
 from __future__ import annotations
 
 import pytest
-from eslsim import KEYS, Clock, D, Sim, decode_pod
+from builders import Clock, info
+from eslsim import KEYS, D, Sim
 
 from escher_harness.workload import pod_manifest
 from extender.esl.base import Dynamic
@@ -73,7 +74,7 @@ def test_in_the_extenders_path_the_pods_declare_the_gang_to_its_gang_feature() -
     manifest = pod_manifest(
         "g-0", limits=req.limits, labels=req.labels, annotations=req.annotations
     )
-    assert gang_spec(decode_pod(manifest), KEYS) == GangSpec("default", "g", 3, 90.0)
+    assert gang_spec(info(manifest), KEYS) == GangSpec("default", "g", 3, 90.0)
     assert isinstance(esl, Dynamic) and esl.step() == []
     esl.teardown()
 
@@ -113,22 +114,22 @@ def test_pure_re_plans_the_members_not_placed_after_the_attempt_with_backoff() -
     sim.busy("node-0", 2)  # the race the paper admits: another pod takes half the room
     placed = sim.place_all(esl.requests_for(), 4)
     assert placed == ["node-0", "node-0", None, None]
-    clock.t += 9.9
+    clock.advance(9.9)
     assert esl.step() == []  # the attempt has not timed out
-    clock.t += 0.1
+    clock.advance(0.1)
     (change,) = esl.step()
     assert change.resource == f"{D}/gang-g"
     assert change.nodes == {"node-0": 2, "node-1": 2}  # held units stay, the rest moves
     assert change.why == "2 of 4 members not placed: re-planned"
     sim.busy("node-1", 4)  # taken again before the members were resubmitted
     assert sim.place_all(esl.requests_for(), 2) == [None, None]
-    clock.t += 10
+    clock.advance(10)
     assert esl.step() == []  # backoff: the next attempt waits 10 s + 1 s
-    clock.t += 1
+    clock.advance(1)
     (change,) = esl.step()
     assert change.nodes == {"node-0": 2, "node-1": 0, "node-2": 2}
     assert sim.place_all(esl.requests_for(), 2) == ["node-2", "node-2"]
-    clock.t += 3600
+    clock.advance(3600)
     assert esl.step() == []  # complete: nothing to re-plan
     esl.teardown()  # removed even while its members hold it: they keep running
     assert sim.ours() == set() and esl.resources() == []
@@ -141,13 +142,13 @@ def test_pure_keeps_trying_while_there_is_no_room() -> None:
     esl.apply()
     sim.busy("node-0", 4)
     sim.busy("node-1", 2)
-    clock.t += 10
+    clock.advance(10)
     assert esl.step() == []  # 4 missing, room for 2: no plan
     assert sim.capacities(f"{D}/gang-g") == {"node-0": 4}  # the old plan stands
     sim.ledger.release_all([p for p in list(sim.ledger.snapshot().holdings) if "busy" in p])
-    clock.t += 10
+    clock.advance(10)
     assert esl.step() == []  # backoff: 10 s + 1 s since the last try
-    clock.t += 1
+    clock.advance(1)
     (change,) = esl.step()  # room again: re-planned, here onto the same units
     assert change.nodes == {"node-0": 4}
     assert change.why == "4 of 4 members not placed: re-planned"

@@ -6,7 +6,8 @@ the best alternative at once)."""
 from __future__ import annotations
 
 import pytest
-from eslsim import Clock, D, Sim, decode_pod
+from builders import Clock, info
+from eslsim import D, Sim
 
 from escher_harness.workload import pod_manifest
 from extender.core.pod import MAX_VALUE
@@ -86,14 +87,14 @@ def test_soft_pure_falls_back_after_the_timeout() -> None:
     esl = soft(sim, clock)
     assert esl.resources() == [f"{D}/soft-s-0"]  # one alternative at a time
     assert sim.place(esl.requests_for(), cpu="1") is None
-    clock.t += 4.9
+    clock.advance(4.9)
     assert esl.step() == []  # not yet
-    clock.t += 0.1
+    clock.advance(0.1)
     (change,) = esl.step()
     assert change.why == "2 of 2 pods not placed within 5s: falling back to alternative 1"
     assert change.resource == f"{D}/soft-s-1" and esl.current == 1
     assert sorted(sim.place_all(esl.requests_for(), 2, cpu="1")) == ["node-0", "node-2"]
-    clock.t += 60
+    clock.advance(60)
     assert esl.step() == []  # the last alternative: nothing after it
     esl.teardown()
     assert sim.ours() == set()
@@ -103,7 +104,7 @@ def test_soft_pure_does_not_fall_back_when_placed() -> None:
     sim, clock = Sim(nodes=3), Clock()
     esl = soft(sim, clock)
     assert sim.place_all(esl.requests_for(), 2) == ["node-1", "node-1"]
-    clock.t += 60
+    clock.advance(60)
     assert esl.step() == [] and esl.current == 0
 
 
@@ -124,7 +125,7 @@ def test_soft_in_the_extenders_path_takes_the_best_alternative_at_once(
     # Free: node-1 is preferred though node-0 comes first by spread and name. Full: any
     # node is the next alternative, and node-0 wins the tie with node-2 by name.
     assert sim.place(req, cpu="1") == expect  # no timeout, no resubmission
-    clock.t += 60
+    clock.advance(60)
     assert esl.step() == []
     esl.teardown()
     assert sim.ours() == set()
@@ -148,5 +149,5 @@ def test_the_longest_prefer_annotation_is_one_the_extender_reads() -> None:
     req = Soft(sim.backend, params).requests_for()
     prefer = req.annotations[f"{D}/prefer"]
     assert prefer.split(",")[-1] == f"soft-{name}-63"
-    pod = decode_pod(pod_manifest("p", limits=req.limits, annotations=req.annotations))
+    pod = info(pod_manifest("p", limits=req.limits, annotations=req.annotations))
     assert pod.marks[f"{D}/prefer"] == prefer and len(prefer) <= MAX_VALUE

@@ -8,28 +8,21 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
+import builders
 import pytest
+from builders import Clock, info
 
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
-from extender.core.objects import Pod, Taint
+from extender.core.objects import Taint
 from extender.core.plugins import Verdict
-from extender.core.pod import Keys, PodInfo, pod_info
+from extender.core.pod import Keys, PodInfo
 from extender.gang.barrier import Barrier
 from extender.gang.manager import GangManager, Phase, Ticket
 from extender.gang.status import gang_status
 
 KEYS = Keys.for_domain("escher.io")
 NODES = [f"n{i}" for i in range(4)]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def cluster(cpu: int = 4000, taints: dict[str, Taint] | None = None) -> Ledger:
@@ -46,34 +39,8 @@ def cluster(cpu: int = 4000, taints: dict[str, Taint] | None = None) -> Ledger:
     return lg
 
 
-def member(
-    gang: str,
-    i: int,
-    *,
-    size: int = 3,
-    cpu: str = "1",
-    timeout: float = 30,
-    node: str = "",
-    **spec: Any,
-) -> PodInfo:
-    raw = {
-        "metadata": {
-            "name": f"{gang}-{i}",
-            "namespace": "default",
-            "uid": f"{gang}-{i}-uid",
-            "labels": {"escher.io/gang": gang},
-            "annotations": {
-                "escher.io/gang-min": str(size),
-                "escher.io/gang-timeout": str(timeout),
-            },
-        },
-        "spec": {
-            "containers": [{"resources": {"requests": {"cpu": cpu}}}],
-            "nodeName": node,
-            **spec,
-        },
-    }
-    return pod_info(msgspec.json.decode(msgspec.json.encode(raw), type=Pod), KEYS, "escher.io/")
+def member(gang: str, i: int, *, size: int = 3, **more: Any) -> PodInfo:
+    return info(builders.member(gang, i, size, **more))
 
 
 def manager(lg: Ledger | None = None, clock: Clock | None = None) -> GangManager:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from builders import Clock
 
 from extender.adapters.kubeapi import ApiError
 from extender.adapters.leader import DOMAIN_ANNOTATION, LeaderElectionError, LeaderElector
@@ -20,14 +21,6 @@ from extender.settings import Settings
 PATH = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lease"
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 DURATION, RENEW, RETRY = 15.0, 10.0, 2.0
-
-
-@dataclass
-class Clock:
-    now: float = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -91,7 +84,7 @@ def attempt(e: LeaderElector) -> bool:
 
 
 def test_the_first_replica_creates_the_lease_and_the_second_follows() -> None:
-    store, clock = Leases(), Clock()
+    store, clock = Leases(), Clock(100.0)
     a, b = elector(store, clock, "a"), elector(store, clock, "b")
     assert attempt(a) and not attempt(b)
     assert store.holder == "a" and b.holder == "a"
@@ -114,7 +107,7 @@ def test_the_first_replica_creates_the_lease_and_the_second_follows() -> None:
 def test_a_leader_that_cannot_renew_stops_before_another_may_win(
     paused_for: float, a_leads: bool, b_leads: bool
 ) -> None:
-    store, clock = Leases(), Clock()
+    store, clock = Leases(), Clock(100.0)
     a, b = elector(store, clock, "a"), elector(store, clock, "b")
     assert attempt(a) and not attempt(b)
     clock.now += paused_for  # a renews nothing meanwhile (paused, or the API server away)
@@ -135,7 +128,7 @@ def test_a_leader_that_cannot_renew_stops_before_another_may_win(
     ],
 )
 def test_a_follower_tries_again_when_the_lease_it_saw_expires(seen_ago: float, wait: float) -> None:
-    store, clock = Leases(), Clock()
+    store, clock = Leases(), Clock(100.0)
     a, b = elector(store, clock, "a"), elector(store, clock, "b")
     assert attempt(a) and not attempt(b)  # b follows, having seen a's lease now
     assert (a.next_try(), b.next_try()) == (RETRY, RETRY)
@@ -144,7 +137,7 @@ def test_a_follower_tries_again_when_the_lease_it_saw_expires(seen_ago: float, w
 
 
 def test_a_resumed_leader_finds_the_lease_taken_and_does_not_take_it_back() -> None:
-    store, clock = Leases(), Clock()
+    store, clock = Leases(), Clock(100.0)
     a, b = elector(store, clock, "a"), elector(store, clock, "b")
     attempt(a)
     attempt(b)
@@ -155,7 +148,7 @@ def test_a_resumed_leader_finds_the_lease_taken_and_does_not_take_it_back() -> N
 
 
 def test_two_replicas_racing_for_an_expired_lease_cannot_both_win() -> None:
-    store, clock = Leases(), Clock()
+    store, clock = Leases(), Clock(100.0)
     a, b, c = (elector(store, clock, n) for n in "abc")
     for e in (a, b, c):
         attempt(e)
@@ -170,7 +163,7 @@ def test_two_replicas_racing_for_an_expired_lease_cannot_both_win() -> None:
 
 
 def test_a_graceful_stop_hands_the_lease_over_at_once() -> None:
-    store, clock = Leases(), Clock()
+    store, clock = Leases(), Clock(100.0)
     a, b = elector(store, clock, "a"), elector(store, clock, "b")
     attempt(a)
     attempt(b)
@@ -182,7 +175,7 @@ def test_a_graceful_stop_hands_the_lease_over_at_once() -> None:
 
 
 def test_a_release_without_the_api_server_fences_and_leaves_the_lease_to_expire() -> None:
-    store, clock = Leases(), Clock()
+    store, clock = Leases(), Clock(100.0)
     a = elector(store, clock, "a")
     attempt(a)
     store.down = True
@@ -204,16 +197,16 @@ def test_a_misconfiguration_fails_at_start_naming_it(
 ) -> None:
     store = Leases(denied=denied)
     if lease_domain is not None:
-        attempt(elector(store, Clock(), "x", domain=lease_domain))
+        attempt(elector(store, Clock(100.0), "x", domain=lease_domain))
     with pytest.raises(LeaderElectionError, match=message):
-        asyncio.run(elector(store, Clock(), "a").check())
+        asyncio.run(elector(store, Clock(100.0), "a").check())
 
 
 def test_the_start_checks_pass_with_the_grants_and_the_same_domain() -> None:
     store = Leases()
-    asyncio.run(elector(store, Clock(), "a").check())  # no lease yet
-    attempt(elector(store, Clock(), "x"))
-    asyncio.run(elector(store, Clock(), "a").check())
+    asyncio.run(elector(store, Clock(100.0), "a").check())  # no lease yet
+    attempt(elector(store, Clock(100.0), "x"))
+    asyncio.run(elector(store, Clock(100.0), "a").check())
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import builders
 import httpx
 from fakeapi import FakeAPI
 
@@ -29,19 +30,11 @@ NODE = {
 
 
 def pod(uid: str, node: str = "", phase: str = "Pending") -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": f"p-{uid}",
-            "namespace": "default",
-            "uid": uid,
-            "resourceVersion": "7",
-        },
-        "spec": {
-            "nodeName": node,
-            "containers": [{"resources": {"limits": {"escher.io/r": "1"}}}],
-        },
-        "status": {"phase": phase},
-    }
+    manifest = builders.pod(
+        f"p-{uid}", uid=uid, limits={"escher.io/r": "1"}, node=node, phase=phase
+    )
+    manifest["metadata"]["resourceVersion"] = "7"
+    return manifest
 
 
 class Server:

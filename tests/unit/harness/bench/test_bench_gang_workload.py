@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from builders import Clock
 
 from escher_harness.bench import approaches, presets, replay, scenario
 from escher_harness.bench.distributions import DistributionError, ints, parse, parse_shapes
@@ -199,17 +200,6 @@ def test_every_approach_gets_the_same_footing(tmp_path: Any) -> None:
 
 
 # --- the replay ------------------------------------------------------------------------------
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_each_gang_is_handed_over_at_its_planned_time() -> None:

@@ -1,0 +1,101 @@
+"""What tests build over and over: a clock moved by hand, pod manifests, gang members.
+
+Every tier imports it (`from builders import ...`: tests/conftest.py puts tests/ on the
+path). A manifest is a full Pod as the API server takes it (escher_harness.workload's
+pod_manifest, which the benchmarks create too), so the same builder serves a unit test that
+decodes it (`info`) and an e2e test that creates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from escher_harness.workload import pod_manifest
+from extender.core.objects import Pod
+from extender.core.pod import Keys, PodInfo, pod_info
+
+KEYS = Keys.for_domain("escher.io")
+PREFIX = "escher.io/"
+
+
+class Clock:
+    """A monotonic clock that moves only when told to."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    sleep = advance  # where the code under test sleeps on the clock it was given
+
+
+def pod(
+    name: str = "p",
+    *,
+    uid: str | None = None,
+    namespace: str = "default",
+    requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    gates: Sequence[str] = (),
+    node: str = "",
+    phase: str | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A pod manifest; `uid`, `node`, `phase` and extra `spec` fields as the API server
+    would show them (an e2e test leaves `uid` out: the API server gives one)."""
+    manifest = pod_manifest(
+        name,
+        limits=limits,
+        requests=requests,
+        labels=labels,
+        annotations=annotations,
+        scheduling_gates=gates,
+    )
+    manifest["metadata"]["namespace"] = namespace
+    if uid is not None:
+        manifest["metadata"]["uid"] = uid
+    if node:
+        manifest["spec"]["nodeName"] = node
+    manifest["spec"].update(spec)
+    if phase is not None:
+        manifest["status"] = {"phase": phase}
+    return manifest
+
+
+def member(
+    gang: str,
+    i: int,
+    size: int,
+    *,
+    cpu: str = "1",
+    requests: Mapping[str, str] | None = None,
+    timeout: float = 30,
+    **more: Any,
+) -> dict[str, Any]:
+    """Member `i` of a gang of `size` (`<gang>-<i>`), as the gang feature reads one; it
+    requests `cpu` and any other `requests`."""
+    return pod(
+        f"{gang}-{i}",
+        requests={"cpu": cpu, **(requests or {})},
+        labels={KEYS.gang: gang},
+        annotations={KEYS.gang_min: str(size), KEYS.gang_timeout: f"{timeout:g}"},
+        **more,
+    )
+
+
+def info(manifest: Mapping[str, Any], keys: Keys = KEYS, prefix: str = PREFIX) -> PodInfo:
+    """What the service reads of a manifest (decoded as from the API server, which gives a
+    pod without one the uid `<name>-uid`)."""
+    meta = manifest["metadata"]
+    manifest = {**manifest, "metadata": {"uid": f"{meta['name']}-uid", **meta}}
+    decoded = msgspec.json.decode(msgspec.json.encode(manifest), type=Pod)
+    return pod_info(decoded, keys, prefix)
