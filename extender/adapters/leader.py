@@ -188,16 +188,18 @@ class LeaderElector:
             await asyncio.sleep(self.next_try())
 
     def next_try(self) -> float:
-        """Seconds until the next attempt: the retry period, or, for a follower, sooner if
-        the lease it watches expires sooner. So a failover takes the lease duration after the
-        follower last saw the lease change, not up to a retry period more (issue 31)."""
+        """Seconds until the next attempt. The leader renews every retry period. A follower
+        looks twice as often, and sooner still when the lease it watches expires sooner: it
+        times the lease from when it saw the last renewal, so how late it sees one is added
+        to every failover (up to a retry period, at one look per period; issue 31)."""
         spec = self._observed
         if spec is None or spec.holderIdentity in ("", self.identity):
             return self.retry_period
+        poll = self.retry_period / 2
         expires = self._observed_at + (spec.leaseDurationSeconds or self.lease_duration)
         left = expires - self.clock()
-        # Expired already: the attempt just made failed (it would have won): wait a period.
-        return left if 0 < left < self.retry_period else self.retry_period
+        # Expired already: the attempt just made failed (it would have won): poll as usual.
+        return left if 0 < left < poll else poll
 
     def _settle(self) -> None:
         leading = self.is_leader()

@@ -121,17 +121,17 @@ def test_a_leader_that_cannot_renew_stops_before_another_may_win(
 @pytest.mark.parametrize(
     ("seen_ago", "wait"),
     [
-        (0.0, RETRY),  # the lease was just renewed: poll as usual
-        (DURATION - 0.5, 0.5),  # it expires before the next poll: try then
-        (DURATION - RETRY, RETRY),
-        (DURATION + 1, RETRY),  # expired, and the attempt failed anyway: a period
+        (0.0, RETRY / 2),  # the lease was just renewed: look at twice the leader's rate
+        (DURATION - 0.5, 0.5),  # it expires before the next look: try then
+        (DURATION - RETRY / 2, RETRY / 2),
+        (DURATION + 1, RETRY / 2),  # expired, and the attempt failed anyway: look as usual
     ],
 )
 def test_a_follower_tries_again_when_the_lease_it_saw_expires(seen_ago: float, wait: float) -> None:
     store, clock = Leases(), Clock(100.0)
     a, b = elector(store, clock, "a"), elector(store, clock, "b")
     assert attempt(a) and not attempt(b)  # b follows, having seen a's lease now
-    assert (a.next_try(), b.next_try()) == (RETRY, RETRY)
+    assert (a.next_try(), b.next_try()) == (RETRY, RETRY / 2)
     clock.now += seen_ago
     assert b.next_try() == pytest.approx(wait)
 
