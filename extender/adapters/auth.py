@@ -15,6 +15,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -73,8 +74,10 @@ class Authorizer:
         domain: str,
         static_token: str | None,
         ttl: float,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
+        self._clock = clock
         self._domain = domain
         self._static = static_token.encode() if static_token else None
         self._ttl = ttl
@@ -113,7 +116,7 @@ class Authorizer:
         return AuthDecision(Outcome.ALLOWED, user=user.username)
 
     async def _review(self, raw: bytes, token: str) -> tuple[_User | None, str]:
-        now = time.monotonic()
+        now = self._clock()
         hit = self._users.get(raw)
         if hit is not None and hit[0] > now:
             return hit[1], hit[2]
@@ -131,7 +134,7 @@ class Authorizer:
         return user, status.error
 
     async def _access(self, user: _User, verb: str, subresource: str) -> tuple[bool, str]:
-        now = time.monotonic()
+        now = self._clock()
         key = (user.uid or user.username, verb, subresource)
         hit = self._grants.get(key)
         if hit is not None and hit[0] > now:

@@ -1,0 +1,175 @@
+"""The cluster view (extender.adapters.view) over an API server holding nodes and pods
+(fakeapi.Cluster): what the ledger adopts from nodes while it is built and while it does not
+lead, what it hands to the write-back otherwise, bound pods as facts, and pod events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import builders
+from builders import KEYS
+from fakeapi import Cluster, connected
+
+from extender.adapters.view import ClusterView, Owned
+from extender.core.events import PodChange, PodEvent, PodEvents
+from extender.core.ledger import Ledger
+from extender.metrics import Metrics
+
+R = "escher.io/r"
+
+
+@dataclass
+class Setup:
+    cluster: Cluster
+    ledger: Ledger
+    view: ClusterView
+    adopting: list[bool]
+    seen: list[tuple[str, Owned, Owned]] = field(default_factory=list)
+    events: list[PodEvent] = field(default_factory=list)
+
+    def ephemeral(self, node: str) -> dict[str, int]:
+        view = self.ledger.node(node)
+        assert view is not None
+        return dict(view.ephemeral)
+
+
+@contextlib.asynccontextmanager
+async def watching(tmp_path: Path, cluster: Cluster) -> AsyncIterator[Setup]:
+    ledger, events, adopting = Ledger("escher.io"), PodEvents(), [False]
+    async with connected(cluster, tmp_path) as api:
+        setup = Setup(cluster, ledger, None, adopting)  # type: ignore[arg-type]
+        setup.view = ClusterView(
+            api,
+            ledger,
+            KEYS,
+            events,
+            Metrics(),
+            lambda: adopting[0],
+            lambda node, _version, cap, alloc: setup.seen.append((node, cap, alloc)),
+        )
+        events.subscribe(setup.events.append)
+        await setup.view.sync()
+        tasks = [asyncio.create_task(i.run()) for i in (setup.view.nodes, setup.view.pods)]
+        try:
+            yield setup
+        finally:
+            for t in tasks:
+                t.cancel()
+
+
+async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "not within the timeout"
+        await asyncio.sleep(0.01)
+
+
+def run(tmp_path: Path, cluster: Cluster, body: Callable[[Setup], Any]) -> None:
+    async def main() -> None:
+        async with watching(tmp_path, cluster) as s:
+            await body(s)
+
+    asyncio.run(main())
+
+
+def with_r(cluster: Cluster, node: str, value: str) -> None:
+    """Another writer (or a previous leader) sets R on the node."""
+    obj = cluster.node(node)
+    for section in ("capacity", "allocatable"):
+        obj["status"][section][R] = value
+    cluster.put("nodes", node, obj)
+
+
+def test_the_ledger_is_built_from_what_the_nodes_show(tmp_path: Path) -> None:
+    cluster = Cluster()
+    cluster.add_node("a", {R: "3"}, labels={"zone": "z1"})
+    cluster.add_node("b", {R: "bogus"})  # not a value the extender wrote: not adopted
+
+    async def body(s: Setup) -> None:
+        assert s.ephemeral("a") == {R: 3} and s.ephemeral("b") == {}
+        a = s.ledger.node("a")
+        assert a is not None and a.labels == {"zone": "z1"}
+        assert ("b", {R: None}, {R: None}) in s.seen  # shown to the write-back, to rewrite
+
+    run(tmp_path, cluster, body)
+
+
+def test_a_leader_keeps_its_values_and_a_follower_adopts_the_nodes(tmp_path: Path) -> None:
+    cluster = Cluster()
+    cluster.add_node("a", {R: "3"})
+
+    async def body(s: Setup) -> None:
+        with_r(cluster, "a", "5")  # leading (adopting false): the ledger stays the truth
+        await until(lambda: ("a", {R: 5}, {R: 5}) in s.seen)
+        assert s.ephemeral("a") == {R: 3}
+        s.adopting[0] = True  # following: the node is the truth
+        with_r(cluster, "a", "6")
+        await until(lambda: s.ephemeral("a") == {R: 6})
+
+    run(tmp_path, cluster, body)
+
+
+def test_nodes_come_and_go(tmp_path: Path) -> None:
+    cluster = Cluster()
+    cluster.add_node("a")
+
+    async def body(s: Setup) -> None:
+        cluster.add_node("b")
+        await until(lambda: sorted(s.ledger.node_names()) == ["a", "b"])
+        cluster.delete("nodes", "a")
+        await until(lambda: s.ledger.node_names() == ["b"])
+
+    run(tmp_path, cluster, body)
+
+
+def test_bound_pods_hold_their_requests_and_are_published_until_gone(tmp_path: Path) -> None:
+    cluster = Cluster()
+    cluster.add_node("a", {R: "3"})
+    pending = builders.pod("p", uid="u1", limits={R: "1"})
+    cluster.put("pods", "default/p", pending)
+
+    async def body(s: Setup) -> None:
+        assert [(e.change, e.uid) for e in s.events] == [(PodChange.UPSERT, "u1")]
+        assert s.ledger.node("a").available(R) == 3  # type: ignore[union-attr]
+        cluster.put("pods", "default/p", builders.pod("p", uid="u1", limits={R: "1"}, node="a"))
+        await until(lambda: s.ledger.node("a").available(R) == 2)  # type: ignore[union-attr]
+        finished = builders.pod("p", uid="u1", limits={R: "1"}, node="a", phase="Succeeded")
+        cluster.put("pods", "default/p", finished)
+        await until(lambda: s.ledger.node("a").available(R) == 3)  # type: ignore[union-attr]
+        gone = s.events[-1]
+        assert (gone.change, gone.uid, dict(gone.freed)) == (PodChange.GONE, "u1", {R: 1})
+
+    run(tmp_path, cluster, body)
+
+
+def test_a_malformed_pod_is_skipped_and_the_others_are_read(tmp_path: Path) -> None:
+    cluster = Cluster()
+    cluster.add_node("a", {R: "3"})
+    cluster.put("pods", "default/bad", builders.pod("bad", uid="u0", limits={R: "-1"}, node="a"))
+    cluster.put("pods", "default/ok", builders.pod("ok", uid="u1", limits={R: "1"}, node="a"))
+
+    async def body(s: Setup) -> None:
+        assert [e.uid for e in s.events] == ["u1"]
+        assert s.ledger.node("a").available(R) == 2  # type: ignore[union-attr]
+
+    run(tmp_path, cluster, body)
+
+
+def test_pods_that_vanished_while_not_watched_are_reported_gone(tmp_path: Path) -> None:
+    cluster = Cluster()
+    cluster.add_node("a", {R: "3"})
+    cluster.put("pods", "default/p", builders.pod("p", uid="u1", limits={R: "1"}, node="a"))
+
+    async def body(s: Setup) -> None:
+        cluster.delete("pods", "default/p")
+        cluster.compact()  # the deletion's event is lost: only a new list shows it
+        cluster.stop_watches()
+        await until(lambda: s.events[-1].change is PodChange.GONE)
+        assert s.ledger.node("a").available(R) == 3  # type: ignore[union-attr]
+
+    run(tmp_path, cluster, body)
