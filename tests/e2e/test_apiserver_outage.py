@@ -14,7 +14,6 @@ import signal
 import statistics
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -26,7 +25,7 @@ from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload
 
 # Probe latency is judged against the liveness timeout: alone, not beside other clusters.
-pytestmark = [pytest.mark.e2e, pytest.mark.serial]
+pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.cluster(nodes=3, mode="extender")]
 
 CALLS = 200
 MANIFEST = Path(__file__).parents[2] / "deploy" / "base" / "extender.yaml"
@@ -39,17 +38,6 @@ def liveness_timeout_ms() -> float:
             container = doc["spec"]["template"]["spec"]["containers"][0]
             return float(container["livenessProbe"]["timeoutSeconds"]) * 1000
     raise AssertionError(f"no Deployment in {MANIFEST}")
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[localcluster.ClusterInfo]:
-    info = localcluster.up(localcluster.ClusterSpec(dir=tmp_path / "c", nodes=3, mode="extender"))
-    try:
-        yield info
-    finally:
-        apiserver = next(p for p in info.processes if p.name == "kube-apiserver")
-        os.kill(apiserver.pid, signal.SIGCONT)  # never leave it paused for the teardown
-        localcluster.down(info.dir, keep_logs=True)
 
 
 def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(

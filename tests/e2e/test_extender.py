@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,9 +19,13 @@ from escher_harness.kubeclient import api_client
 from escher_harness.workload import Placement, Workload, pod_manifest
 from extender.esl.client import PolicyAPIError, PolicyClient
 
-pytestmark = pytest.mark.e2e
-
 MODES = ["extender", "pure"]
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.cluster(nodes=4, node_labels={"pool": "general"}),
+    pytest.mark.parametrize("cluster", [{"mode": m} for m in MODES], ids=MODES, indirect=True),
+]
 _names = itertools.count()
 
 
@@ -44,18 +47,9 @@ class Env:
         return self.work.node_resources(node, self.domain + "/")
 
 
-@pytest.fixture(scope="module", params=MODES)
-def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    d = tmp_path_factory.mktemp(f"cluster-{request.param}")
-    info = localcluster.up(
-        localcluster.ClusterSpec(
-            dir=d, nodes=4, mode=request.param, node_labels={"pool": "general"}
-        )
-    )
-    try:
-        yield Env(info)
-    finally:
-        localcluster.down(d, keep_logs=True)
+@pytest.fixture(scope="module")
+def env(cluster: localcluster.ClusterInfo) -> Env:
+    return Env(cluster)
 
 
 def by_node(placed: dict[str, Placement]) -> Counter[str]:

@@ -18,7 +18,6 @@ closing notes; the assertions are the issue's bounds."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
@@ -27,7 +26,6 @@ import signal
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -43,37 +41,26 @@ from escher_harness.workload import Workload, pod_manifest
 from extender.core import quantity
 
 # Leases of 4 s: a machine loaded by other tests' clusters would turn failovers into flapping.
-pytestmark = [pytest.mark.e2e, pytest.mark.serial]
-
 LEASE = LeaseTimes(duration=4, renew_deadline=3, retry_period=0.5)
 NODES = 4
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.serial,
+    pytest.mark.cluster(
+        nodes=NODES, mode="extender", node_cpu="4", replicas=2, lease=LEASE, proxy_poll=0.1
+    ),
+]
 RESOURCE = "escher.io/fo"  # one unit per node
 KILLS = 5
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[localcluster.ClusterInfo]:
-    spec = localcluster.ClusterSpec(
-        dir=tmp_path_factory.mktemp("failover") / "c",
-        nodes=NODES,
-        mode="extender",
-        node_cpu="4",
-        replicas=2,
-        lease=LEASE,
-        proxy_poll=0.1,
-    )
-    info = localcluster.up(spec)
-    try:
-        with policy(info) as c:
-            c.put("/v1/resources/fo", json={"capacity": 1}).raise_for_status()
-        yield info
-    finally:
-        for p in info.processes:  # never leave one paused for the teardown
-            if p.name in ("kube-apiserver", "etcd") or p.name.startswith("extender"):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGCONT)
-        localcluster.down(info.dir, keep_logs=True)
+@pytest.fixture(scope="module", autouse=True)
+def _resource(cluster: localcluster.ClusterInfo) -> None:
+    """The ephemeral resource the load's pods request."""
+    with policy(cluster) as c:
+        c.put("/v1/resources/fo", json={"capacity": 1}).raise_for_status()
 
 
 def policy(info: localcluster.ClusterInfo) -> httpx.Client:

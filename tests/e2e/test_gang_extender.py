@@ -9,8 +9,6 @@ import os
 import random
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import builders
@@ -22,22 +20,11 @@ from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=4, mode="extender", node_cpu="2")]
 
 
 def member(gang: str, i: int, size: int, cpu: str = "1", **spec: Any) -> dict[str, Any]:
     return builders.member(gang, i, size, cpu=cpu, requests={"memory": "64Mi"}, timeout=20, **spec)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[localcluster.ClusterInfo]:
-    info = localcluster.up(
-        localcluster.ClusterSpec(dir=tmp_path / "c", nodes=4, mode="extender", node_cpu="2")
-    )
-    try:
-        yield info
-    finally:
-        localcluster.down(info.dir, keep_logs=True)
 
 
 def gangs(info: localcluster.ClusterInfo) -> dict[str, dict[str, Any]]:
@@ -60,9 +47,9 @@ def wait_all_bound(work: Workload, names: list[str], timeout: float = 60) -> dic
 
 
 def test_a_member_pinned_by_node_selector_is_placed_on_its_node(
-    cluster: localcluster.ClusterInfo,
+    fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
-    work = Workload(api_client(cluster.kubeconfig))
+    work = Workload(api_client(fresh_cluster.kubeconfig))
     pinned = {"kubernetes.io/hostname": "node-3"}
     pods = [member("sel", 0, 3), member("sel", 1, 3, nodeSelector=pinned), member("sel", 2, 3)]
     for p in pods:
@@ -72,9 +59,9 @@ def test_a_member_pinned_by_node_selector_is_placed_on_its_node(
 
 
 def test_members_tolerating_different_taints_each_land_where_they_may(
-    cluster: localcluster.ClusterInfo,
+    fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
-    api = api_client(cluster.kubeconfig)
+    api = api_client(fresh_cluster.kubeconfig)
     core = client.CoreV1Api(api)
     for node, key in (("node-0", "a"), ("node-1", "a"), ("node-2", "b"), ("node-3", "b")):
         core.patch_node(node, {"spec": {"taints": [{"key": key, "effect": "NoSchedule"}]}})
@@ -87,9 +74,9 @@ def test_members_tolerating_different_taints_each_land_where_they_may(
 
 
 def test_members_with_different_requests_are_placed_whole(
-    cluster: localcluster.ClusterInfo,
+    fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
-    work = Workload(api_client(cluster.kubeconfig))
+    work = Workload(api_client(fresh_cluster.kubeconfig))
     # 2 cpu nodes: the big members need a node each, the small ones fill the rest.
     for i, cpu in enumerate(["2", "500m", "2", "1500m"]):
         work.create(member("mixed", i, 4, cpu=cpu))
@@ -98,19 +85,19 @@ def test_members_with_different_requests_are_placed_whole(
 
 
 def test_a_member_deleted_while_waiting_is_replaced_and_the_gang_completes(
-    cluster: localcluster.ClusterInfo,
+    fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
-    work = Workload(api_client(cluster.kubeconfig))
+    work = Workload(api_client(fresh_cluster.kubeconfig))
     work.create(member("rep", 0, 3))
     work.create(member("rep", 1, 3))
     deadline = time.monotonic() + 30
-    while gangs(cluster).get("default/rep", {}).get("phase") != "reserved":
+    while gangs(fresh_cluster).get("default/rep", {}).get("phase") != "reserved":
         assert time.monotonic() < deadline
         time.sleep(0.1)
     work.delete(["rep-1"])
     deadline = time.monotonic() + 30
-    while len(gangs(cluster)["default/rep"]["members"]) != 1:
-        assert time.monotonic() < deadline, gangs(cluster)["default/rep"]
+    while len(gangs(fresh_cluster)["default/rep"]["members"]) != 1:
+        assert time.monotonic() < deadline, gangs(fresh_cluster)["default/rep"]
         time.sleep(0.1)
     started = time.monotonic()
     work.create(member("rep", 7, 3))
@@ -122,20 +109,20 @@ def test_a_member_deleted_while_waiting_is_replaced_and_the_gang_completes(
 
 @pytest.mark.parametrize("restart", [False, True], ids=["uptime", "across-a-restart"])
 def test_a_reused_gang_name_is_all_or_nothing_again(
-    cluster: localcluster.ClusterInfo, restart: bool
+    fresh_cluster: localcluster.ClusterInfo, restart: bool
 ) -> None:
-    work = Workload(api_client(cluster.kubeconfig))
+    work = Workload(api_client(fresh_cluster.kubeconfig))
     first = [f"g1-{i}" for i in range(3)]
     for i in range(3):
         work.create(member("g1", i, 3))
     wait_all_bound(work, first)
     work.delete(first)
     deadline = time.monotonic() + 30
-    while "default/g1" in gangs(cluster):  # the gang ends with its members
+    while "default/g1" in gangs(fresh_cluster):  # the gang ends with its members
         assert time.monotonic() < deadline
         time.sleep(0.1)
     if restart:
-        localcluster.restart_component(cluster.dir, "extender", kill_signal=signal.SIGKILL)
+        localcluster.restart_component(fresh_cluster.dir, "extender", kill_signal=signal.SIGKILL)
     again = ["g1-10", "g1-11"]
     for name in again:
         pod = member("g1", 0, 3)
@@ -143,19 +130,19 @@ def test_a_reused_gang_name_is_all_or_nothing_again(
         work.create(pod)
     time.sleep(8)  # long enough for kube-scheduler to have tried both several times
     assert bound(work, again) == dict.fromkeys(again)
-    status = gangs(cluster)["default/g1"]
+    status = gangs(fresh_cluster)["default/g1"]
     assert status["min_members"] == 3 and status["phase"] in ("waiting", "reserved")
 
 
 def test_a_gang_whose_bind_burst_was_cut_short_is_completed_after_a_restart(
-    cluster: localcluster.ClusterInfo,
+    fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
     """The state a SIGKILL in the bind burst leaves: one member bound, the others not, no
     extender. The restarted extender plans the rest around the bound one."""
-    api = api_client(cluster.kubeconfig)
+    api = api_client(fresh_cluster.kubeconfig)
     work = Workload(api)
-    localcluster.restart_component(cluster.dir, "extender", kill_signal=signal.SIGKILL)
-    info = localcluster.load(cluster.dir)
+    localcluster.restart_component(fresh_cluster.dir, "extender", kill_signal=signal.SIGKILL)
+    info = localcluster.load(fresh_cluster.dir)
     extender = next(p for p in info.processes if p.name == "extender")
     os.kill(extender.pid, signal.SIGSTOP)  # no extender answers while the scene is set
     try:
@@ -172,15 +159,15 @@ def test_a_gang_whose_bind_burst_was_cut_short_is_completed_after_a_restart(
         )
     finally:
         os.kill(extender.pid, signal.SIGKILL)
-    localcluster.restart_component(cluster.dir, "extender", kill_signal=signal.SIGKILL)
+    localcluster.restart_component(fresh_cluster.dir, "extender", kill_signal=signal.SIGKILL)
     nodes = wait_all_bound(work, names)
     assert nodes["burst-0"] == "node-2"
 
 
 def test_sigkill_at_any_moment_of_a_gangs_life_never_leaves_it_partly_bound(
-    cluster: localcluster.ClusterInfo,
+    fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
-    work = Workload(api_client(cluster.kubeconfig))
+    work = Workload(api_client(fresh_cluster.kubeconfig))
     rnd = random.Random(7)
     for trial in range(6):
         gang = f"kill{trial}"
@@ -188,6 +175,6 @@ def test_sigkill_at_any_moment_of_a_gangs_life_never_leaves_it_partly_bound(
         for i in range(4):
             work.create(member(gang, i, 4, cpu="500m"))
         time.sleep(rnd.uniform(0.0, 0.4))  # planning, reservation, barrier or bind burst
-        localcluster.restart_component(cluster.dir, "extender", kill_signal=signal.SIGKILL)
+        localcluster.restart_component(fresh_cluster.dir, "extender", kill_signal=signal.SIGKILL)
         wait_all_bound(work, names, timeout=60)
         work.delete(names)

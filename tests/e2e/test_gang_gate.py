@@ -17,10 +17,9 @@ from kubernetes import client
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
-from escher_harness.pytest_plugin import ClusterFactory
 from escher_harness.workload import Workload, pod_manifest
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=4, mode="extender", node_cpu="2")]
 
 GATE = "escher.io/gang"
 
@@ -29,11 +28,6 @@ def member(gang: str, i: int, size: int, cpu: str = "1", gates: tuple[str, ...] 
     return builders.member(
         gang, i, size, cpu=cpu, requests={"memory": "64Mi"}, timeout=20, gates=gates
     )
-
-
-@pytest.fixture
-def cluster(local_cluster: ClusterFactory) -> localcluster.ClusterInfo:
-    return local_cluster(nodes=4, mode="extender", node_cpu="2")
 
 
 def gang(info: localcluster.ClusterInfo, key: str) -> dict[str, Any]:
@@ -65,8 +59,10 @@ def until(check: Any, timeout: float = 30, what: str = "") -> Any:
     return out
 
 
-def test_a_held_gang_with_room_is_let_through_and_bound(cluster: localcluster.ClusterInfo) -> None:
-    api = api_client(cluster.kubeconfig)
+def test_a_held_gang_with_room_is_let_through_and_bound(
+    fresh_cluster: localcluster.ClusterInfo,
+) -> None:
+    api = api_client(fresh_cluster.kubeconfig)
     core, work = client.CoreV1Api(api), Workload(api)
     names = [f"fit-{i}" for i in range(3)]
     for i in range(3):
@@ -77,9 +73,9 @@ def test_a_held_gang_with_room_is_let_through_and_bound(cluster: localcluster.Cl
 
 
 def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_frees(
-    cluster: localcluster.ClusterInfo,
+    fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
-    api = api_client(cluster.kubeconfig)
+    api = api_client(fresh_cluster.kubeconfig)
     core, work = client.CoreV1Api(api), Workload(api)
     # Three of the four 2-cpu nodes full: a gang of two 2-cpu members does not fit.
     blockers = [f"block-{i}" for i in range(3)]
@@ -89,17 +85,17 @@ def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_free
     names = ["wait-0", "wait-1"]
     for i in range(2):
         work.create(member("wait", i, 2, cpu="2"))
-    status = until(lambda: gang(cluster, "default/wait").get("reason"), what="gang learnt")
+    status = until(lambda: gang(fresh_cluster, "default/wait").get("reason"), what="gang learnt")
     assert "does not fit now" in status
     time.sleep(3)  # kube-scheduler would have tried an ungated pod several times by now
     for p in pods(core, names).values():
         assert gates(p) == [GATE] and not p["spec"].get("nodeName")
         (cond,) = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
         assert cond["reason"] == "SchedulingGated", cond  # never tried: nothing written
-    assert {m["state"] for m in gang(cluster, "default/wait")["members"]} == {"held"}
+    assert {m["state"] for m in gang(fresh_cluster, "default/wait")["members"]} == {"held"}
     # Held state lives in the pods: a killed extender comes back to the same gang.
-    localcluster.restart_component(cluster.dir, "extender", kill_signal=signal.SIGKILL)
-    until(lambda: gang(cluster, "default/wait").get("phase") == "waiting", what="relearnt")
+    localcluster.restart_component(fresh_cluster.dir, "extender", kill_signal=signal.SIGKILL)
+    until(lambda: gang(fresh_cluster, "default/wait").get("phase") == "waiting", what="relearnt")
     assert all(gates(p) == [GATE] for p in pods(core, names).values())
     work.delete(blockers[:1])
     placed = work.wait(names, timeout=30)
@@ -107,9 +103,9 @@ def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_free
 
 
 def test_the_gate_of_a_pod_of_no_gang_is_lifted_and_other_gates_stay(
-    cluster: localcluster.ClusterInfo,
+    fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
-    api = api_client(cluster.kubeconfig)
+    api = api_client(fresh_cluster.kubeconfig)
     core, work = client.CoreV1Api(api), Workload(api)
     work.create(pod_manifest("stray", requests={"cpu": "1"}, scheduling_gates=(GATE,)))
     both = pod_manifest("both", requests={"cpu": "1"}, scheduling_gates=("example.com/x", GATE))
@@ -119,13 +115,14 @@ def test_the_gate_of_a_pod_of_no_gang_is_lifted_and_other_gates_stay(
     assert left and not pods(core, ["both"])["both"]["spec"].get("nodeName")
 
 
+@pytest.mark.cluster(gang_gate=True)
 def test_the_adaptive_gate_holds_new_gangs_only_while_gangs_wait_for_room(
-    local_cluster: ClusterFactory,
+    fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
     """deploy/'s gang-gate admission policy and the extender's switch: members created
     while every gang fits are not gated; once a gang waits for room, new members are; the
     switch opens again a cool-down after the last gang found room."""
-    info = local_cluster(nodes=4, mode="extender", node_cpu="2", gang_gate=True)
+    info = fresh_cluster
     api = api_client(info.kubeconfig)
     core, work = client.CoreV1Api(api), Workload(api)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from escher_harness.kubeclient import api_client
 from escher_harness.workload import PodChange, Workload, pod_manifest
 from extender.esl.client import PolicyClient
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=3, mode="extender", node_cpu="4")]
 
 
 def member(gang: str, i: int, size: int, cpu: str, timeout: float = 60) -> dict[str, Any]:
@@ -65,21 +64,10 @@ class Recorder:
         return dict(longest)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[localcluster.ClusterInfo]:
-    info = localcluster.up(
-        localcluster.ClusterSpec(dir=tmp_path / "c", nodes=3, mode="extender", node_cpu="4")
-    )
-    try:
-        yield info
-    finally:
-        localcluster.down(info.dir, keep_logs=True)
-
-
 def test_extender_gangs_under_contention_are_all_or_nothing_and_never_deadlock(
-    cluster: localcluster.ClusterInfo,
+    fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
-    work = Workload(api_client(cluster.kubeconfig))
+    work = Workload(api_client(fresh_cluster.kubeconfig))
     rec = Recorder(work)
     try:
         # Three gangs of 4 x 2 cpu on 12 cpu: any one fits, no two at once.
@@ -119,9 +107,9 @@ def test_extender_gangs_under_contention_are_all_or_nothing_and_never_deadlock(
     assert stretches and max(stretches.values()) < 1.0, stretches
 
 
-def test_extender_releases_expired_reservations(cluster: localcluster.ClusterInfo) -> None:
-    assert cluster.extender_url and cluster.token
-    work = Workload(api_client(cluster.kubeconfig))
+def test_extender_releases_expired_reservations(fresh_cluster: localcluster.ClusterInfo) -> None:
+    assert fresh_cluster.extender_url and fresh_cluster.token
+    work = Workload(api_client(fresh_cluster.kubeconfig))
     work.create(member("x", 0, 2, "1", timeout=3))
     # x-0 is seen and waits for its gang; then it goes away before x-1 arrives, so the
     # reservation made when x-1 arrives can never complete.
@@ -132,7 +120,8 @@ def test_extender_releases_expired_reservations(cluster: localcluster.ClusterInf
     work.delete(["x-0"])
     work.create(member("x", 1, 2, "1", timeout=3))
     policy = httpx.Client(
-        base_url=cluster.extender_url, headers={"Authorization": f"Bearer {cluster.token}"}
+        base_url=fresh_cluster.extender_url,
+        headers={"Authorization": f"Bearer {fresh_cluster.token}"},
     )
     deadline = time.monotonic() + 60
     while True:
@@ -144,7 +133,7 @@ def test_extender_releases_expired_reservations(cluster: localcluster.ClusterInf
     assert gang["reservations"] >= 1
     assert not any(m["state"] == "bound" for m in gang["members"])
     # nothing is held any more: the cpu is free on every node
-    state = PolicyClient(cluster.extender_url, cluster.token).cluster_state()
+    state = PolicyClient(fresh_cluster.extender_url, fresh_cluster.token).cluster_state()
     assert all(res["cpu"].allocated == 0 for res in state.nodes.values())
     assert work.placements(["x-1"])["x-1"].node is None
 
@@ -199,11 +188,13 @@ def test_pure_gang_completes_and_removes_its_resource(tmp_path: Path, placeholde
         localcluster.down(info.dir, keep_logs=True)
 
 
-def test_the_documented_example_gang_is_placed_whole(cluster: localcluster.ClusterInfo) -> None:
+def test_the_documented_example_gang_is_placed_whole(
+    fresh_cluster: localcluster.ClusterInfo,
+) -> None:
     import yaml
 
     doc = yaml.safe_load((Path(__file__).parents[2] / "docs/examples/gang.yaml").read_text())
-    work = Workload(api_client(cluster.kubeconfig))
+    work = Workload(api_client(fresh_cluster.kubeconfig))
     for pod in doc["items"]:
         work.create(pod)
     names = [p["metadata"]["name"] for p in doc["items"]]

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -19,16 +17,7 @@ from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload, pod_manifest
 from extender.esl.client import PolicyClient
 
-pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[localcluster.ClusterInfo]:
-    info = localcluster.up(localcluster.ClusterSpec(dir=tmp_path / "c", nodes=2, mode="extender"))
-    try:
-        yield info
-    finally:
-        localcluster.down(info.dir, keep_logs=True)
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=2, mode="extender")]
 
 
 def metric(text: str, name: str, labels: str) -> float:

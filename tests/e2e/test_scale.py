@@ -6,7 +6,6 @@ NodeResourcesFit and every feasible node scored, the two nodes are always among 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,22 +14,10 @@ from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload, pod_manifest
 from extender.esl.client import PolicyClient
 
-pytestmark = pytest.mark.e2e
-
 NODES = 5000
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=NODES, mode="extender", timeout=300)]
 RARE = ("node-17", "node-4242")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[localcluster.ClusterInfo]:
-    d = tmp_path_factory.mktemp("scale")
-    info = localcluster.up(
-        localcluster.ClusterSpec(dir=d / "c", nodes=NODES, mode="extender", timeout=300)
-    )
-    try:
-        yield info
-    finally:
-        localcluster.down(info.dir, keep_logs=True)
 
 
 def test_a_resource_on_two_of_5000_nodes_is_found_for_every_pod_that_fits(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -26,25 +25,13 @@ from escher_harness.workload import Workload, pod_manifest
 from extender.core.pod import Keys
 from extender.esl.client import PolicyClient
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.cluster(nodes=3, node_cpu="4", mode="extender", scoped=True, kwok=False),
+]
 
 MARKER = Keys.for_domain("escher.io").marker
 _names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[localcluster.ClusterInfo]:
-    d = tmp_path_factory.mktemp("scoped")
-    info = localcluster.up(
-        # 4 cpu a node: a gang member of 3 cpu fills one (the bypass test below).
-        localcluster.ClusterSpec(
-            dir=d, nodes=3, node_cpu="4", mode="extender", scoped=True, kwok=False
-        )
-    )
-    try:
-        yield info
-    finally:
-        localcluster.down(d, keep_logs=True)
 
 
 def calls(info: localcluster.ClusterInfo) -> dict[str, float]:

@@ -5,21 +5,15 @@ prioritize score), on the pure approach only after the timeout, resubmitted."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
-from esl_harness import APPROACHES, Env, env_fixture
+from esl_harness import Env
 
 from extender.esl.soft import Soft, SoftParams
 
 pytestmark = pytest.mark.e2e
 
 TIMEOUT = 4.0
-
-
-@pytest.fixture(scope="module", params=APPROACHES)
-def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    yield from env_fixture(request, tmp_path_factory)
 
 
 def soft(env: Env, name: str) -> Soft:

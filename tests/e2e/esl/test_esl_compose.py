@@ -4,10 +4,8 @@ AND co-location on one node is refused as unsatisfiable, leaving nothing on the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from esl_harness import APPROACHES, Env, env_fixture, nodes_of
+from esl_harness import Env, nodes_of
 
 from extender.esl.antiaffinity import AntiAffinity, AntiAffinityParams
 from extender.esl.base import Unsatisfiable
@@ -16,11 +14,6 @@ from extender.esl.compose import Compose, ComposeParams
 from extender.esl.loadbalance import LoadBalance, LoadBalanceParams
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module", params=APPROACHES)
-def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    yield from env_fixture(request, tmp_path_factory)
 
 
 def test_colocation_and_load_balancing(env: Env) -> None:

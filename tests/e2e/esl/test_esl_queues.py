@@ -4,19 +4,12 @@ takes every slot. The application reports its backlog and steps the ESL each rou
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from esl_harness import APPROACHES, Env, env_fixture, wait_stepping
+from esl_harness import Env, wait_stepping
 
 from extender.esl.queues import Queues, QueuesParams
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module", params=APPROACHES)
-def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    yield from env_fixture(request, tmp_path_factory)
 
 
 def test_queues_drain_in_weight_proportion(env: Env) -> None:

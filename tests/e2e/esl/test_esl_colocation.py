@@ -4,21 +4,14 @@ the service's /v1/esl endpoints (extender mode)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
-from esl_harness import APPROACHES, Env, env_fixture, nodes_of
+from esl_harness import Env, nodes_of
 
 from extender.esl.base import PodRequest
 from extender.esl.colocation import Colocation, ColocationParams
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module", params=APPROACHES)
-def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    yield from env_fixture(request, tmp_path_factory)
 
 
 def test_every_member_of_a_group_lands_on_one_node(env: Env) -> None:

@@ -3,19 +3,12 @@ was deleted, as the local cluster runs no pods), detected by the ESL's step."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from esl_harness import APPROACHES, Env, env_fixture, wait_stepping
+from esl_harness import Env, wait_stepping
 
 from extender.esl.sequencing import Sequencing, SequencingParams
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module", params=APPROACHES)
-def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    yield from env_fixture(request, tmp_path_factory)
 
 
 def test_t2_is_placed_only_after_t1_finished(env: Env) -> None:

@@ -4,19 +4,12 @@ its set of nodes one at a time as the application steps it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from esl_harness import APPROACHES, Env, env_fixture, nodes_of, wait_stepping
+from esl_harness import Env, nodes_of, wait_stepping
 
 from extender.esl.binpack import BinPack, BinPackParams
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module", params=APPROACHES)
-def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    yield from env_fixture(request, tmp_path_factory)
 
 
 def test_binpacking_uses_the_fewest_nodes(env: Env) -> None:

@@ -4,19 +4,12 @@ when cy's group has nothing left, ann and bob get 2 each."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from esl_harness import APPROACHES, Env, env_fixture, wait_stepping
+from esl_harness import Env, wait_stepping
 
 from extender.esl.fairshare import FairShare, FairShareParams
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module", params=APPROACHES)
-def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    yield from env_fixture(request, tmp_path_factory)
 
 
 def test_fair_share_proportions(env: Env) -> None:

@@ -3,19 +3,12 @@ beyond the nodes stays pending, saying which resource it lacks."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from esl_harness import APPROACHES, Env, env_fixture, nodes_of
+from esl_harness import Env, nodes_of
 
 from extender.esl.antiaffinity import AntiAffinity, AntiAffinityParams
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module", params=APPROACHES)
-def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    yield from env_fixture(request, tmp_path_factory)
 
 
 def test_no_two_antiaffine_pods_share_a_node(env: Env) -> None:

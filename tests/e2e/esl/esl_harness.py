@@ -1,10 +1,11 @@
-"""What the ESL end-to-end tests share: a real local cluster per approach and its Backend.
+"""What the ESL end-to-end tests share: the approaches, and an Env over a cluster and its Backend.
 
 - "extender": a cluster in extender mode, ESLs through its policy API (ExtenderBackend).
 - "pure": a cluster with no extender service at all (mode "none"), ESLs patching the Node
   objects directly (NodeBackend); kube-scheduler alone enforces the resources.
 
-Imported by tests/e2e/test_esl_*.py (pytest puts this directory on sys.path).
+Imported by tests/e2e/esl/ (pytest puts this directory on sys.path); conftest.py there
+gives each module its `env`.
 """
 
 from __future__ import annotations
@@ -12,11 +13,8 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
-
-import pytest
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
@@ -27,6 +25,7 @@ from extender.esl.base import ESL, Backend, PodRequest
 from extender.esl.client import PolicyClient
 
 APPROACHES = ["extender", "pure"]
+MODES = {"extender": "extender", "pure": "none"}  # the cluster's mode for each approach
 _seq = itertools.count()
 
 
@@ -87,27 +86,6 @@ class Env:
                 return
             assert time.monotonic() < deadline, f"left on the nodes: {left}"
             time.sleep(0.2)
-
-
-def up(approach: str, d: Path, nodes: int = 4, node_cpu: str = "4") -> Env:
-    mode = "extender" if approach == "extender" else "none"
-    spec = localcluster.ClusterSpec(dir=d, nodes=nodes, mode=mode, node_cpu=node_cpu)
-    return Env(approach, localcluster.up(spec))
-
-
-def env_fixture(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    nodes: int = 4,
-    node_cpu: str = "4",
-) -> Iterator[Env]:
-    """The body of each test module's `env` fixture, parametrized over APPROACHES."""
-    d = tmp_path_factory.mktemp(f"esl-{request.param}")
-    env = up(request.param, d, nodes, node_cpu)
-    try:
-        yield env
-    finally:
-        localcluster.down(d, keep_logs=True)
 
 
 def nodes_of(placed: dict[str, Placement]) -> Counter[str]:
