@@ -4,7 +4,7 @@ The console-script entry point (pyproject [project.scripts]) and `python -m exte
 `serve` maps its flags onto the one typed Settings object; errors a user can fix end in a
 one-line message and exit status 2, never a traceback.
 
-Other command groups (the harness's `cluster`, `demo` and `bench`) are not part of the
+Other command groups (the harness's `cluster`, `tour` and `bench`) are not part of the
 service: a distribution adds them through the entry-point group `escher_extender.commands`,
 each entry a function that adds its sub-parsers. The service image installs none, so there
 `escher-extender` is `serve` alone; the service never imports the harness.

@@ -7,7 +7,7 @@ Packages and modules:
   escher_harness.listwatch     list, then watch, until the API shows a condition
   escher_harness.peers         the in-framework gang peers (Coscheduling, native gangs)
   escher_harness.bench         the benchmarks (extender, gang, esl) and their figures
-  escher_harness.demo          a two-minute tour on the embedded cluster
+  escher_harness.tour          a two-minute tour on the embedded cluster
   escher_harness.pytest_plugin the local_cluster / shared_cluster fixtures
   escher_harness.cli           `escher-extender cluster|demo|bench`
 

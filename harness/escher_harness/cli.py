@@ -1,4 +1,4 @@
-"""The harness's command groups of `escher-extender`: `cluster`, `demo` and `bench`.
+"""The harness's command groups of `escher-extender`: `cluster`, `tour` and `bench`.
 
 Registered under the entry-point group `escher_extender.commands` (harness/pyproject.toml),
 so `escher-extender` offers them wherever the harness is installed; the service itself never
@@ -20,9 +20,9 @@ from escher_harness.localcluster.errors import ClusterError
 
 
 def add_commands(sub: Any) -> None:
-    """The entry point: add `cluster`, `demo` and `bench` to escher-extender's parser."""
+    """The entry point: add `cluster`, `tour` and `bench` to escher-extender's parser."""
     add_cluster_parser(sub)
-    _add_demo(sub)
+    _add_tour(sub)
     _add_bench(sub)
 
 
@@ -37,17 +37,21 @@ def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
     return call
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from escher_harness import demo
+def _tour(args: argparse.Namespace) -> int:
+    from escher_harness import tour
 
-    return demo.main(args.dir, args.keep)
+    return tour.main(args.dir, args.keep)
 
 
-def _add_demo(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the main job on the embedded local cluster")
+def _add_tour(sub: Any) -> None:
+    p = sub.add_parser(
+        "tour",
+        help="a two-minute tour of ephemeral resources on the embedded local cluster "
+        "(the main job, the gang comparison, is `make demo`)",
+    )
     p.add_argument("--dir", type=Path, help="cluster directory (default: a new temporary one)")
     p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
-    p.set_defaults(func=_guarded(_demo))
+    p.set_defaults(func=_guarded(_tour))
 
 
 def _bench_extender(args: argparse.Namespace) -> int:

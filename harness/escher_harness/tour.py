@@ -1,9 +1,10 @@
-"""`escher-extender demo`: the main job on the embedded local cluster.
+"""`escher-extender tour`: a two-minute tour of ephemeral resources on the embedded cluster
+(the main job, the gang comparison, is `make demo`).
 
 Brings up the real control plane wired to the extender, creates an ephemeral resource with
 the policy API, submits pods that request it, and shows where kube-scheduler put them, why
-the rest are pending, and that raising the capacity at runtime lets them in. Called by the
-CLI (`make demo`).
+the rest are pending, and that raising the capacity at runtime lets them in. Called by
+the CLI.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _cut(text: str, width: int = 90) -> str:
 
 
 def run(dir: Path | None = None, nodes: int = 4, keep: bool = False) -> int:
-    root = dir or Path(tempfile.mkdtemp(prefix="escher-demo-"))
+    root = dir or Path(tempfile.mkdtemp(prefix="escher-tour-"))
     _say(f"== starting the local control plane in {root} (extender mode, {nodes} nodes)")
     info = localcluster.up(
         localcluster.ClusterSpec(dir=root, nodes=nodes, mode="extender"),
@@ -79,7 +80,7 @@ def run(dir: Path | None = None, nodes: int = 4, keep: bool = False) -> int:
             f" allocated {state.allocated}, available {state.available}"
         )
         ok = all(p.node == node for p in placed.values())
-        _say("\n" + ("demo OK" if ok else "demo FAILED: not every pod landed on " + node))
+        _say("\n" + ("tour OK" if ok else "tour FAILED: not every pod landed on " + node))
         return 0 if ok else 1
     finally:
         if keep:
@@ -92,5 +93,5 @@ def main(dir: Path | None, keep: bool) -> int:
     try:
         return run(dir, keep=keep)
     except localcluster.ClusterError as e:
-        print(f"escher-extender demo: {e}", file=sys.stderr)
+        print(f"escher-extender tour: {e}", file=sys.stderr)
         return 1
