@@ -105,6 +105,17 @@ class Instance:
     last_changes: list[Change] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Applied:
+    """What a call changed: the instance, whether every change it made was confirmed on the
+    nodes (read under the instance's lock, so the service's own steps cannot reset it
+    between the change and the reply), and for a delete the resources removed."""
+
+    instance: Instance
+    durable: bool
+    removed: tuple[str, ...] = ()
+
+
 class Instances:
     def __init__(self, backend: Callable[[], LedgerBackend], limit: int = 1000) -> None:
         self._backend = backend
@@ -115,7 +126,7 @@ class Instances:
     def __len__(self) -> int:
         return len(self._items)
 
-    def create(self, kind: str, body: Any) -> Instance:
+    def create(self, kind: str, body: Any) -> Applied:
         """Validate, construct and apply; nothing is left behind when any of it fails."""
         backend = self._backend()
         esl = build(kind, body, backend)
@@ -132,12 +143,12 @@ class Instances:
         try:
             with inst.lock:
                 inst.esl.apply()
+                return Applied(inst, backend.durable)
         except BaseException:
             with self._lock:
                 del self._items[iid]
             inst.esl.teardown()
             raise
-        return inst
 
     def get(self, iid: str) -> Instance:
         with self._lock:
@@ -150,7 +161,7 @@ class Instances:
         with self._lock:
             return list(self._items.values())
 
-    def step(self, iid: str, backlog: Mapping[str, int] | None = None) -> Instance:
+    def step(self, iid: str, backlog: Mapping[str, int] | None = None) -> Applied:
         inst = self.get(iid)
         esl = inst.esl
         if not isinstance(esl, Dynamic):
@@ -164,9 +175,9 @@ class Instances:
                 report(backlog)
             inst.last_changes = esl.step()
             inst.steps += 1
-        return inst
+            return Applied(inst, inst.backend.durable)
 
-    def signal(self, iid: str, key: str) -> Instance:
+    def signal(self, iid: str, key: str) -> Applied:
         inst = self.get(iid)
         esl = inst.esl
         if not isinstance(esl, Signalled):
@@ -174,19 +185,22 @@ class Instances:
         with inst.lock:
             inst.backend.begin()
             inst.last_changes = esl.signal(key)
-        return inst
+            return Applied(inst, inst.backend.durable)
 
-    def delete(self, iid: str) -> tuple[Instance, list[str]]:
-        """Tear down; returns the instance and the resources it removed. The instance is
-        forgotten only once its teardown went through (a refused one can be retried)."""
+    def delete(self, iid: str) -> Applied:
+        """Tear down; durable once the resources it removed are gone from the ledger and
+        the nodes. The instance is forgotten only once its teardown went through (a refused
+        one can be retried)."""
         inst = self.get(iid)
         with inst.lock:
             inst.backend.begin()
             removed = inst.esl.resources()
             inst.esl.teardown()
+            ledger = inst.backend.ledger
+            durable = inst.backend.durable and not any(ledger.has_resource(r) for r in removed)
         with self._lock:
             self._items.pop(iid, None)
-        return inst, removed
+        return Applied(inst, durable, tuple(removed))
 
     def step_all(self) -> None:
         """One step of every dynamic instance (the service's loop); errors are logged, the

@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from extender import wire
 from extender.esl.base import Change, Dynamic, PodRequest
-from extender.esl.registry import REGISTRY, Instance
+from extender.esl.registry import REGISTRY, Applied, Instance
 from extender.http.deps import Runtime, accepting, caller, ready, settled
 from extender.http.errors import documented
 
@@ -56,7 +56,8 @@ class DeleteView(BaseModel):
     durable: bool = Field(description="True once gone from the ledger and from the nodes.")
 
 
-def _view(inst: Instance) -> InstanceView:
+def _view(inst: Instance, durable: bool | None = None) -> InstanceView:
+    """The instance; `durable` is the call's own (Applied), else what its backend says now."""
     esl = inst.esl
     with inst.lock:  # the service's step loop may be changing it
         return InstanceView(
@@ -68,13 +69,13 @@ def _view(inst: Instance) -> InstanceView:
             dynamic=isinstance(esl, Dynamic),
             steps=inst.steps,
             changes=inst.last_changes,
-            durable=inst.backend.durable,
+            durable=inst.backend.durable if durable is None else durable,
         )
 
 
-def _reply(rt: Runtime, inst: Instance, response: Response, ok: int = 200) -> InstanceView:
-    view = _view(inst)
-    response.status_code = settled(rt, view.durable, ok)
+def _reply(rt: Runtime, applied: Applied, response: Response, ok: int = 200) -> InstanceView:
+    view = _view(applied.instance, applied.durable)
+    response.status_code = settled(rt, applied.durable, ok)
     return view
 
 
@@ -142,8 +143,8 @@ def router(rt: Runtime) -> APIRouter:
         parameters; its resources are created before the reply."""
         body = await _json(request)
         # apply() waits for the write-back: not on the event loop.
-        inst = await run_in_threadpool(store.create, kind, body)
-        return await run_in_threadpool(_reply, rt, inst, response, 201)
+        applied = await run_in_threadpool(store.create, kind, body)
+        return await run_in_threadpool(_reply, rt, applied, response, 201)
 
     @r.get("", response_model=list[InstanceView])
     async def list_instances() -> list[InstanceView]:
@@ -165,8 +166,8 @@ def router(rt: Runtime) -> APIRouter:
     async def step(iid: str, response: Response, body: StepBody | None = None) -> InstanceView:
         """One step of a dynamic policy now (the service also steps it every second)."""
         backlog = body.backlog if body else None
-        inst = await run_in_threadpool(store.step, iid, backlog)
-        return await run_in_threadpool(_reply, rt, inst, response)
+        applied = await run_in_threadpool(store.step, iid, backlog)
+        return await run_in_threadpool(_reply, rt, applied, response)
 
     @r.post(
         "/{iid}/signal/{key}",
@@ -178,8 +179,8 @@ def router(rt: Runtime) -> APIRouter:
     )
     async def signal(iid: str, key: str, response: Response) -> InstanceView:
         """Tell a sequencing instance that stage `key` finished: the next stage may run."""
-        inst = await run_in_threadpool(store.signal, iid, key)
-        return await run_in_threadpool(_reply, rt, inst, response)
+        applied = await run_in_threadpool(store.signal, iid, key)
+        return await run_in_threadpool(_reply, rt, applied, response)
 
     @r.delete(
         "/{iid}",
@@ -192,10 +193,8 @@ def router(rt: Runtime) -> APIRouter:
     async def delete(iid: str, response: Response) -> DeleteView:
         """Remove every resource the instance created, then forget it. 200 once they are
         gone from the ledger and the write-back confirmed it on the nodes."""
-        inst, removed = await run_in_threadpool(store.delete, iid)
-        ledger = inst.backend.ledger
-        durable = inst.backend.durable and not any(ledger.has_resource(x) for x in removed)
-        response.status_code = settled(rt, durable)
-        return DeleteView(id=iid, removed=removed, durable=durable)
+        applied = await run_in_threadpool(store.delete, iid)
+        response.status_code = settled(rt, applied.durable)
+        return DeleteView(id=iid, removed=list(applied.removed), durable=applied.durable)
 
     return r

@@ -40,7 +40,7 @@ def store(
 def test_create_applies_and_names_the_instance_by_kind_and_name() -> None:
     sim = Sim()
     s = store(sim)
-    inst = s.create("colocation", COLOC)
+    inst = s.create("colocation", COLOC).instance
     assert (inst.id, inst.kind, inst.steps) == ("colocation-web", "colocation", 0)
     assert inst.esl.resources() == [f"{D}/coloc-web-a"] and sim.ours() == {f"{D}/coloc-web-a"}
     assert s.get("colocation-web") is inst and s.all() == [inst] and len(s) == 1
@@ -90,7 +90,7 @@ def test_a_create_that_fails_leaves_nothing_behind(
 def test_an_existing_instance_is_not_created_twice() -> None:
     sim = Sim()
     s = store(sim)
-    first = s.create("colocation", COLOC)
+    first = s.create("colocation", COLOC).instance
     with pytest.raises(InstanceExists) as e:
         s.create("colocation", {"name": "web", "groups": {"b": 1}})
     assert e.value.field == "name"
@@ -143,16 +143,16 @@ def test_step_signal_and_delete_go_to_the_instance() -> None:
     sim = Sim()
     s = store(sim)
     s.create("queues", QUEUES)
-    inst = s.step("queues-jobs", {"a": 3})
+    inst = s.step("queues-jobs", {"a": 3}).instance
     assert inst.steps == 1
     assert [(c.resource, sum(c.nodes.values())) for c in inst.last_changes] == [
         (f"{D}/q-jobs-a", 2)
     ]
     s.create("sequencing", STAGES)
-    inst = s.signal("sequencing-etl", "x")
+    inst = s.signal("sequencing-etl", "x").instance
     assert [c.resource for c in inst.last_changes] == [f"{D}/seq-etl-x", f"{D}/seq-etl-y"]
-    gone, removed = s.delete("sequencing-etl")
-    assert gone is inst and removed == [f"{D}/seq-etl-y"]
+    gone = s.delete("sequencing-etl")
+    assert gone.instance is inst and gone.removed == (f"{D}/seq-etl-y",)
     assert sim.ours() == {f"{D}/q-jobs-a"} and [i.id for i in s.all()] == ["queues-jobs"]
 
 
@@ -160,7 +160,7 @@ def test_the_step_loop_steps_the_dynamic_ones_and_carries_on_past_a_failure() ->
     sim = Sim()
     s = store(sim)
     s.create("colocation", COLOC)  # static: not stepped
-    broken = s.create("queues", QUEUES)
+    broken = s.create("queues", QUEUES).instance
     s.create("loadbalance", {"name": "lb", "mode": "dynamic"})
 
     def fail() -> list[Any]:
@@ -180,12 +180,24 @@ def test_durable_says_whether_the_write_back_confirmed_each_call() -> None:
     sim = Sim()
     s = store(sim, wait=lambda version, nodes: answers.pop(0))
     answers[:] = [True]
-    inst = s.create("locality", {"name": "d", "node": "node-1"})
-    assert inst.backend.durable and answers == []
+    assert s.create("locality", {"name": "d", "node": "node-1"}).durable and answers == []
     answers[:] = [False]
     anti = s.create("antiaffinity", {"name": "a"})
-    assert not anti.backend.durable
+    assert not anti.durable
     answers[:] = [True]
-    gone, removed = s.delete("antiaffinity-a")
-    assert gone is anti and removed == [f"{D}/anti-a"]
-    assert anti.backend.durable and answers == []  # each call starts afresh
+    gone = s.delete("antiaffinity-a")
+    assert gone.instance is anti.instance and gone.removed == (f"{D}/anti-a",)
+    assert gone.durable and answers == []  # each call starts afresh
+
+
+def test_a_call_answers_its_own_durability_whatever_the_step_loop_does_after() -> None:
+    """The reply's durability is read under the instance's lock: a step of the service's own
+    loop that begins between the change and the reply does not make an unconfirmed change
+    look durable (it did, when the HTTP layer read the backend afterwards)."""
+    answers: list[bool] = []
+    s = store(Sim(), wait=lambda version, nodes: answers.pop(0))
+    answers[:] = [False]
+    created = s.create("locality", {"name": "d", "node": "node-1"})
+    assert answers == []  # the change was waited for, and not confirmed
+    created.instance.backend.begin()  # what the step loop does first
+    assert created.instance.backend.durable and not created.durable
