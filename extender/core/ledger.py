@@ -585,7 +585,9 @@ class Ledger:
         """
         with self._lock:
             old = self._nodes.get(name)
-            eph = dict(ephemeral) if ephemeral is not None else dict(old.ephemeral if old else {})
+            eph = (
+                _present(ephemeral) if ephemeral is not None else dict(old.ephemeral if old else {})
+            )
             view = NodeView(
                 name,
                 dict(labels),
@@ -605,11 +607,12 @@ class Ledger:
     def adopt(self, name: str, ephemeral: Mapping[str, int]) -> None:
         """Take `ephemeral` as the node's resources, as the node shows them (a replica that
         stops leading drops what it had not written yet: the nodes are the truth again)."""
+        shown = _present(ephemeral)
         with self._lock:
             old = self._nodes.get(name)
-            if old is None or old.ephemeral == ephemeral:
+            if old is None or old.ephemeral == shown:
                 return
-            self._set_view(old._replace(ephemeral=dict(ephemeral)))
+            self._set_view(old._replace(ephemeral=shown))
             self._changed(frozenset())  # nothing to write back: it came from the node
 
     def remove_node(self, name: str) -> None:
@@ -687,3 +690,9 @@ class Ledger:
         self._version += 1
         for listener in self._listeners:
             listener(self._version, nodes)
+
+
+def _present(ephemeral: Mapping[str, int]) -> dict[str, int]:
+    """A node's resources as the ledger keeps them: a capacity of 0 is no resource (as
+    set_capacity's 0 removes one), so a node showing `0` never counts as having it."""
+    return {r: v for r, v in ephemeral.items() if v}

@@ -169,6 +169,21 @@ def test_rebuild_ephemeral_from_nodes() -> None:
     assert lg.node("a") is None
 
 
+@pytest.mark.parametrize("adopt", ["upsert", "adopt"])
+def test_a_node_showing_zero_of_a_resource_does_not_have_it(adopt: str) -> None:
+    """The fuzz tier's counterexample: a resource adopted at 0 was kept in the ledger, and
+    remove_resource, which sets every node's capacity to 0, left has_resource true."""
+    lg = Ledger("escher.io")
+    lg.upsert_node("a", {}, {"cpu": 1000}, {R: 1})
+    if adopt == "upsert":
+        lg.upsert_node("a", {}, {"cpu": 1000}, {R: 0, S: 2})
+    else:
+        lg.adopt("a", {R: 0, S: 2})
+    assert lg.node("a").ephemeral == {S: 2}  # type: ignore[union-attr]
+    assert not lg.has_resource(R)
+    assert lg.remove_resource(S) == ["a"] and not lg.has_resource(S)
+
+
 def test_adopt_takes_the_nodes_values_back_without_a_write() -> None:
     lg = ledger("a", cap=3)
     lg.hold("p", "a", {R: 1})
