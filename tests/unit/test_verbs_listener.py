@@ -68,7 +68,7 @@ async def served(
         await asyncio.wait_for(task, 10)
 
 
-async def until(check: Any, timeout: float = 5.0) -> None:
+async def until(check: Any, timeout: float = 20.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not await check():
         assert asyncio.get_running_loop().time() < deadline, "not within the timeout"
