@@ -1,0 +1,58 @@
+{{/*
+escher-scheduler's KubeSchedulerConfiguration: deploy/overlays/<mode>/scheduler-config.yaml,
+with the names, the domain, the scope and the API budget from the values.
+*/}}
+{{- define "escher-extender.schedulerConfig" -}}
+{{- $scheduler := include "escher-extender.schedulerName" . -}}
+{{- $api := include "escher-extender.kubeAPI" (list $ "scheduler") | fromJson -}}
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+# No clientConnection.kubeconfig: the pod's ServiceAccount. The API budget (kubeAPI).
+clientConnection:
+  qps: {{ $api.qps }}
+  burst: {{ $api.burst }}
+leaderElection:
+  leaderElect: true
+  # Its own lease: it never competes with the default scheduler for kube-system/kube-scheduler.
+  resourceNamespace: {{ .Release.Namespace }}
+  resourceName: {{ $scheduler }}
+{{- if eq .Values.mode "extender" }}
+# Every feasible node is sent to the extender (scheduler-config/extender.yaml says why).
+percentageOfNodesToScore: 100
+{{- end }}
+profiles:
+  # NodeResourcesFit checks the ephemeral resources written back to the nodes like any
+  # extended resource; in extender mode the extender's ledger has the last word.
+  - schedulerName: {{ $scheduler }}
+{{- if eq .Values.mode "extender" }}
+extenders:
+  # The verbs' own mutual-TLS port (8889); the policy API is on 8888.
+  - urlPrefix: https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8889
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    preemptVerb: preempt
+    bindVerb: bind  # the extender binds, so it sees its own placements before the API does
+    weight: 1  # must be > 0 with a prioritizeVerb; scores 0..10 are multiplied by weight * 10
+    # Only node names are sent (not a full NodeList per call); the extender watches nodes.
+    nodeCacheCapable: true
+    # A gang member's bind waits for the rest of its gang (the extender's gang_wait_seconds,
+    # 10s by default), so the timeout must be longer than that; filter answers in ~1 ms.
+    httpTimeout: 15s
+    enableHTTPS: true
+    tlsConfig:
+      # The CA of the extender's serving certificate, which names the Service (the host of
+      # urlPrefix), and kube-scheduler's client certificate, which the verbs require.
+      caFile: /etc/escher-extender-ca/ca.crt
+      certFile: /etc/escher-scheduler-tls/tls.crt
+      keyFile: /etc/escher-scheduler-tls/tls.key
+    {{- if eq .Values.scope "scoped" }}
+    # Only pods that need the extender are sent to it: those requesting the marker resource,
+    # which the admission policy <fullname>-marker adds (scope: scoped).
+    managedResources:
+      - name: scheduling.{{ .Values.resourceDomain }}/extender
+        ignoredByScheduler: true
+    {{- end }}
+    # Not ignorable: a pod that needs the extender must never be placed without its say.
+    ignorable: false
+{{- end }}
+{{- end }}
