@@ -189,3 +189,50 @@ def test_an_upgrade_keeps_the_generated_certificates_and_token(api: Cluster) -> 
         "-A", "-l", f"app.kubernetes.io/instance={release}", "-o", "name",
     )  # fmt: skip
     assert left.returncode == 0 and left.stdout == "", left.stdout + left.stderr
+
+
+def test_an_install_of_deploy_moves_to_the_chart_as_the_docs_say(api: Cluster) -> None:
+    """docs/deployment.md, "Moving from deploy/ to the chart": deploy/'s objects (applied
+    with kustomize, Secrets made by the operator) are taken over by `helm install
+    --take-ownership --force-conflicts`, once the two Deployments, whose selectors the chart
+    extends (and a Deployment's selector cannot change), are deleted; the operator's Secrets
+    are kept."""
+    rendered = api.ok(run("kubectl", "kustomize", str(REPO / "deploy" / "overlays" / "extender")))
+    api.ok(api.kubectl("apply", "--server-side", "-f", "-", stdin=rendered))
+    mine = {"escher-extender-tls": ["tls.crt", "tls.key", "ca.crt"],
+            "escher-scheduler-client-tls": ["tls.crt", "tls.key", "ca.crt"],
+            "escher-extender-token": ["token"]}  # fmt: skip
+    for secret, keys in mine.items():
+        literals = [f"--from-literal={k}=operator's {k}" for k in keys]
+        api.ok(api.kubectl("create", "secret", "generic", secret, "-n", NAMESPACE, *literals))
+    before = {s: secret_data(api, s, NAMESPACE) for s in mine}
+    (configmap,) = [
+        d["metadata"]["name"] for d in yaml.safe_load_all(rendered) if d["kind"] == "ConfigMap"
+    ]
+    try:
+        api.ok(api.kubectl("-n", NAMESPACE, "delete", "deployment", "escher-extender",
+                           "escher-scheduler"))  # fmt: skip
+        # --force-conflicts: kubectl's apply owns fields whose values the chart's differ from
+        # (selectors it extends, CEL kustomize re-folded, defaulted atomic matchConstraints).
+        api.ok(
+            api.helm(
+                "install", "escher-extender", str(CHART), "-n", NAMESPACE,
+                "--take-ownership", "--force-conflicts",
+                "--set", "tls.generate=false",
+                "--set", "token.existingSecret=escher-extender-token",
+            )
+        )  # fmt: skip
+        # Every object of deploy/ is the release's now, but the namespace and the generated
+        # ConfigMap (the chart's is named without kustomize's hash), left to delete.
+        for doc in yaml.safe_load_all(rendered):
+            kind, name = doc["kind"], doc["metadata"]["name"]
+            ns = doc["metadata"].get("namespace", NAMESPACE)
+            annotations = api.get(kind, name, ns)["metadata"].get("annotations", {})
+            owned = annotations.get("meta.helm.sh/release-name") == "escher-extender"
+            assert owned == (kind not in ("Namespace", "ConfigMap")), (kind, name)
+        assert api.get("configmap", "escher-scheduler-config", NAMESPACE)
+        assert {s: secret_data(api, s, NAMESPACE) for s in mine} == before
+    finally:
+        api.helm("uninstall", "escher-extender", "-n", NAMESPACE)
+        api.kubectl("-n", NAMESPACE, "delete", "configmap", configmap, "--ignore-not-found")
+        api.kubectl("-n", NAMESPACE, "delete", "secret", *mine, "--ignore-not-found")
