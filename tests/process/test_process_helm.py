@@ -988,3 +988,26 @@ def test_the_token_is_generated_or_taken_from_an_existing_secret() -> None:
     assert not [d for d in kinds(docs, "Secret") if d["metadata"]["name"].endswith("-token")]
     (env,) = container(docs, RELEASE)["env"]
     assert env["valueFrom"]["secretKeyRef"] == {"name": "mine", "key": "token"}
+
+
+# ---- the documentation -------------------------------------------------------------------
+
+
+def test_every_value_is_in_the_docs_values_table() -> None:
+    docs = (REPO / "docs" / "deployment.md").read_text()
+    section = docs.split("\n## Helm\n", 1)[1].split("\n## ", 1)[0]
+    table = section.split("\n### Values\n", 1)[1].split("\n### ", 1)[0]
+
+    def leaves(props: Mapping[str, Any], path: str) -> Iterator[str]:
+        for k, v in props.items():
+            if "properties" in v:
+                yield from leaves(v["properties"], f"{path}{k}.")
+            else:
+                yield f"{path}{k}"
+
+    def documented(leaf: str) -> bool:  # itself, or a whole it belongs to (`resources`)
+        parts = leaf.split(".")
+        return any(f"`{'.'.join(parts[:n])}`" in table for n in range(1, len(parts) + 1))
+
+    missing = [leaf for leaf in leaves(schema()["properties"], "") if not documented(leaf)]
+    assert not missing, f"docs/deployment.md's Helm values table lacks {missing}"
