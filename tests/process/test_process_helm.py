@@ -545,6 +545,8 @@ def test_every_default_value_is_in_the_schema() -> None:
         ({"tolerations": [{"key": "a", "operator": "Maybe"}]}, "'/tolerations/0/operator'"),
         ({"metrics": {"serviceMonitor": {"interval": "often"}}}, "'/metrics/serviceMonitor/int"),
         ({"antiAffinity": "soft"}, "'/antiAffinity'"),
+        ({"fullnameOverride": "a" * 48}, "'/fullnameOverride'"),
+        ({"scheduler": {"name": "s" * 41}}, "'/scheduler/name'"),
     ],
     ids=lambda v: json.dumps(v) if isinstance(v, dict) else "",
 )
@@ -552,6 +554,16 @@ def test_a_wrong_value_fails_naming_the_key(values: Doc, named: str) -> None:
     error = refused(values)
     assert "values don't meet the specifications of the schema" in error
     assert named in error, error
+
+
+def test_the_longest_names_the_schema_takes_keep_every_object_name_within_63() -> None:
+    longest = {"fullnameOverride": "a" * 47, "scheduler": {"name": "s" * 40}}
+    lengths = []
+    for path in (CHART / "ci" / "default-values.yaml", CHART / "ci" / "cert-manager-values.yaml"):
+        docs = render(longest, path)
+        assert_consistent(docs, merged(values_of(path), longest))  # every name within 63
+        lengths += [len(d["metadata"]["name"]) for d in docs]
+    assert max(lengths) == 63  # the limits are no tighter than they need be
 
 
 def test_more_replicas_without_leader_election_are_refused() -> None:
