@@ -5,7 +5,7 @@
 # (python:3.11.14-slim-bookworm@sha256:...): no registry was reachable where this file was
 # written, so no digest could be looked up. Build and run:
 #   docker build -t escher-extender:0.1.0 .
-#   docker run --rm -p 8888:8888 escher-extender:0.1.0 --no-kube
+#   docker run --rm -p 8888:8888 escher-extender:0.1.0 --mode standalone
 
 # ---- build: the project's wheel and the wheels of its dependencies ----
 FROM python:3.11.14-slim-bookworm AS build
@@ -29,5 +29,5 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
 # Numeric, so the kubelet can check runAsNonRoot without reading /etc/passwd.
 USER 10001:10001
 EXPOSE 8888
-# Flags follow: `docker run IMAGE --no-kube`, or the Deployment's args (deploy/base/extender.yaml).
+# Flags follow: `docker run IMAGE --mode standalone`, or the Deployment's args (deploy/base/extender.yaml).
 ENTRYPOINT ["escher-extender", "serve"]

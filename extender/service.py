@@ -1,11 +1,12 @@
 """The extender service's parts, wired together, started in order and stopped.
 
 The composition root: the only module that knows every part. It builds the ledger, the gang
-manager, the plugins and the verbs and, unless standalone (settings.kube False), the
-Kubernetes adapters: the cluster view, the write-back, the binder (and the waker of pods
-turned away, extender.requeue), leader election and the authorizer. extender.app serves it
-(it is the HTTP layer's Runtime); its `start()` and `stop()` run in the app's lifespan, on
-the event loop.
+manager, the plugins, the verbs, the authorizer and, in the modes that talk to the API (all
+but standalone), the Kubernetes adapters that settings.mode calls for, as one typed bundle
+(extender.adapters.build: the cluster view, the write-back, leader election and, in the
+extender mode, the binder, the gate lifter and the waker of pods turned away). extender.app
+serves it (it is the HTTP layer's Runtime); its `start()` and `stop()` run in the app's
+lifespan, on the event loop.
 
 Start-up order is what makes a restart lossless: the ledger is first built from the nodes'
 written resources and the pods (the cluster holds the durable truth); only then do the
@@ -27,11 +28,13 @@ import contextlib
 import logging
 import threading
 from collections.abc import Coroutine
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
 from extender import filters
+from extender.adapters.auth import Authorizer
+from extender.core.access import AuthDecision
 from extender.core.events import PodEvents
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.plugins import FilterPlugin, ScorePlugin
@@ -44,6 +47,12 @@ from extender.requeue import Requeue
 from extender.settings import Settings
 from extender.verbs import FilteredPods, Verbs
 
+if TYPE_CHECKING:  # the standalone mode imports none of the Kubernetes adapters
+    from extender.adapters.build import KubeParts
+    from extender.adapters.gateswitch import GateSwitch
+    from extender.adapters.kubeapi import KubeAPI
+    from extender.adapters.lifter import Lifter
+
 log = logging.getLogger(__name__)
 
 
@@ -52,7 +61,7 @@ class StartupError(Exception):
 
 
 class Service:
-    def __init__(self, settings: Settings, api: Any = None) -> None:
+    def __init__(self, settings: Settings, api: KubeAPI | None = None) -> None:
         self.settings = s = settings
         self.metrics = Metrics()
         self.ledger = Ledger(s.resource_domain)
@@ -66,74 +75,32 @@ class Service:
         filtered = FilteredPods(s.filtered_max_pods, s.filtered_max_bytes)
         self.events.subscribe(self.gangs.on_pod)
         self.events.subscribe(filtered.on_pod)
-        self.api: Any = None
-        self.view: Any = None
-        self.writeback: Any = None
-        self.elector: Any = None
-        self.waker: Any = None
-        self.lifter: Any = None
-        self.switch: Any = None
         self._short_at = float("-inf")  # monotonic: when some gang last waited for room
         # Set on every pod event: the gate lifter looks for held members to let through.
         self._lift_wanted = asyncio.Event()
-        binder = None
+        self.kube: KubeParts | None = None
         requeue: Requeue | None = None
         if s.kube:
-            # Imported here: the standalone mode needs no Kubernetes client at all.
-            from extender.adapters.binder import Binder
-            from extender.adapters.kubeapi import KubeAPI
-            from extender.adapters.view import ClusterView
-            from extender.adapters.writeback import WriteBack
+            # Imported here: the standalone mode loads no Kubernetes client at all.
+            from extender.adapters.build import build
 
-            self.api = api or KubeAPI(
-                s.kubeconfig, in_cluster=s.in_cluster, qps=s.kube_qps, burst=s.kube_burst
-            )
-            self.writeback = WriteBack(self.api, self.ledger, s, self.metrics, self.may_write)
-            self.view = ClusterView(
-                self.api,
+            self.kube = k = build(
+                s,
                 self.ledger,
                 self.keys,
                 self.events,
                 self.metrics,
-                adopt=lambda: not self.may_write(),
-                on_node_seen=self.writeback.node_seen,
+                self.may_write,
+                self._leadership,
+                api,
             )
-            if s.bind:
-                from extender.adapters.lifter import Lifter
-
-                binder = Binder(self.api, self.metrics, self.may_write)
-                self.lifter = Lifter(self.api, self.keys.gate, self.metrics, self.may_write)
+            if k.lifter is not None:
                 self.events.subscribe(lambda _: self._lift_wanted.set())
-                if s.gang_gate_switch:
-                    from extender.adapters.gateswitch import GateSwitch
-
-                    self.switch = GateSwitch(
-                        self.api, s.gang_gate_switch, self.metrics, self.may_write
-                    )
-                if s.requeue_window_seconds > 0:
-                    from extender.adapters.waker import Waker
-
-                    self.waker = Waker(self.api, s.resource_domain, self.metrics, self.may_write)
-                    requeue = Requeue(self.waker, s.requeue_window_seconds, s.requeue_max_pods)
-                    self.events.subscribe(requeue.on_pod)
-            if s.leader_elect:
-                from extender.adapters.leader import LeaderElector, default_identity
-
-                self.elector = LeaderElector(
-                    self.api,
-                    s.lease_namespace,
-                    s.lease_name,
-                    s.identity or default_identity(),
-                    s.resource_domain,
-                    s.lease_duration_seconds,
-                    s.renew_deadline_seconds,
-                    s.retry_period_seconds,
-                    self._leadership,
-                )
-        from extender.adapters.auth import Authorizer
-
+            if k.waker is not None:
+                requeue = Requeue(k.waker, s.requeue_window_seconds, s.requeue_max_pods)
+                self.events.subscribe(requeue.on_pod)
         self.authorizer = Authorizer(
-            self.api if s.kubernetes_auth else None,
+            self.kube.api if self.kube is not None and s.kubernetes_auth else None,
             s.resource_domain,
             s.token,
             s.auth_cache_seconds,
@@ -149,7 +116,7 @@ class Service:
                 if s.kube or n != filters.GangFilter.name
             ],
             [cast(ScorePlugin, filters.REGISTRY[n](self.gangs)) for n in filters.DEFAULT_SCORERS],
-            binder,
+            self.kube.binder if self.kube is not None else None,
             learn_nodes=not s.kube,
             max_learned_nodes=s.max_learned_nodes,
             gang_wait_seconds=s.gang_wait_seconds,
@@ -169,18 +136,21 @@ class Service:
 
     def may_write(self) -> bool:
         """Whether this replica may decide and write: it leads, or runs alone."""
-        return self.elector is None or bool(self.elector.is_leader())
+        elector = self.kube.elector if self.kube is not None else None
+        return elector is None or elector.is_leader()
 
     def ready(self) -> tuple[bool, str]:
         if not self._started:
             return False, self._failed or "building the ledger from the cluster"
         if not self.may_write():
-            holder = self.elector.holder if self.elector is not None else ""
+            elector = self.kube.elector if self.kube is not None else None
+            holder = elector.holder if elector is not None else ""
             return False, f"not the leader ({holder or 'no leader'} holds the lease)"
         return True, "ok"
 
     def accepting(self) -> tuple[bool, str]:
-        if self.elector is not None and not self.elector.renewing():
+        elector = self.kube.elector if self.kube is not None else None
+        if elector is not None and not elector.renewing():
             return False, (
                 "this replica's lease renewals are not answered (is the API server away?): "
                 "a change taken now might be dropped with the lease before it reached the "
@@ -195,23 +165,14 @@ class Service:
         return True, "ok"
 
     async def wait_durable(self, version: int, nodes: list[str]) -> bool:
-        if self.writeback is None:
+        if self.kube is None:
             return True
-        return bool(
-            await self.writeback.wait_durable(version, nodes, self.settings.writeback_wait_seconds)
+        return await self.kube.writeback.wait_durable(
+            version, nodes, self.settings.writeback_wait_seconds
         )
 
-    async def authorize(self, token: str | None, verb: str, subresource: str) -> None:
-        from extender.adapters.auth import Outcome
-        from extender.http.errors import Forbidden, NotReady, Unauthorized
-
-        decision = await self.authorizer.decide(token, verb, subresource)
-        if decision.outcome is Outcome.UNAUTHENTICATED:
-            raise Unauthorized(decision.reason)
-        if decision.outcome is Outcome.FORBIDDEN:
-            raise Forbidden(decision.reason)
-        if decision.outcome is Outcome.UNAVAILABLE:
-            raise NotReady(decision.reason)
+    async def authorize(self, token: str | None, verb: str, subresource: str) -> AuthDecision:
+        return await self.authorizer.decide(token, verb, subresource)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -219,26 +180,27 @@ class Service:
         """Start in the background: ready once the ledger is built. Leader election's
         misconfigurations fail here, at once."""
         self._loop = asyncio.get_running_loop()
-        if self.elector is not None:
+        k = self.kube
+        if k is not None and k.elector is not None:
             from extender.adapters.leader import LeaderElectionError
 
             try:
-                await self.elector.check()
+                await k.elector.check()
             except LeaderElectionError as e:
                 raise StartupError(str(e)) from None
         self._spawn(self._expire_gangs(), "gang-expiry")
-        if self.lifter is not None:
-            self._spawn(self._lift_gangs(), "gang-gate")
+        if k is not None and k.lifter is not None:
+            self._spawn(self._lift_gangs(k.lifter, k.switch), "gang-gate")
         threading.Thread(
             target=self.esls.run, args=(self._stopping,), name="esl-steps", daemon=True
         ).start()
-        if self.view is None:
+        if k is None:
             self._started = True
             self.metrics.is_leader.set(1)
             return
-        self._spawn(self._start_kube(), "startup")
+        self._spawn(self._start_kube(k), "startup")
 
-    async def _start_kube(self) -> None:
+    async def _start_kube(self, k: KubeParts) -> None:
         from extender.adapters.kubeapi import ApiError
 
         retrying = AsyncRetrying(
@@ -248,16 +210,16 @@ class Service:
         )
         async for attempt in retrying:
             with attempt:
-                await self.view.sync()
+                await k.view.sync()
         self._failed = None
-        self._spawn(self.view.nodes.run(), "watch-nodes")
-        self._spawn(self.view.pods.run(), "watch-pods")
-        self._spawn(self.writeback.run(), "writeback")
-        if self.elector is not None:
-            self._spawn(self.elector.run(), "leader-election")
+        self._spawn(k.view.nodes.run(), "watch-nodes")
+        self._spawn(k.view.pods.run(), "watch-pods")
+        self._spawn(k.writeback.run(), "writeback")
+        if k.elector is not None:
+            self._spawn(k.elector.run(), "leader-election")
         else:
             self.metrics.is_leader.set(1)
-            self.writeback.verify_all()
+            k.writeback.verify_all()
         self._started = True
         log.info("ready", extra={"nodes": len(self.ledger.node_names())})
 
@@ -270,15 +232,16 @@ class Service:
 
     def _leadership(self, leading: bool) -> None:
         self.metrics.is_leader.set(1 if leading else 0)
-        if self.switch is not None and not leading:
-            self.switch.forget()
         self.metrics.leader_changes.labels("leader" if leading else "follower").inc()
-        if self.writeback is None:
+        k = self.kube
+        if k is None:
             return
+        if k.switch is not None and not leading:
+            k.switch.forget()
         if leading:
-            self.writeback.verify_all()
+            k.writeback.verify_all()
             return
-        dropped = self.writeback.abandon()
+        dropped = k.writeback.abandon()
         if dropped:
             log.warning(
                 "stepped down with changes not yet on the nodes: dropped, the nodes' values stand",
@@ -292,7 +255,7 @@ class Service:
             if released:
                 log.info("gang reservations expired", extra={"gangs": released})
 
-    async def _lift_gangs(self) -> None:
+    async def _lift_gangs(self, lifter: Lifter, switch: GateSwitch | None) -> None:
         """Let held gang members through as their gangs get places (GangManager.lift): at
         each pod event, and every gang_lift_interval_seconds for room the pods do not
         show (nodes added or grown). Only the leader lifts; a follower's turn does nothing."""
@@ -310,9 +273,9 @@ class Service:
                 continue
             pods, more = self.gangs.lift()
             for pod in pods:
-                self.lifter(pod)
-            if self.switch is not None:
-                self.switch.set(self._hold())
+                lifter(pod)
+            if switch is not None:
+                switch.set(self._hold())
             if more:
                 self._lift_wanted.set()
                 await asyncio.sleep(0)  # the rest in the next turn: let verbs in between
@@ -334,17 +297,13 @@ class Service:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.waker is not None:
-            await self.waker.aclose()
-        if self.lifter is not None:
-            await self.lifter.aclose()
-        if self.switch is not None:
-            await self.switch.aclose()
-        if self.elector is not None and self._started:
+        k = self.kube
+        if k is None:
+            return
+        if k.elector is not None and self._started:
             with contextlib.suppress(TimeoutError):  # the API server away: the lease expires
-                await asyncio.wait_for(self.elector.release(), self.settings.retry_period_seconds)
-        if self.api is not None:
-            await self.api.aclose()
+                await asyncio.wait_for(k.elector.release(), self.settings.retry_period_seconds)
+        await k.aclose()
 
     # ---- ESLs in worker threads ------------------------------------------------------------
 
@@ -361,9 +320,9 @@ class Service:
         return LedgerBackend(
             self.ledger,
             s.resource_domain,
-            wait=wait if self.writeback is not None else None,
+            wait=wait if self.kube is not None else None,
             learn=not s.kube,
-            in_path=s.bind,  # extender mode: the extender is in kube-scheduler's path
+            in_path=s.binds,  # extender mode: the extender is in kube-scheduler's path
         )
 
     # ---- metrics -------------------------------------------------------------------------------

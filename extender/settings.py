@@ -1,8 +1,9 @@
 """Configuration of the extender service: one typed settings object.
 
-Read from ESCHER_* environment variables and overridden by `escher-extender serve` flags
-(extender.cli). Everything else receives a Settings instance; nothing reads the environment.
-A setting that cannot work is refused at start with a message naming it.
+Read from ESCHER_* environment variables and overridden by `escher-extender serve` flags,
+which extender.cli generates from these fields (`--kube-qps` is `kube_qps`, its help the
+field's description). Everything else receives a Settings instance; nothing reads the
+environment. A setting that cannot work is refused at start with a message naming it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from extender.core.names import check_domain
 
 # Finite: an infinite timeout or backoff is a hang, and NaN compares false with everything.
 Seconds = FiniteFloat
+Mode = Literal["standalone", "pure", "extender"]
 
 
 class Settings(BaseSettings):
@@ -26,115 +28,170 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ESCHER_", extra="forbid")
 
     # ---- listening -------------------------------------------------------------------------
-    host: str = "127.0.0.1"
-    port: int = Field(8888, ge=0, le=65535)
-    # Serve HTTPS when both are set.
-    tls_cert_file: Path | None = None
-    tls_key_file: Path | None = None
-    # A second listener for kube-scheduler's verbs only, requiring a client certificate
-    # signed by verbs_client_ca_file (mutual TLS); the verbs are then refused on `port`.
-    verbs_port: int | None = Field(None, ge=0, le=65535)
-    verbs_client_ca_file: Path | None = None
-    # The verbs listener's own certificate (default: tls_cert_file and tls_key_file), so the
-    # verbs can be mutual TLS while `port` stays plain HTTP (the embedded cluster).
-    verbs_tls_cert_file: Path | None = None
-    verbs_tls_key_file: Path | None = None
-    # Serve verbs_port over HTTP/2 (extender.http.verbs_listener): one connection from
-    # kube-scheduler, no handshake per gang member held at bind, but more of the extender's
-    # CPU per call (docs/deployment.md). Off: HTTP/1.1 on uvicorn, as the policy API.
-    verbs_http2: bool = True
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8888, ge=0, le=65535, description="port of the policy API (and verbs)")
+    tls_cert_file: Path | None = Field(None, description="serve HTTPS with this certificate")
+    tls_key_file: Path | None = Field(None, description="... and this key")
+    verbs_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="serve kube-scheduler's verbs on this port only (TLS; with "
+        "verbs_client_ca_file, mutual TLS); the verbs are then refused on port",
+    )
+    verbs_client_ca_file: Path | None = Field(
+        None, description="require kube-scheduler's client certificate, signed by this CA"
+    )
+    verbs_tls_cert_file: Path | None = Field(
+        None,
+        description="the verbs listener's own certificate (default: tls_cert_file), so the "
+        "verbs can be mutual TLS while port stays plain HTTP",
+    )
+    verbs_tls_key_file: Path | None = Field(None, description="... and its key")
+    verbs_http2: bool = Field(
+        True,
+        description="serve verbs_port over HTTP/2: one connection from kube-scheduler, no "
+        "handshake per gang member held at bind, more of the extender's CPU per call "
+        "(docs/deployment.md); off: HTTP/1.1 as the policy API",
+    )
 
     # ---- Kubernetes ------------------------------------------------------------------------
-    # kube=False is the standalone mode: node data only from requests, write-back and bind off.
-    kube: bool = True
-    kubeconfig: Path | None = None
-    in_cluster: bool = False
-    # The extender's own API budget: the same figures as kube-scheduler's clientConnection.
-    kube_qps: FiniteFloat = Field(50.0, gt=0)
-    kube_burst: int = Field(100, ge=1)
-    # Bind pods through the API (the extender's bindVerb). Off in pure mode and with kube=False.
-    bind: bool = True
-
-    # Pods request <resource_domain>/<name>; the extender owns exactly these resources.
-    resource_domain: str = "escher.io"
+    mode: Mode = Field(
+        "extender",
+        description="extender: in kube-scheduler's path, also binding pods; pure: the policy "
+        "API and the write-back only, kube-scheduler decides alone; standalone: no Kubernetes "
+        "API at all, nodes only from requests, no write-back, no bind",
+    )
+    kubeconfig: Path | None = Field(None, description="kubeconfig file (default: $KUBECONFIG)")
+    in_cluster: bool = Field(False, description="use the pod's service account")
+    kube_qps: FiniteFloat = Field(
+        50.0,
+        gt=0,
+        description="the extender's API budget (binds, write-back): give it kube-scheduler's "
+        "clientConnection.qps",
+    )
+    kube_burst: int = Field(100, ge=1, description="... and burst")
+    resource_domain: str = Field(
+        "escher.io",
+        description="pods request <resource_domain>/<name>; the extender owns exactly these "
+        "resources",
+    )
 
     # ---- who may call ----------------------------------------------------------------------
-    # Bearer token accepted on the policy API (/v1/...) and, with metrics_auth, /metrics.
-    token: str | None = None
-    # Also accept Kubernetes credentials: the bearer token is checked with a TokenReview and
-    # the caller's right with a SubjectAccessReview on the virtual resource
-    # `ephemeralresources.<resource_domain>` (docs/policy-api.md).
-    kubernetes_auth: bool = False
-    auth_cache_seconds: Seconds = Field(10.0, ge=0)
-    metrics_auth: bool = False
+    token: str | None = Field(
+        None,
+        description="bearer token accepted on the policy API (and, with metrics_auth, /metrics)",
+    )
+    kubernetes_auth: bool = Field(
+        False,
+        description="also accept Kubernetes tokens on the policy API: TokenReview, then RBAC "
+        "through SubjectAccessReview on ephemeralresources.<resource_domain> "
+        "(docs/policy-api.md)",
+    )
+    auth_cache_seconds: Seconds = Field(10.0, ge=0, description="how long a review is reused")
+    metrics_auth: bool = Field(False, description="require the token on /metrics too")
 
     # ---- limits: what anything that reaches the port can make the service hold ------------
-    # A 5,000-node NodeList body is about 10 MB.
-    max_body_bytes: int = Field(32 * 1024 * 1024, gt=0)
-    # A connection's TLS handshake and each request's headers must be done within
-    # header_timeout_seconds; at most max_pending_connections per listener may be at it at
-    # once, a new one past that closes the oldest (extender.http.pending: slowloris).
-    header_timeout_seconds: Seconds = Field(10.0, gt=0)
-    max_pending_connections: int = Field(256, ge=1)
-    body_timeout_seconds: Seconds = Field(30.0, gt=0)
-    # Requests in progress at once; more are answered 503 by the server at once.
-    max_concurrency: int = Field(2000, ge=1)
-    # Pods seen at filter and not yet bound, kept for their bind.
-    filtered_max_pods: int = Field(50_000, ge=1)
-    filtered_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
-    # A pod the filter turned away for an ephemeral resource is touched (so kube-scheduler
-    # retries it) when a holding of that resource is released within this many seconds;
-    # at most requeue_max_pods are remembered (extender.requeue). 0 turns it off.
-    requeue_window_seconds: Seconds = Field(5.0, ge=0)
-    requeue_max_pods: int = Field(10_000, ge=1)
-    max_esl_instances: int = Field(1000, ge=1)
-    # Standalone mode: nodes learnt from requests.
-    max_learned_nodes: int = Field(10_000, ge=1)
+    max_body_bytes: int = Field(
+        32 * 1024 * 1024, gt=0, description="largest request body (a 5,000-node NodeList ~10 MB)"
+    )
+    header_timeout_seconds: Seconds = Field(
+        10.0,
+        gt=0,
+        description="a connection's TLS handshake and each request's headers must be done "
+        "within this (slowloris)",
+    )
+    max_pending_connections: int = Field(
+        256,
+        ge=1,
+        description="connections per listener still in handshake or headers; a new one past "
+        "that closes the oldest",
+    )
+    body_timeout_seconds: Seconds = Field(30.0, gt=0, description="a request body's deadline")
+    max_concurrency: int = Field(
+        2000, ge=1, description="requests in progress at once; more are answered 503 at once"
+    )
+    filtered_max_pods: int = Field(
+        50_000, ge=1, description="pods seen at filter and not yet bound, kept for their bind"
+    )
+    filtered_max_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="... and their size at most"
+    )
+    requeue_window_seconds: Seconds = Field(
+        5.0,
+        ge=0,
+        description="a pod turned away for an ephemeral resource is touched (so kube-scheduler "
+        "retries it) when a holding of it is released within this time; 0: off",
+    )
+    requeue_max_pods: int = Field(10_000, ge=1, description="pods remembered for that at most")
+    max_esl_instances: int = Field(1000, ge=1, description="ESL instances at most")
+    max_learned_nodes: int = Field(
+        10_000, ge=1, description="standalone mode: nodes learnt from requests at most"
+    )
 
     # ---- write-back --------------------------------------------------------------------------
-    # How long changes are gathered before one patch per node, the retry backoff bounds while
-    # the API server fails, and how long a policy call waits for its change to be durable on
-    # the nodes before answering 202 instead of 200 (503 with leader election: a step-down
-    # would drop it).
-    writeback_coalesce_seconds: Seconds = Field(0.02, ge=0)
-    writeback_backoff_initial_seconds: Seconds = Field(0.1, gt=0)
-    writeback_backoff_max_seconds: Seconds = Field(10.0, gt=0)
-    writeback_wait_seconds: Seconds = Field(10.0, ge=0)
+    writeback_coalesce_seconds: Seconds = Field(
+        0.02, ge=0, description="changes gathered this long become one patch per node"
+    )
+    writeback_backoff_initial_seconds: Seconds = Field(
+        0.1, gt=0, description="retry backoff while the API server fails: first"
+    )
+    writeback_backoff_max_seconds: Seconds = Field(10.0, gt=0, description="... and longest")
+    writeback_wait_seconds: Seconds = Field(
+        10.0,
+        ge=0,
+        description="how long a policy call waits for its change on the nodes before "
+        "answering 202 (503 with leader election: a step-down would drop it)",
+    )
 
     # ---- gangs -------------------------------------------------------------------------------
-    # How long a member's bind waits for the rest of its gang (below the extender's
-    # httpTimeout in the KubeSchedulerConfiguration), how often expired reservations are
-    # looked for, and the backoff before a gang whose reservation expired tries again.
-    gang_wait_seconds: Seconds = Field(10.0, gt=0)
-    gang_expiry_interval_seconds: Seconds = Field(1.0, gt=0)
-    gang_backoff_initial_seconds: Seconds = Field(1.0, gt=0)
-    gang_backoff_max_seconds: Seconds = Field(60.0, gt=0)
-    # How often held gangs that did not fit are planned again without a pod event (room a
-    # node added or grew); pod events plan them at once.
-    gang_lift_interval_seconds: Seconds = Field(1.0, gt=0)
-    # The adaptive gang gate: the ConfigMap ("<namespace>/<name>") deploy/'s gang-gate policy
-    # reads; the extender sets its `hold` while some gang waits for room and for
-    # gang_gate_cooldown_seconds after. Empty: the extender writes no switch.
+    gang_wait_seconds: Seconds = Field(
+        10.0,
+        gt=0,
+        description="how long a member's bind waits for the rest of its gang (below the "
+        "extender's httpTimeout in the KubeSchedulerConfiguration)",
+    )
+    gang_expiry_interval_seconds: Seconds = Field(
+        1.0, gt=0, description="how often expired gang reservations are looked for"
+    )
+    gang_backoff_initial_seconds: Seconds = Field(
+        1.0, gt=0, description="backoff before a gang whose reservation expired tries again"
+    )
+    gang_backoff_max_seconds: Seconds = Field(60.0, gt=0, description="... at most")
+    gang_lift_interval_seconds: Seconds = Field(
+        1.0,
+        gt=0,
+        description="how often held gangs are planned again without a pod event (room a node "
+        "added or grew)",
+    )
     gang_gate_switch: str = Field(
         "",
         pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?)?$",
         max_length=317,
+        description="NAMESPACE/NAME of the ConfigMap deploy/'s adaptive gang-gate policy reads: "
+        "the extender sets its hold while gangs wait for room (empty: none written)",
     )
-    gang_gate_cooldown_seconds: Seconds = Field(10.0, ge=0)
+    gang_gate_cooldown_seconds: Seconds = Field(
+        10.0, ge=0, description="... and keeps it this long after"
+    )
 
-    # ---- leader election (replicas) -------------------------------------------------------
-    # Same defaults as kube-scheduler's leaderElection.
-    leader_elect: bool = False
-    lease_name: str = "escher-extender"
-    lease_namespace: str = "kube-system"
-    lease_duration_seconds: Seconds = Field(15.0, gt=0)
-    renew_deadline_seconds: Seconds = Field(10.0, gt=0)
-    retry_period_seconds: Seconds = Field(2.0, gt=0)
-    # This replica's identity in the lease (default: hostname and pid).
-    identity: str | None = None
+    # ---- leader election (replicas): kube-scheduler's leaderElection defaults ---------------
+    leader_elect: bool = Field(False, description="run as one of several replicas")
+    lease_name: str = Field("escher-extender", description="the Lease replicas compete for")
+    lease_namespace: str = Field("kube-system", description="its namespace")
+    lease_duration_seconds: Seconds = Field(15.0, gt=0, description="the lease's duration")
+    renew_deadline_seconds: Seconds = Field(
+        10.0, gt=0, description="a leader that cannot renew within this steps down"
+    )
+    retry_period_seconds: Seconds = Field(2.0, gt=0, description="between renewals and tries")
+    identity: str | None = Field(
+        None, description="this replica's name in the lease (default: hostname_pid)"
+    )
 
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_json: bool = True
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="DEBUG, INFO, WARNING or ERROR"
+    )
+    log_json: bool = Field(True, description="log JSON lines (off: text)")
 
     @field_validator("resource_domain")
     @classmethod
@@ -148,6 +205,16 @@ class Settings(BaseSettings):
     @classmethod
     def _level(cls, v: object) -> object:
         return v.upper() if isinstance(v, str) else v
+
+    @property
+    def kube(self) -> bool:
+        """Whether the service talks to the Kubernetes API (every mode but standalone)."""
+        return self.mode != "standalone"
+
+    @property
+    def binds(self) -> bool:
+        """Whether the service binds pods (kube-scheduler's bindVerb): the extender mode."""
+        return self.mode == "extender"
 
     def verbs_certificate(self) -> tuple[Path, Path] | None:
         """The verbs listener's certificate and key: its own, else the service's."""
@@ -176,7 +243,7 @@ class Settings(BaseSettings):
             raise ValueError("verbs_port must differ from port")
         if self.leader_elect:
             if not self.kube:
-                raise ValueError("leader_elect needs the Kubernetes API (kube=True)")
+                raise ValueError("leader_elect needs the Kubernetes API (not mode standalone)")
             if self.renew_deadline_seconds >= self.lease_duration_seconds:
                 raise ValueError(
                     "renew_deadline_seconds must be below lease_duration_seconds, or a "
@@ -187,5 +254,5 @@ class Settings(BaseSettings):
         if self.writeback_backoff_initial_seconds > self.writeback_backoff_max_seconds:
             raise ValueError("writeback_backoff_initial_seconds is above the max")
         if self.kubernetes_auth and not self.kube:
-            raise ValueError("kubernetes_auth needs the Kubernetes API (kube=True)")
+            raise ValueError("kubernetes_auth needs the Kubernetes API (not mode standalone)")
         return self

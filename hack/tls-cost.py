@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What mutual TLS on the verbs costs a filter call, measured as kube-scheduler pays it.
 
-Starts the extender standalone (`serve --no-kube`) twice on loopback: once plain HTTP, once
-with the verbs on their own mutual-TLS listener (`--verbs-port`, `--verbs-client-ca`) as
+Starts the extender standalone (`serve --mode standalone`) twice on loopback: once plain HTTP, once
+with the verbs on their own mutual-TLS listener (`--verbs-port`, `--verbs-client-ca-file`) as
 deploy/ runs it, which speaks HTTP/2 (as kube-scheduler asks) and HTTP/1.1. Then sends
 filter calls (1,000 NodeNames, one ephemeral unit asked) over a kept-alive connection, as
 kube-scheduler's Go client does, in interleaved rounds, and prints per setup the client
@@ -38,7 +38,8 @@ from escher_harness.localcluster.ports import allocate_ports
 
 
 def serve(*argv: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "extender", "serve", "--no-kube", *argv],
+    argv = ("--mode", "standalone", *argv)
+    return subprocess.Popen([sys.executable, "-m", "extender", "serve", *argv],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
@@ -72,8 +73,8 @@ def main() -> None:
         pki = make_pki(Path(tmp))
         ports = allocate_ports({"plain": None, "api": None, "verbs": None})
         mtls = ["--port", str(ports["api"]), "--verbs-port", str(ports["verbs"]),
-                "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
-                "--verbs-client-ca", str(pki.ca), "--token", "t"]  # fmt: skip
+                "--tls-cert-file", str(pki.server_cert), "--tls-key-file", str(pki.server_key),
+                "--verbs-client-ca-file", str(pki.ca), "--token", "t"]  # fmt: skip
         procs = [serve("--port", str(ports["plain"]), "--token", "t"), serve(*mtls)]
         ctx = ssl.create_default_context(cafile=str(pki.ca))
         ctx.load_cert_chain(str(pki.client_cert), str(pki.client_key))

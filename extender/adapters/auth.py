@@ -16,29 +16,14 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum
 
 import msgspec
 
 from extender.adapters.kubeapi import ApiError, KubeAPI
+from extender.core.access import AuthDecision, Outcome
 
 RESOURCE = "ephemeralresources"
 _CACHE_MAX = 10_000
-
-
-class Outcome(StrEnum):
-    ALLOWED = "allowed"
-    UNAUTHENTICATED = "unauthenticated"
-    FORBIDDEN = "forbidden"
-    UNAVAILABLE = "unavailable"  # the API server could not be asked
-
-
-@dataclass(frozen=True, slots=True)
-class AuthDecision:
-    outcome: Outcome
-    reason: str = ""
-    user: str = ""
 
 
 class _User(msgspec.Struct):

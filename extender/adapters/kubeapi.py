@@ -27,8 +27,6 @@ from typing import Any
 
 import aiohttp
 import msgspec
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
 AUTH_REFRESH_SECONDS = 60.0
 _TIMEOUT = aiohttp.ClientTimeout(total=30.0, connect=5.0)  # a request's, unless it says
@@ -104,6 +102,11 @@ class KubeAPI:
         burst: int = 100,
         max_connections: int = 64,
     ) -> None:
+        # Imported here: only the kube modes load the official client (its import is slow
+        # and the standalone mode needs none of it).
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+
         cfg = k8s_client.Configuration()
         if in_cluster:
             k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]

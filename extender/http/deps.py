@@ -13,10 +13,11 @@ from typing import Annotated, Protocol
 from fastapi import Depends, Request, Security, params
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from extender.core.access import AuthDecision, Outcome
 from extender.core.ledger import Ledger
 from extender.esl.registry import Instances
 from extender.gang.manager import GangManager
-from extender.http.errors import NotConfirmed, NotReady, Unauthorized
+from extender.http.errors import Forbidden, NotConfirmed, NotReady, Unauthorized
 from extender.metrics import Metrics
 from extender.settings import Settings
 from extender.verbs import Verbs
@@ -49,9 +50,9 @@ class Runtime(Protocol):
         configured wait runs out first (the write-back keeps trying)."""
         ...
 
-    async def authorize(self, token: str | None, verb: str, subresource: str) -> None:
-        """Raise Unauthorized or Forbidden unless the bearer `token` may do `verb` on the
-        policy API's `subresource` (resources, esl, gangs, metrics)."""
+    async def authorize(self, token: str | None, verb: str, subresource: str) -> AuthDecision:
+        """Whether the bearer `token` may do `verb` on the policy API's `subresource`
+        (resources, esl, gangs, metrics)."""
         ...
 
 
@@ -128,7 +129,16 @@ def caller(subresource: str) -> params.Depends:
     """A dependency: the caller may do this request's verb on `subresource`."""
 
     async def check(request: Request, rt: RuntimeDep, _: Credentials) -> None:
-        await rt.authorize(bearer(request), _VERBS.get(request.method, "get"), subresource)
+        decision = await rt.authorize(
+            bearer(request), _VERBS.get(request.method, "get"), subresource
+        )
+        match decision.outcome:
+            case Outcome.UNAUTHENTICATED:
+                raise Unauthorized(decision.reason)
+            case Outcome.FORBIDDEN:
+                raise Forbidden(decision.reason)
+            case Outcome.UNAVAILABLE:
+                raise NotReady(decision.reason)
 
     dependency: params.Depends = Depends(check)
     return dependency

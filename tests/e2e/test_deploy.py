@@ -137,7 +137,7 @@ class Env:
             *flags,
         ]  # fmt: skip
         if tls is not None:
-            argv += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
+            argv += ["--tls-cert-file", str(tls[0]), "--tls-key-file", str(tls[1])]
         scheme = "https" if tls else "http"
         record = spawn(
             name,
@@ -181,7 +181,7 @@ class Env:
         """The overlay's mutual-TLS verbs listener, on a free local port with the local CA."""
         if not has_verbs_listener(self.rendered):
             return ()
-        return ("--verbs-port", str(self.verbs_port), "--verbs-client-ca", str(self.tls.ca))
+        return ("--verbs-port", str(self.verbs_port), "--verbs-client-ca-file", str(self.tls.ca))
 
     @property
     def verbs_url(self) -> str:

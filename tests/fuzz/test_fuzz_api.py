@@ -29,7 +29,7 @@ from .campaign import EXAMPLES, SEED
 
 TOKEN = "t"
 
-app = create_app(Settings(kube=False, bind=False, token=TOKEN))
+app = create_app(Settings(mode="standalone", token=TOKEN))
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 schema.config.seed = SEED
 schema.config.generation.update(max_examples=EXAMPLES, deterministic=True, database="none")

@@ -86,9 +86,14 @@ def served(
     listener: Listener = request.param
     pki = make_pki(tmp_path_factory.mktemp("pki"))
     ports = allocate_ports({"api": None, "verbs": None})
-    cert = ["--verbs-tls-cert", str(pki.server_cert), "--verbs-tls-key", str(pki.server_key)]
+    cert = [
+        "--verbs-tls-cert-file",
+        str(pki.server_cert),
+        "--verbs-tls-key-file",
+        str(pki.server_key),
+    ]
     if listener.tls and not listener.verbs:
-        cert = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
+        cert = ["--tls-cert-file", str(pki.server_cert), "--tls-key-file", str(pki.server_key)]
     env = {
         "ESCHER_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
         "ESCHER_BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT),
@@ -96,8 +101,9 @@ def served(
         "ESCHER_VERBS_HTTP2": str(listener.http2).lower(),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "extender", "serve", "--no-kube", "--port", str(ports["api"]),
-         "--verbs-port", str(ports["verbs"]), "--verbs-client-ca", str(pki.ca), *cert],
+        [sys.executable, "-m", "extender", "serve", "--mode", "standalone",
+         "--port", str(ports["api"]), "--verbs-port", str(ports["verbs"]),
+         "--verbs-client-ca-file", str(pki.ca), *cert],
         env={**__import__("os").environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

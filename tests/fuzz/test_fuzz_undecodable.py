@@ -42,7 +42,7 @@ def _is_utf8(raw: bytes) -> bool:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    app = create_app(Settings(kube=False, bind=False, token=TOKEN))
+    app = create_app(Settings(mode="standalone", token=TOKEN))
     with TestClient(app, raise_server_exceptions=False) as c:
         # Standalone: nodes are learnt from the verbs' requests.
         nodes = {"Pod": {"metadata": {"name": "p", "uid": "u"}}, "NodeNames": ["n1", "n2"]}

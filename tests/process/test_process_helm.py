@@ -41,7 +41,7 @@ import yaml
 
 from escher_harness.localcluster.binaries import find_kubectl, find_tool
 from escher_harness.localcluster.errors import MissingBinaryError
-from extender.cli import build_parser
+from extender.cli import build_parser, settings_of
 from extender.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -200,7 +200,7 @@ def container(docs: list[Doc], name: str) -> Doc:
 
 def serve_args(docs: list[Doc], name: str = RELEASE) -> Any:
     """The extender's flags as `escher-extender serve` parses them."""
-    return build_parser().parse_args(["serve", *container(docs, name)["args"]])
+    return settings_of(build_parser().parse_args(["serve", *container(docs, name)["args"]]))
 
 
 def scheduler_config(docs: list[Doc], scheduler: str = "escher-scheduler") -> Doc:
@@ -300,11 +300,11 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
 
     # The extender's flags.
     args = serve_args(docs, name)
-    assert args.mode == values["mode"] and args.domain == values["resourceDomain"]
+    assert args.mode == values["mode"] and args.resource_domain == values["resourceDomain"]
     assert args.leader_elect == election
-    assert args.lease_name == (name if election else None)
+    assert args.lease_name == (name if election else Settings.model_fields["lease_name"].default)
     switch = f"{NAMESPACE}/{values['gangGate']['switchConfigMap']}"
-    assert args.gang_gate_switch == (switch if gate else None)
+    assert args.gang_gate_switch == (switch if gate else "")
     assert (args.verbs_port is not None) == extender_mode
     api = values["kubeAPI"]
     own = api["extender"]
@@ -436,7 +436,7 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
         assert ports["verbs"] == args.verbs_port
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
-        assert str(args.verbs_client_ca) == f"{mounts['client-ca']}/ca.crt"
+        assert str(args.verbs_client_ca_file) == f"{mounts['client-ca']}/ca.crt"
     # The extender's ServiceAccount may do exactly its mode's set.
     cluster_wide = triples(granted(docs, NAMESPACE, name, "ClusterRoleBinding"))
     assert cluster_wide == LEAST_PRIVILEGE | (PLACEMENT if args.mode == "extender" else set())
@@ -679,17 +679,10 @@ def strip_chart_labels(node: Any) -> None:
 
 
 def effective_args(args: list[str]) -> Doc:
-    """The extender's flags as `serve` parses them, with what the chart states explicitly
-    and deploy/ leaves to Settings' defaults (the lease's name, the domain, the API budget)
-    filled in: the same settings either way."""
-    parsed = vars(build_parser().parse_args(["serve", *args]))
-    parsed.pop("func")
-    fields = Settings.model_fields
-    for flag, setting in [("lease_name", "lease_name"), ("domain", "resource_domain"),
-                          ("kube_qps", "kube_qps"), ("kube_burst", "kube_burst")]:  # fmt: skip
-        if parsed[flag] is None:
-            parsed[flag] = fields[setting].default
-    return parsed
+    """The settings the extender's flags give: what the chart states explicitly and deploy/
+    leaves to Settings' defaults (the lease's name, the domain, the API budget) compares
+    equal."""
+    return settings_of(build_parser().parse_args(["serve", *args])).model_dump(mode="json")
 
 
 def normalise_workload(doc: Doc, config_name: str) -> None:
@@ -859,7 +852,7 @@ def test_the_api_budgets_default_equal_and_each_can_be_set() -> None:
 
 def test_another_resource_domain_reaches_every_key_that_names_it() -> None:
     docs = render({"resourceDomain": "example.com"})
-    assert serve_args(docs).domain == "example.com"
+    assert serve_args(docs).resource_domain == "example.com"
     managed = scheduler_config(docs)["extenders"][0]["managedResources"]
     assert managed == [{"name": "scheduling.example.com/extender", "ignoredByScheduler": True}]
     policies = [d for d in docs if d["kind"].endswith("AdmissionPolicy")]

@@ -38,7 +38,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def server() -> Iterator[tuple[str, int]]:
     port = allocate_ports({"extender": None})["extender"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "extender", "serve", "--no-kube", "--port", str(port),
+        [sys.executable, "-m", "extender", "serve", "--mode", "standalone", "--port", str(port),
          "--token", TOKEN, "--log-level", "WARNING"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

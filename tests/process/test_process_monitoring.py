@@ -4,7 +4,7 @@
   where every alert fires on its case and stays quiet on the routine ones;
 - prometheusrule.yaml carries exactly rules.yaml's groups;
 - every metric the rules, the dashboard and the rules' tests name is exported by a running
-  `escher-extender serve --no-kube` (its `# TYPE` families, which exist before any sample),
+  `escher-extender serve --mode standalone` (its `# TYPE` families, which exist before any sample),
   and every label the tests' series carry is one the service gives that metric (or a label
   Prometheus adds when scraping). kube-scheduler's `scheduler_*` metrics and `up` are not the
   service's: they are checked to be only those two names.
@@ -94,7 +94,7 @@ def families() -> Iterator[dict[str, set[str]]]:
     """The service's metric families (name -> label names seen), from a real scrape."""
     port = allocate_ports({"api": None})["api"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "extender", "serve", "--no-kube", "--port", str(port)],
+        [sys.executable, "-m", "extender", "serve", "--mode", "standalone", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -141,7 +141,7 @@ def test_every_metric_the_rules_and_the_dashboard_name_is_exported(
 
 def declared_labels() -> dict[str, set[str]]:
     """The labels each family carries, as extender.metrics declares them: a scrape shows only
-    those with samples, and `serve --no-kube` has few."""
+    those with samples, and `serve --mode standalone` has few."""
     registry = Metrics().registry
     out: dict[str, set[str]] = {}
     for collector in registry._collector_to_names:  # prometheus_client keeps no public list

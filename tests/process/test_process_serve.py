@@ -51,7 +51,16 @@ def cert(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 def test_standalone_over_tls(cert: tuple[Path, Path]) -> None:
     crt, key = cert
     port = allocate_ports({"x": None})["x"]
-    proc = serve("--no-kube", "--port", str(port), "--tls-cert", str(crt), "--tls-key", str(key))
+    proc = serve(
+        "--mode",
+        "standalone",
+        "--port",
+        str(port),
+        "--tls-cert-file",
+        str(crt),
+        "--tls-key-file",
+        str(key),
+    )
     try:
         url = f"https://127.0.0.1:{port}"
         ca = ssl.create_default_context(cafile=str(crt))
@@ -68,25 +77,38 @@ def test_standalone_over_tls(cert: tuple[Path, Path]) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--no-kube", "--tls-cert", "/x.crt"], "tls_cert_file and tls_key_file must be given"),
         (
-            ["--no-kube", "--domain", "Bad_Domain"],
+            ["--mode", "standalone", "--tls-cert-file", "/x.crt"],
+            "tls_cert_file and tls_key_file must be given",
+        ),
+        (
+            ["--mode", "standalone", "--resource-domain", "Bad_Domain"],
             "resource_domain: resource domain 'Bad_Domain' must be",
         ),
-        (["--no-kube", "--port", "70000"], "port: Input should be less than or equal to 65535"),
-        (["--mode", "other"], "invalid choice: 'other'"),
-        (["--no-kube", "--leader-elect"], "leader_elect needs the Kubernetes API"),
         (
-            ["--no-kube", "--verbs-client-ca", "/ca.crt"],
+            ["--mode", "standalone", "--port", "70000"],
+            "port: Input should be less than or equal to 65535",
+        ),
+        (["--mode", "other"], "mode: Input should be 'standalone', 'pure' or 'extender'"),
+        (["--mode", "standalone", "--leader-elect"], "leader_elect needs the Kubernetes API"),
+        (
+            ["--mode", "standalone", "--verbs-client-ca-file", "/ca.crt"],
             "verbs_client_ca_file needs verbs_port",
         ),
-        (["--no-kube", "--verbs-port", "9999"], "verbs_port serves TLS"),
+        (["--mode", "standalone", "--verbs-port", "9999"], "verbs_port serves TLS"),
         (
-            ["--no-kube", "--verbs-port", "9999", "--verbs-tls-cert", "/x.crt"],
+            ["--mode", "standalone", "--verbs-port", "9999", "--verbs-tls-cert-file", "/x.crt"],
             "verbs_port serves TLS",
         ),
         (
-            ["--no-kube", "--verbs-tls-cert", "/x.crt", "--verbs-tls-key", "/x.key"],
+            [
+                "--mode",
+                "standalone",
+                "--verbs-tls-cert-file",
+                "/x.crt",
+                "--verbs-tls-key-file",
+                "/x.key",
+            ],
             "verbs_tls_cert_file needs verbs_port",
         ),
     ],
@@ -121,11 +143,17 @@ def test_the_verbs_take_only_kube_schedulers_client_certificate(
     or HTTP/1.1 only (uvicorn)."""
     monkeypatch.setenv("ESCHER_VERBS_HTTP2", str(http2).lower())
     ports = allocate_ports({"api": None, "verbs": None})
-    cert = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
+    cert = ["--tls-cert-file", str(pki.server_cert), "--tls-key-file", str(pki.server_key)]
     if not api_tls:
-        cert = ["--verbs-tls-cert", str(pki.server_cert), "--verbs-tls-key", str(pki.server_key)]
-    proc = serve("--no-kube", "--port", str(ports["api"]), "--verbs-port", str(ports["verbs"]),
-                 *cert, "--verbs-client-ca", str(pki.ca), "--token", "t")  # fmt: skip
+        cert = [
+            "--verbs-tls-cert-file",
+            str(pki.server_cert),
+            "--verbs-tls-key-file",
+            str(pki.server_key),
+        ]
+    proc = serve("--mode", "standalone", "--port", str(ports["api"]),
+                 "--verbs-port", str(ports["verbs"]), *cert,
+                 "--verbs-client-ca-file", str(pki.ca), "--token", "t")  # fmt: skip
 
     def context(client: tuple[Path, Path] | None) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(pki.ca))

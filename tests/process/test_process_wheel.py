@@ -32,7 +32,7 @@ def test_the_service_wheel_holds_the_service_and_nothing_else(tmp_path: Path) ->
     # The service imports and builds its app; the harness and pytest are not there.
     check = (
         "import importlib.util as u, extender.app, extender.settings as s;"
-        "extender.app.create_app(s.Settings(kube=False, bind=False));"
+        "extender.app.create_app(s.Settings(mode='standalone'));"
         "print([m for m in ('escher_harness', 'pytest', 'locust') if u.find_spec(m)])"
     )
     assert run(python, "-c", check).strip() == "[]"

@@ -22,9 +22,8 @@ import pytest
 import yaml
 
 from escher_harness.localcluster.config import SCHEDULER_ENV
-from extender.cli import build_parser
+from extender.cli import build_parser, settings_of
 from extender.core.pod import COSCHEDULING_LABEL, Keys
-from extender.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -155,9 +154,9 @@ def test_leader_election_may_create_leases_and_use_only_its_own() -> None:
     binding = find(docs, "RoleBinding", "escher-extender-leader-election")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
     (container,) = pod_spec(docs, "escher-extender")["containers"]
-    parsed = build_parser().parse_args(["serve", *container["args"]])
+    parsed = settings_of(build_parser().parse_args(["serve", *container["args"]]))
     assert parsed.leader_elect and parsed.lease_namespace == NAMESPACE
-    lease = parsed.lease_name or Settings.model_fields["lease_name"].default
+    lease = parsed.lease_name
     by_name = {tuple(r.get("resourceNames", [])): set(r["verbs"]) for r in role["rules"]}
     assert by_name == {(): {"create"}, (lease,): {"get", "update"}}
 
@@ -238,7 +237,7 @@ def test_an_admission_policy_holds_gang_members_at_the_gang_gate_when_the_switch
     assert policy["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
     ref = binding["paramRef"]
     (container,) = pod_spec(docs, "escher-extender")["containers"]
-    parsed = build_parser().parse_args(["serve", *container["args"]])
+    parsed = settings_of(build_parser().parse_args(["serve", *container["args"]]))
     assert parsed.gang_gate_switch == f"{ref['namespace']}/{ref['name']}"
     role = find(docs, "Role", "escher-extender-gang-gate")
     assert role["metadata"]["namespace"] == ref["namespace"]
@@ -331,14 +330,14 @@ def test_in_extender_mode_the_verbs_take_only_the_schedulers_client_certificate(
     docs = overlay("extender")
     spec = pod_spec(docs, "escher-extender")
     (container,) = spec["containers"]
-    parsed = build_parser().parse_args(["serve", *container["args"]])
+    parsed = settings_of(build_parser().parse_args(["serve", *container["args"]]))
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert parsed.verbs_port == ports["verbs"] != parsed.port == ports["https"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v["secret"] for v in spec["volumes"]}
     # The CA that signed the scheduler's client certificate, from the same Secret, and
     # nothing else of it (not the scheduler's key).
-    assert str(parsed.verbs_client_ca) == f"{mounts['client-ca']}/ca.crt"
+    assert str(parsed.verbs_client_ca_file) == f"{mounts['client-ca']}/ca.crt"
     assert volumes["client-ca"] == {
         "secretName": "escher-scheduler-client-tls",
         "items": [{"key": "ca.crt", "path": "ca.crt"}],
@@ -362,7 +361,7 @@ def test_the_pure_mode_config_has_no_extender_and_enforces_the_domain() -> None:
 def test_the_extender_runs_in_its_mode_with_flags_the_cli_accepts(mode: str) -> None:
     spec = pod_spec(overlay(mode), "escher-extender")
     (container,) = spec["containers"]
-    parsed = build_parser().parse_args(["serve", *container["args"]])
+    parsed = settings_of(build_parser().parse_args(["serve", *container["args"]]))
     assert parsed.mode == mode
     assert parsed.in_cluster and parsed.port == 8888
     # The serving pair from the escher-extender-tls Secret, mounted where the flags point.
@@ -371,7 +370,7 @@ def test_the_extender_runs_in_its_mode_with_flags_the_cli_accepts(mode: str) -> 
     assert (
         mount["name"] == volume["name"] and volume["secret"]["secretName"] == "escher-extender-tls"
     )
-    assert {str(parsed.tls_cert), str(parsed.tls_key)} == {
+    assert {str(parsed.tls_cert_file), str(parsed.tls_key_file)} == {
         f"{mount['mountPath']}/{item['path']}" for item in volume["secret"]["items"]
     }
     # The policy API's token from a Secret, through the ESCHER_TOKEN setting; not a flag.

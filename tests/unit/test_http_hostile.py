@@ -104,7 +104,7 @@ CASES: list[tuple[str, str, str, object, int, str]] = [
 
 @pytest.fixture
 def http() -> Iterator[TestClient]:
-    svc = Service(Settings(kube=False, bind=False, token=TOKEN))
+    svc = Service(Settings(mode="standalone", token=TOKEN))
     for n in NODES:
         svc.ledger.upsert_node(n, {}, {"cpu": 4000, "memory": 8 << 30, "pods": 110})
     with TestClient(create_app(svc.settings, svc), headers=AUTH) as client:
@@ -152,7 +152,7 @@ def test_a_non_ascii_bearer_token_is_a_401(http: TestClient) -> None:
 def test_a_chunked_body_over_the_limit_is_a_413_on_every_route(method: str, path: str) -> None:
     """Without a Content-Length the edge counts while reading; on the policy routes FastAPI
     reads the body and used to turn the limit into a 400 ("error parsing the body")."""
-    settings = Settings(kube=False, bind=False, token=TOKEN, max_body_bytes=1024)
+    settings = Settings(mode="standalone", token=TOKEN, max_body_bytes=1024)
 
     def chunks() -> Iterator[bytes]:
         yield b'{"capacity": 1, "pad": "'
@@ -173,7 +173,7 @@ def test_a_chunked_body_over_the_limit_is_a_413_on_every_route(method: str, path
 def test_metrics_take_the_policy_apis_credentials_when_protected(
     metrics_auth: bool, token: str | None, status: int
 ) -> None:
-    settings = Settings(kube=False, bind=False, token=TOKEN, metrics_auth=metrics_auth)
+    settings = Settings(mode="standalone", token=TOKEN, metrics_auth=metrics_auth)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with TestClient(create_app(settings)) as client:
         assert client.get("/metrics", headers=headers).status_code == status

@@ -238,7 +238,7 @@ def test_extender_command() -> None:
         "pure",
         "--token",
         "t",
-        "--domain",
+        "--resource-domain",
         "example.com",
     ]
 
@@ -329,8 +329,8 @@ def test_with_verbs_tls_kube_scheduler_calls_the_extender_over_mutual_tls() -> N
         port=4, kubeconfig=KUBECONFIG, mode="extender", token="t", verbs_port=7, verbs_tls=PKI
     )
     assert command[-8:] == [
-        "--verbs-port", "7", "--verbs-tls-cert", "/pki/tls", "--verbs-tls-key", "/pki/tls.key",
-        "--verbs-client-ca", "/pki/ca",
+        "--verbs-port", "7", "--verbs-tls-cert-file", "/pki/tls",
+        "--verbs-tls-key-file", "/pki/tls.key", "--verbs-client-ca-file", "/pki/ca",
     ]  # fmt: skip
 
 

@@ -54,3 +54,29 @@ def test_the_gang_gate_cool_down_may_not_be_negative() -> None:
     with pytest.raises(ValidationError) as e:
         Settings(gang_gate_cooldown_seconds=-1)
     assert [err["loc"] for err in e.value.errors()] == [("gang_gate_cooldown_seconds",)]
+
+
+@pytest.mark.parametrize(
+    ("mode", "kube", "binds"),
+    [("standalone", False, False), ("pure", True, False), ("extender", True, True)],
+)
+def test_one_mode_says_what_the_service_talks_to_and_does(
+    mode: str, kube: bool, binds: bool
+) -> None:
+    s = Settings(mode=mode)  # type: ignore[arg-type]
+    assert (s.kube, s.binds) == (kube, binds)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"mode": "both"}, "Input should be 'standalone', 'pure' or 'extender'"),
+        ({"mode": "standalone", "leader_elect": True}, "leader_elect needs the Kubernetes API"),
+        ({"mode": "standalone", "kubernetes_auth": True}, "kubernetes_auth needs the Kubernetes"),
+    ],
+)
+def test_a_mode_that_cannot_work_is_refused_naming_it(
+    overrides: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        Settings(**overrides)  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ def recorded(name: str, gpu: str | None = None) -> dict[str, Any]:
 
 @pytest.fixture
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(kube=False))) as c:
+    with TestClient(create_app(Settings(mode="standalone"))) as c:
         assert c.put("/v1/resources/gpu", json={"capacity": 2, "node": "node-2"}).is_success
         yield c
 

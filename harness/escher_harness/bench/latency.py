@@ -1,6 +1,6 @@
 """Server-side latency of filter and prioritize, by cluster size, pod and background load.
 
-Starts the extender standalone (`serve --no-kube`: no API server in the path, nodes learnt
+Starts the extender standalone (`serve --mode standalone`: no API server in the path, nodes learnt
 from the requests) on loopback, gives every node an ephemeral resource and runs ESLs over
 them, then drives each verb with locust (loadtests/extender_locustfile.py) with bodies shaped
 like the ones the real kube-scheduler sends (tests/fixtures/kube-scheduler-v1.37/): a full
@@ -157,7 +157,16 @@ class Server:
     def __init__(self, log: Path) -> None:
         self.port = allocate_ports({"extender": None})["extender"]
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "extender", "serve", "--no-kube", "--port", str(self.port)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "extender",
+            "serve",
+            "--mode",
+            "standalone",
+            "--port",
+            str(self.port),
+        ]
         cmd += ["--token", TOKEN, "--log-level", "WARNING"]
         self._log = log.open("wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)

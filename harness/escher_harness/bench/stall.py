@@ -1,7 +1,7 @@
 """The longest event-loop stall one request can cause: /healthz probed in a tight loop while
 the heaviest single requests the service accepts are sent, one at a time.
 
-The extender runs standalone (`serve --no-kube`, escher_harness.bench.latency.Server) with
+The extender runs standalone (`serve --mode standalone`, escher_harness.bench.latency.Server) with
 5,000 nodes learnt. A probe thread sends GET /healthz back to back on its own connection and
 records each answer's time; /healthz is O(1) on the loop, so its slowest answer while a heavy
 request is in flight is how long that request held the loop (plus the probe's own round

@@ -337,7 +337,7 @@ def extender_command(
         "--kubeconfig", str(kubeconfig),
         "--mode", mode,
         "--token", token,
-        "--domain", domain,
+        "--resource-domain", domain,
     ]  # fmt: skip
     if kube_qps is not None:
         command += ["--kube-qps", f"{kube_qps:g}"]
@@ -353,9 +353,9 @@ def extender_command(
     if verbs_port is not None and verbs_tls is not None:
         command += [
             "--verbs-port", str(verbs_port),
-            "--verbs-tls-cert", str(verbs_tls.server_cert),
-            "--verbs-tls-key", str(verbs_tls.server_key),
-            "--verbs-client-ca", str(verbs_tls.ca),
+            "--verbs-tls-cert-file", str(verbs_tls.server_cert),
+            "--verbs-tls-key-file", str(verbs_tls.server_key),
+            "--verbs-client-ca-file", str(verbs_tls.ca),
         ]  # fmt: skip
     return command
 

@@ -12,7 +12,8 @@ from builders import Clock
 from fakeapi import Cluster, connected
 
 import extender.adapters.auth as auth
-from extender.adapters.auth import Authorizer, Outcome
+from extender.adapters.auth import Authorizer
+from extender.core.access import Outcome
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"

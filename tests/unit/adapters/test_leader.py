@@ -222,5 +222,5 @@ def test_lease_times_that_cannot_fence_are_refused_at_start(
     times: dict[str, float], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
-        Settings(leader_elect=True, kube=True, **times)  # type: ignore[arg-type]
-    Settings(leader_elect=True, kube=True)  # kube-scheduler's defaults are consistent
+        Settings(leader_elect=True, **times)  # type: ignore[arg-type]
+    Settings(leader_elect=True)  # kube-scheduler's defaults are consistent

@@ -33,7 +33,7 @@ PHYSICAL = {"cpu": 4000, "memory": 8 << 30, "pods": 110}
 
 
 def service(nodes: Mapping[str, Mapping[str, str]] = NODES, **settings: Any) -> Service:
-    svc = Service(Settings(kube=False, bind=False, token=TOKEN, **settings))
+    svc = Service(Settings(mode="standalone", token=TOKEN, **settings))
     for n, labels in nodes.items():
         svc.ledger.upsert_node(n, labels, PHYSICAL)
     return svc

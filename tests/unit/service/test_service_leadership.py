@@ -204,7 +204,7 @@ def test_a_replica_that_steps_down_drops_what_it_had_not_written(tmp_path: Path)
         # the change is dropped.
         await until(lambda: capacity(svc) == 2)
         assert svc.metrics.is_leader._value.get() == 0
-        assert svc.writeback.pending_nodes() == []
+        assert svc.kube.writeback.pending_nodes() == []
         server.down = server.patches_fail = False
         await until(svc.may_write)  # it leads again (nobody else was there)
         await asyncio.sleep(0.3)  # time for the write-back to verify every node

@@ -1,0 +1,103 @@
+"""The Kubernetes side of the service, built for its mode: one typed bundle of adapters.
+
+Called by the composition root (extender.service) in the modes that talk to the API
+(settings.kube): pure gets the cluster view, the write-back and, with leader election, the
+elector; the extender mode also the binder, the gate lifter, the waker of pods turned away
+and, when configured, the adaptive gang gate's switch. The service wires their callbacks
+(may_write, leadership) and runs them; `aclose` releases what they hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from extender.adapters.binder import Binder
+from extender.adapters.gateswitch import GateSwitch
+from extender.adapters.kubeapi import KubeAPI
+from extender.adapters.leader import LeaderElector, default_identity
+from extender.adapters.lifter import Lifter
+from extender.adapters.view import ClusterView
+from extender.adapters.waker import Waker
+from extender.adapters.writeback import WriteBack
+from extender.core.events import PodEvents
+from extender.core.ledger import Ledger
+from extender.core.pod import Keys
+from extender.metrics import Metrics
+from extender.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class KubeParts:
+    api: KubeAPI
+    view: ClusterView
+    writeback: WriteBack
+    elector: LeaderElector | None  # leader_elect
+    binder: Binder | None  # the extender mode, and the three below
+    lifter: Lifter | None
+    waker: Waker | None  # requeue_window_seconds > 0
+    switch: GateSwitch | None  # gang_gate_switch set
+
+    async def aclose(self) -> None:
+        for part in (self.waker, self.lifter, self.switch):
+            if part is not None:
+                await part.aclose()
+        await self.api.aclose()
+
+
+def build(
+    s: Settings,
+    ledger: Ledger,
+    keys: Keys,
+    events: PodEvents,
+    metrics: Metrics,
+    may_write: Callable[[], bool],
+    on_leadership: Callable[[bool], None],
+    api: KubeAPI | None = None,
+) -> KubeParts:
+    """The adapters `s.mode` needs; `api` replaces the client built from `s` (tests)."""
+    api = api or KubeAPI(s.kubeconfig, in_cluster=s.in_cluster, qps=s.kube_qps, burst=s.kube_burst)
+    writeback = WriteBack(api, ledger, s, metrics, may_write)
+    view = ClusterView(
+        api,
+        ledger,
+        keys,
+        events,
+        metrics,
+        adopt=lambda: not may_write(),  # a follower mirrors the nodes; the leader writes them
+        on_node_seen=writeback.node_seen,
+    )
+    elector = (
+        LeaderElector(
+            api,
+            s.lease_namespace,
+            s.lease_name,
+            s.identity or default_identity(),
+            s.resource_domain,
+            s.lease_duration_seconds,
+            s.renew_deadline_seconds,
+            s.retry_period_seconds,
+            on_leadership,
+        )
+        if s.leader_elect
+        else None
+    )
+    binds = s.binds
+    return KubeParts(
+        api=api,
+        view=view,
+        writeback=writeback,
+        elector=elector,
+        binder=Binder(api, metrics, may_write) if binds else None,
+        lifter=Lifter(api, keys.gate, metrics, may_write) if binds else None,
+        waker=(
+            Waker(api, s.resource_domain, metrics, may_write)
+            if binds and s.requeue_window_seconds > 0
+            else None
+        ),
+        switch=(
+            GateSwitch(api, s.gang_gate_switch, metrics, may_write)
+            if binds and s.gang_gate_switch
+            else None
+        ),
+    )

@@ -1,0 +1,72 @@
+"""`escher-extender serve`: its flags are the Settings fields, generated, never a second list."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from extender.cli import build_parser
+from extender.settings import Settings
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser: argparse.ArgumentParser = sub.choices["serve"]
+    return parser
+
+
+def settings(*argv: str) -> Settings:
+    args = build_parser().parse_args(["serve", *argv])
+    return Settings(_cli_settings_source=args.settings(parsed_args=args))
+
+
+def test_every_setting_is_a_flag_with_its_description() -> None:
+    flags = {
+        opt: action.help or ""
+        for action in serve_parser()._actions
+        for opt in action.option_strings
+    }
+    for name, field in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        assert flag in flags, f"{name} has no flag"
+        assert field.description and field.description in flags[flag]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ((), {"mode": "extender", "port": 8888, "verbs_http2": True}),
+        (("--mode", "pure", "--port", "9000"), {"mode": "pure", "port": 9000}),
+        (("--no-verbs-http2", "--leader-elect"), {"verbs_http2": False, "leader_elect": True}),
+        (("--tls-cert-file", "/c", "--tls-key-file", "/k"), {"tls_cert_file": Path("/c")}),
+        (("--resource-domain", "example.com"), {"resource_domain": "example.com"}),
+        (("--kube-qps", "1000", "--kube-burst", "2000"), {"kube_qps": 1000.0, "kube_burst": 2000}),
+    ],
+)
+def test_flags_set_their_fields(argv: tuple[str, ...], expected: dict[str, object]) -> None:
+    s = settings(*argv)
+    assert {k: getattr(s, k) for k in expected} == expected
+
+
+def test_a_flag_overrides_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ESCHER_PORT", "7000")
+    monkeypatch.setenv("ESCHER_MODE", "pure")
+    s = settings("--port", "7001")
+    assert (s.port, s.mode) == (7001, "pure")
+
+
+def test_the_standalone_service_loads_no_kubernetes_client() -> None:
+    # A fresh interpreter: this test process may have imported the client for other tests.
+    check = (
+        "import sys; from extender.service import Service; from extender.settings import "
+        "Settings; Service(Settings(mode='standalone'));"
+        "print(sorted(m for m in sys.modules if m == 'kubernetes' or m.startswith('kubernetes.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[]"
