@@ -348,8 +348,13 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         # API server's authentication settings, which is kube-system's.
         expected = "kube-system" if object_name.endswith("-authentication-reader") else NAMESPACE
         assert namespace == (expected if kind in namespaced else ""), (kind, object_name)
-        assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", object_name), object_name
-        assert len(object_name) <= 63, object_name
+        if kind == "CustomResourceDefinition":  # <plural>.<group>: cluster-wide, not per release
+            group = doc["spec"]["group"]
+            assert group == values["resourceDomain"], object_name
+            assert object_name == f"{doc['spec']['names']['plural']}.{group}"
+        else:
+            assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", object_name), object_name
+            assert len(object_name) <= 63, object_name
         # The standard labels, on every object.
         labels = doc["metadata"]["labels"]
         assert CHART_LABELS | {"app.kubernetes.io/name"} <= labels.keys(), (kind, object_name)
@@ -725,6 +730,9 @@ def normalise_chart(doc: Doc) -> Doc:
             if c.pop("imagePullPolicy") != "IfNotPresent":
                 c["imagePullPolicy"] = "changed"
         normalise_workload(doc, "escher-scheduler-config")
+    if doc["kind"] == "CustomResourceDefinition":
+        # Kept on uninstall, with the policies they hold; deploy/'s are kubectl's to delete.
+        assert doc["metadata"].pop("annotations") == {"helm.sh/resource-policy": "keep"}
     if doc["kind"] == "Service":  # a selector of bare labels, no matchLabels
         strip_chart_labels({"labels": doc["spec"]["selector"]})
     if doc["kind"] == "ConfigMap":
@@ -1016,3 +1024,31 @@ def test_every_value_is_in_the_docs_values_table() -> None:
 
     missing = [leaf for leaf in leaves(schema()["properties"], "") if not documented(leaf)]
     assert not missing, f"docs/deployment.md's Helm values table lacks {missing}"
+
+
+# ---- the policies' CRDs ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("domain", ["escher.io", "sched.example.com"])
+def test_the_crds_are_rendered_in_the_resource_domains_group_exactly(domain: str) -> None:
+    crds = kinds(render({"resourceDomain": domain}), "CustomResourceDefinition")
+    assert sorted(d["metadata"]["name"] for d in crds) == [
+        f"ephemeralresources.{domain}",
+        f"esls.{domain}",
+    ]
+    for doc in crds:
+        source = yaml.safe_load(
+            (REPO / "deploy" / "crds" / f"escher.io_{doc['spec']['names']['plural']}.yaml")
+            .read_text()
+            .replace("escher.io", domain)
+        )
+        # Exactly deploy/'s spec: int64 bounds stay integers (no float round trip).
+        assert doc["spec"] == source["spec"]
+        assert doc["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+
+
+def test_the_crds_can_be_left_out() -> None:
+    assert not kinds(render({"crds": {"install": False}}), "CustomResourceDefinition")
+    assert "at '/crds': additional properties 'instal' not allowed" in refused(
+        {"crds": {"instal": True}}
+    )

@@ -52,8 +52,10 @@ from escher_harness.localcluster.manifests import (
     Manifest,
     ManifestError,
     create_manifests,
+    in_domain,
     load_manifests,
 )
+from escher_harness.localcluster.paths import policy_crds
 from escher_harness.localcluster.pki import make_pki
 from escher_harness.localcluster.ports import allocate_ports
 from escher_harness.localcluster.processes import (
@@ -576,6 +578,10 @@ def _start(
         f"{apiserver_url}/readyz",
         health_token=admin_token,
     )
+    if extender_url:
+        # The policies' CRDs, served wherever the service runs (deploy/ installs them too).
+        crds = in_domain(load_manifests(policy_crds()), spec.resource_domain)
+        manifests = (*crds, *manifests)
     if spec.gang_gate:
         manifests = (*manifests, *gangate.manifests(config.scheduler_name(scheduler_config)))
     if manifests:

@@ -117,3 +117,16 @@ def _wait_established(
         if time.monotonic() > deadline:
             raise ManifestError(f"{crd.describe()} was not Established in time")
         time.sleep(0.05)
+
+
+def in_domain(manifests: Iterable[Manifest], domain: str) -> tuple[Manifest, ...]:
+    """deploy/crds' CRDs with their group (and so their names) in `domain`, as the Helm
+    chart renders them for its resourceDomain."""
+    out = []
+    for m in manifests:
+        body = dict(m.body)
+        spec = {**body["spec"], "group": domain}
+        body["spec"] = spec
+        body["metadata"] = {**body["metadata"], "name": f"{spec['names']['plural']}.{domain}"}
+        out.append(Manifest(m.source, body))
+    return tuple(out)

@@ -1,7 +1,8 @@
-"""Where the repository's own files are: the repository root, the build cache, and the
-scheduler-config/ templates.
+"""Where the repository's own files are: the repository root, the build cache, the
+scheduler-config/ templates and the policies' CRDs (deploy/crds).
 
-Used by binaries (to find .cache/bin) and config (to find scheduler-config/). The package is
+Used by binaries (to find .cache/bin), config (to find scheduler-config/) and cluster (to
+serve the CRDs). The package is
 installed in editable mode, so the repository root is found relative to this file.
 """
 
@@ -22,3 +23,8 @@ def cache_dir(env: Mapping[str, str] = os.environ) -> Path:
 def scheduler_config_dir() -> Path:
     """The KubeSchedulerConfiguration templates of the extender and pure modes."""
     return REPO_ROOT / "scheduler-config"
+
+
+def policy_crds() -> tuple[Path, ...]:
+    """The policies' CustomResourceDefinitions, in the group escher.io."""
+    return tuple(sorted((REPO_ROOT / "deploy" / "crds").glob("escher.io_*.yaml")))
