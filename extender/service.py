@@ -300,10 +300,13 @@ class Service:
         k = self.kube
         if k is None:
             return
+        for part in (k.waker, k.lifter, k.switch):
+            if part is not None:
+                await part.aclose()
         if k.elector is not None and self._started:
             with contextlib.suppress(TimeoutError):  # the API server away: the lease expires
                 await asyncio.wait_for(k.elector.release(), self.settings.retry_period_seconds)
-        await k.aclose()
+        await k.api.aclose()
 
     # ---- ESLs in worker threads ------------------------------------------------------------
 

@@ -4,7 +4,7 @@ Called by the composition root (extender.service) in the modes that talk to the 
 (settings.kube): pure gets the cluster view, the write-back and, with leader election, the
 elector; the extender mode also the binder, the gate lifter, the waker of pods turned away
 and, when configured, the adaptive gang gate's switch. The service wires their callbacks
-(may_write, leadership) and runs them; `aclose` releases what they hold.
+(may_write, leadership), runs them and closes them.
 """
 
 from __future__ import annotations
@@ -37,12 +37,6 @@ class KubeParts:
     lifter: Lifter | None
     waker: Waker | None  # requeue_window_seconds > 0
     switch: GateSwitch | None  # gang_gate_switch set
-
-    async def aclose(self) -> None:
-        for part in (self.waker, self.lifter, self.switch):
-            if part is not None:
-                await part.aclose()
-        await self.api.aclose()
 
 
 def build(
