@@ -1024,31 +1024,3 @@ def test_every_value_is_in_the_docs_values_table() -> None:
 
     missing = [leaf for leaf in leaves(schema()["properties"], "") if not documented(leaf)]
     assert not missing, f"docs/deployment.md's Helm values table lacks {missing}"
-
-
-# ---- the policies' CRDs ----------------------------------------------------------------
-
-
-@pytest.mark.parametrize("domain", ["escher.io", "sched.example.com"])
-def test_the_crds_are_rendered_in_the_resource_domains_group_exactly(domain: str) -> None:
-    crds = kinds(render({"resourceDomain": domain}), "CustomResourceDefinition")
-    assert sorted(d["metadata"]["name"] for d in crds) == [
-        f"ephemeralresources.{domain}",
-        f"esls.{domain}",
-    ]
-    for doc in crds:
-        source = yaml.safe_load(
-            (REPO / "deploy" / "crds" / f"escher.io_{doc['spec']['names']['plural']}.yaml")
-            .read_text()
-            .replace("escher.io", domain)
-        )
-        # Exactly deploy/'s spec: int64 bounds stay integers (no float round trip).
-        assert doc["spec"] == source["spec"]
-        assert doc["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
-
-
-def test_the_crds_can_be_left_out() -> None:
-    assert not kinds(render({"crds": {"install": False}}), "CustomResourceDefinition")
-    assert "at '/crds': additional properties 'instal' not allowed" in refused(
-        {"crds": {"instal": True}}
-    )
