@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from escher_harness import localcluster
 from escher_harness.localcluster.binaries import find_kubectl
@@ -97,6 +98,8 @@ REFUSED = {
     "no-capacity": (resource("nocap", node="node-0"), "spec.capacity: Required value"),
     "unknown-kind": (esl("k", {"kind": "nosuch", "params": {}}), "spec.kind: Unsupported value"),
     "no-params": (esl("p", {"kind": "gang"}), "spec.params: Required value"),
+    "esl-long-name": (esl("e" * 31, {"kind": "gang", "params": {}}), "metadata.name must be 1-30"),
+    "esl-dotted-name": (esl("a.b", {"kind": "gang", "params": {}}), "metadata.name must be 1-30"),
     "params-name": (
         esl("mine", {"kind": "gang", "params": {"name": "other"}}),
         "spec.params.name, if given, must equal metadata.name",
@@ -126,33 +129,110 @@ def test_an_esls_spec_cannot_change(cluster: localcluster.ClusterInfo) -> None:
     assert "an ESL's spec cannot change: delete it and create it again" in done.stderr
 
 
+CONDITION = {
+    "type": "Ready",
+    "status": "True",
+    "observedGeneration": 1,
+    "lastTransitionTime": "2026-11-25T00:00:00Z",
+    "reason": "Applied",
+    "message": "created its resources",
+}
+# (object, the status the extender will write, a spec change sent with it through /status).
+STATUS = {
+    "eres": (
+        resource("st", capacity=3, node="node-0"),
+        {
+            "observedGeneration": 1,
+            "nodeCount": 1,
+            "allocated": 1,
+            "nodes": {"node-0": {"capacity": 3, "allocated": 1, "available": 2}},
+            "conditions": [{**CONDITION, "type": "Durable"}],
+        },
+        {"capacity": 99},
+    ),
+    "esls": (
+        esl("st", {"kind": "gang", "params": {"size": 2}}),
+        {
+            "observedGeneration": 1,
+            "id": "gang-st",
+            "resources": ["escher.io/gang-st"],
+            "requests": {"member": {"limits": {"escher.io/gang-st": "1"}, "labels": {}}},
+            "dynamic": False,
+            "steps": 0,
+            "conditions": [CONDITION],
+        },
+        {"params": {"size": 3}},
+    ),
+}
+
+
+@pytest.mark.parametrize(("kind", "case"), STATUS.items(), ids=STATUS.keys())
 def test_the_status_subresource_takes_status_and_ignores_spec(
-    cluster: localcluster.ClusterInfo,
+    cluster: localcluster.ClusterInfo, kind: str, case: tuple[dict[str, Any], ...]
 ) -> None:
-    assert create(cluster, resource("st", capacity=3, node="node-0")).returncode == 0
-    usage = {"node-0": {"capacity": 3, "allocated": 1, "available": 2}}
-    status = {"observedGeneration": 1, "nodeCount": 1, "allocated": 1, "nodes": usage}
-    body = json.dumps({"spec": {"capacity": 99}, "status": status})
+    obj, status, spec_change = case
+    assert create(cluster, obj).returncode == 0
+    body = json.dumps({"spec": spec_change, "status": status})
+    done = kubectl(cluster, "patch", kind, "st", "--subresource=status", "--type=merge", "-p", body)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(kubectl(cluster, "get", kind, "st", "-o", "json").stdout)
+    assert got["status"] == status and got["spec"] == obj["spec"]
+    # ... and the main resource ignores status (the extender's alone to write).
+    body = json.dumps({"metadata": {"labels": {"x": "y"}}, "status": {"observedGeneration": 7}})
+    done = kubectl(cluster, "patch", kind, "st", "--type=merge", "-p", body)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(kubectl(cluster, "get", kind, "st", "-o", "json").stdout)
+    assert got["status"] == status and got["metadata"]["labels"] == {"x": "y"}
+
+
+# The printer columns, as `kubectl get` shows them once the status is written.
+COLUMNS = {
+    "eres": (
+        ["NAME", "CAPACITY", "NODES", "ALLOCATED", "DURABLE", "AGE"],
+        ["cols", "3", "1", "1", "True"],
+    ),
+    "esls": (["NAME", "KIND", "READY", "STEPS", "AGE"], ["cols", "gang", "True", "0"]),
+}
+
+
+@pytest.mark.parametrize(("kind", "want"), COLUMNS.items(), ids=COLUMNS.keys())
+def test_kubectl_get_shows_the_printer_columns(
+    cluster: localcluster.ClusterInfo, kind: str, want: tuple[list[str], list[str]]
+) -> None:
+    header, row = want
+    obj, status, _ = STATUS[kind]
+    obj = {**obj, "metadata": {"name": "cols"}}
+    assert create(cluster, obj).returncode == 0
+    body = json.dumps({"status": status})
     done = kubectl(
-        cluster, "patch", "eres", "st", "--subresource=status", "--type=merge", "-p", body
+        cluster, "patch", kind, "cols", "--subresource=status", "--type=merge", "-p", body
     )
     assert done.returncode == 0, done.stderr
-    got = json.loads(kubectl(cluster, "get", "eres", "st", "-o", "json").stdout)
-    assert got["status"] == status and got["spec"]["capacity"] == 3
-    table = kubectl(cluster, "get", "eres", "st").stdout.split("\n")[0].split()
-    assert table == ["NAME", "CAPACITY", "NODES", "ALLOCATED", "DURABLE", "AGE"]
-    assert kubectl(cluster, "get", "esls").returncode == 0
+    lines = kubectl(cluster, "get", kind, "cols").stdout.splitlines()
+    assert lines[0].split() == header
+    assert lines[1].split()[: len(row)] == row
+    # The category `escher` lists it too.
+    singular = {"eres": "ephemeralresource", "esls": "esl"}[kind]
+    listed = kubectl(cluster, "get", "escher", "-o", "name").stdout.split()
+    assert f"{singular}.escher.io/cols" in listed
 
 
-POLICY_EXAMPLES = sorted(
-    p.name for p in EXAMPLES.glob("*.yaml") if f"apiVersion: {GROUP}" in p.read_text()
-)
+EXAMPLES_FILES = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
 
 
-@pytest.mark.parametrize("example", POLICY_EXAMPLES)
+@pytest.mark.parametrize("example", EXAMPLES_FILES)
 def test_the_docs_examples_apply(cluster: localcluster.ClusterInfo, example: str) -> None:
-    assert len(POLICY_EXAMPLES) >= 2
-    done = kubectl(cluster, "apply", "--validate=strict", "-f", str(EXAMPLES / example))
+    path = str(EXAMPLES / example)
+    done = kubectl(cluster, "apply", "--validate=strict", "-f", path)
     assert done.returncode == 0, done.stderr
-    done = kubectl(cluster, "delete", "-f", str(EXAMPLES / example))
+    done = kubectl(cluster, "delete", "--wait=false", "-f", path)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_docs_show_both_kinds() -> None:
+    kinds = {
+        yaml.safe_load((EXAMPLES / name).read_text())["kind"]
+        for name in EXAMPLES_FILES
+        if GROUP in (EXAMPLES / name).read_text()
+    }
+    assert kinds == {"EphemeralResource", "ESL"}
