@@ -236,3 +236,28 @@ def test_the_docs_show_both_kinds() -> None:
         if GROUP in (EXAMPLES / name).read_text()
     }
     assert kinds == {"EphemeralResource", "ESL"}
+
+
+# The embedded cluster's CRDs follow its resource domain, and only a service's cluster has
+# them (mode none runs no extender).
+SERVED = {
+    "pure-other-domain": (
+        {"mode": "pure", "resource_domain": "sched.example.com"},
+        ["ephemeralresources.sched.example.com", "esls.sched.example.com"],
+    ),
+    "none": ({"mode": "none"}, []),
+}
+
+
+@pytest.mark.parametrize(
+    ("fresh_cluster", "crds"), SERVED.values(), ids=SERVED.keys(), indirect=["fresh_cluster"]
+)
+def test_the_embedded_cluster_serves_the_crds_in_its_domain_where_the_service_runs(
+    fresh_cluster: localcluster.ClusterInfo, crds: list[str]
+) -> None:
+    listed = kubectl(fresh_cluster, "get", "crd", "-o", "name").stdout.split()
+    assert listed == [f"customresourcedefinition.apiextensions.k8s.io/{c}" for c in crds]
+    if crds:
+        obj = {**resource("other", capacity=1), "apiVersion": "sched.example.com/v1alpha1"}
+        done = create(fresh_cluster, obj)
+        assert done.returncode == 0, done.stderr
