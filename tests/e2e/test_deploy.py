@@ -63,23 +63,9 @@ LEAST_PRIVILEGE = {
     ("", "events", "create"),
     ("events.k8s.io", "events", "create"),
 }
-# The policies' kinds (deploy/crds): the objects, their status and their finalizers.
-POLICIES = {
-    *(
-        ("escher.io", k, v)
-        for k in ("ephemeralresources", "esls")
-        for v in ("get", "list", "watch", "create", "update", "patch", "delete")
-    ),
-    *(
-        ("escher.io", f"{k}/status", v)
-        for k in ("ephemeralresources", "esls")
-        for v in ("get", "update", "patch")
-    ),
-    *(("escher.io", f"{k}/finalizers", "update") for k in ("ephemeralresources", "esls")),
-}
 # Extender mode binds pods.
 PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
-EXPECTED = {"extender": LEAST_PRIVILEGE | POLICIES | PLACEMENT, "pure": LEAST_PRIVILEGE | POLICIES}
+EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
 RBAC_REFUSAL = f'"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}" cannot'
 TOUCH_REFUSAL = "may change only the escher.io/requeued-at annotation"
 SPEC_REFUSAL = "may change no field of a pod's spec but remove the escher.io/gang scheduling gate"

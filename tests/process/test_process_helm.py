@@ -69,20 +69,6 @@ LEAST_PRIVILEGE = {
     ("events.k8s.io", "events", "create"),
 }
 PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
-
-
-def policies(domain: str) -> set[tuple[str, str, str]]:
-    """The policies' kinds (templates/crds.yaml) in the resource domain's group: the objects,
-    their status and their finalizers."""
-    kinds = ("ephemeralresources", "esls")
-    verbs = ("get", "list", "watch", "create", "update", "patch", "delete")
-    return {
-        *((domain, k, v) for k in kinds for v in verbs),
-        *((domain, f"{k}/status", v) for k in kinds for v in ("get", "update", "patch")),
-        *((domain, f"{k}/finalizers", "update") for k in kinds),
-    }
-
-
 # kube-scheduler's defaults for clientConnection (SetDefaults_KubeSchedulerConfiguration),
 # which deploy/'s configurations leave to it; the harness's ClusterSpec says the same.
 KUBE_SCHEDULER_CLIENT = {"qps": 50, "burst": 100}
@@ -458,9 +444,7 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         assert str(args.verbs_client_ca_file) == f"{mounts['client-ca']}/ca.crt"
     # The extender's ServiceAccount may do exactly its mode's set.
     cluster_wide = triples(granted(docs, NAMESPACE, name, "ClusterRoleBinding"))
-    assert cluster_wide == LEAST_PRIVILEGE | policies(values["resourceDomain"]) | (
-        PLACEMENT if args.mode == "extender" else set()
-    )
+    assert cluster_wide == LEAST_PRIVILEGE | (PLACEMENT if args.mode == "extender" else set())
     for policy in kinds(docs, "ValidatingAdmissionPolicy"):
         (condition,) = policy["spec"]["matchConditions"]
         user = f"system:serviceaccount:{NAMESPACE}:{name}"
