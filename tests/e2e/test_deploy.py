@@ -35,6 +35,7 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from rbac import EXPECTED
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
@@ -55,17 +56,6 @@ REPO = Path(__file__).resolve().parents[2]
 MODES = ["extender", "pure"]
 NAMESPACE = "escher-system"
 SERVICE_ACCOUNT = "escher-extender"
-# What the API server must report the extender's ServiceAccount may do, (group, resource, verb).
-LEAST_PRIVILEGE = {
-    *(("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")),
-    ("", "nodes/status", "get"),
-    ("", "nodes/status", "patch"),
-    ("", "events", "create"),
-    ("events.k8s.io", "events", "create"),
-}
-# Extender mode binds pods.
-PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
-EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
 RBAC_REFUSAL = f'"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}" cannot'
 TOUCH_REFUSAL = "may change only the escher.io/requeued-at annotation"
 SPEC_REFUSAL = "may change no field of a pod's spec but remove the escher.io/gang scheduling gate"

@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 import yaml
+from rbac import LEAST_PRIVILEGE, PLACEMENT, triples
 
 from escher_harness.localcluster.binaries import find_kubectl, find_tool
 from escher_harness.localcluster.errors import MissingBinaryError
@@ -59,16 +60,6 @@ CHART_LABELS = {
     "app.kubernetes.io/part-of",
     "app.kubernetes.io/component",
 }
-# The extender's ServiceAccount's rules (group, resource, verb), as in
-# tests/unit/test_deploy_manifests.py.
-LEAST_PRIVILEGE = {
-    *(("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")),
-    ("", "nodes/status", "get"),
-    ("", "nodes/status", "patch"),
-    ("", "events", "create"),
-    ("events.k8s.io", "events", "create"),
-}
-PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
 # kube-scheduler's defaults for clientConnection (SetDefaults_KubeSchedulerConfiguration),
 # which deploy/'s configurations leave to it; the harness's ClusterSpec says the same.
 KUBE_SCHEDULER_CLIENT = {"qps": 50, "burst": 100}
@@ -208,16 +199,6 @@ def scheduler_config(docs: list[Doc], scheduler: str = "escher-scheduler") -> Do
         d for d in kinds(docs, "ConfigMap") if d["metadata"]["name"].startswith(f"{scheduler}-")
     ]
     return dict(yaml.safe_load(configmap["data"]["config.yaml"]))
-
-
-def triples(rules: list[Doc]) -> set[tuple[str, str, str]]:
-    return {
-        (g, r, v)
-        for rule in rules
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-    }
 
 
 def granted(docs: list[Doc], namespace: str, sa: str, kind: str) -> list[Doc]:

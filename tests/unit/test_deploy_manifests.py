@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from rbac import EXPECTED, PLACEMENT, triples
 
 from escher_harness.localcluster.config import SCHEDULER_ENV
 from extender.cli import build_parser, settings_of
@@ -33,17 +34,6 @@ NAMESPACE = "escher-system"
 EXTENDER_SA = ("escher-system", "escher-extender")
 SCHEDULER_SA = ("escher-system", "escher-scheduler")
 
-# (API group, resource, verb): what the extender does against the API server, in both modes.
-LEAST_PRIVILEGE = {
-    *(("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")),
-    ("", "nodes/status", "get"),  # the write-back reads a node it has no record of
-    ("", "nodes/status", "patch"),  # ... and merge-patches the resources in
-    ("", "events", "create"),
-    ("events.k8s.io", "events", "create"),
-}
-# Extender mode binds pods itself (bindVerb) and annotates gang members' pods.
-PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
-EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
 # In the escher-system namespace: the replicas' Lease.
 LEADER_ELECTION = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")}
 # ... and in extender mode the adaptive gang gate's switch, a ConfigMap.
@@ -118,16 +108,6 @@ def granted(
         if subject in subjects and role is not None:
             rules += role["rules"]
     return rules
-
-
-def triples(rules: list[Doc]) -> set[tuple[str, str, str]]:
-    return {
-        (group, resource, verb)
-        for rule in rules
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
 
 
 def pod_spec(docs: list[Doc], name: str) -> Doc:

@@ -1,0 +1,30 @@
+"""The extender's expected permissions, (group, resource, verb), and rules flattened to them.
+
+One source for the three tiers that check them: deploy/'s manifests (tests/unit), the
+chart's rendering (tests/process) and what the API server reports it may do (tests/e2e).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LEAST_PRIVILEGE = {
+    *(("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")),
+    ("", "nodes/status", "get"),  # the write-back reads a node it has no record of
+    ("", "nodes/status", "patch"),  # ... and merge-patches the resources in
+    ("", "events", "create"),
+    ("events.k8s.io", "events", "create"),
+}
+# Extender mode binds pods itself (bindVerb) and annotates gang members' pods.
+PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
+EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
+
+
+def triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
