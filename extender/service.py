@@ -264,7 +264,8 @@ class Service:
         bumped = loop.time()
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._lift_wanted.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self._lift_wanted.wait()
             if loop.time() - bumped >= interval:  # also under a steady stream of pod events
                 self.gangs.room_may_have_freed()
                 bumped = loop.time()
@@ -305,7 +306,8 @@ class Service:
                 await part.aclose()
         if k.elector is not None and self._started:
             with contextlib.suppress(TimeoutError):  # the API server away: the lease expires
-                await asyncio.wait_for(k.elector.release(), self.settings.retry_period_seconds)
+                async with asyncio.timeout(self.settings.retry_period_seconds):
+                    await k.elector.release()
         await k.api.aclose()
 
     # ---- ESLs in worker threads ------------------------------------------------------------

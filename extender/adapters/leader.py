@@ -173,7 +173,8 @@ class LeaderElector:
                 # Bounded as client-go bounds it: a renewal the API server sits on (paused,
                 # overloaded) ends by the renew deadline, so a leader that lost its lease
                 # says so (and steps down) then, not when the client's timeout ends.
-                won = await asyncio.wait_for(self._try(), self.renew_deadline)
+                async with asyncio.timeout(self.renew_deadline):
+                    won = await self._try()
             except ApiError as e:
                 won = False
                 log.warning("leader election: %s", e, extra={"reason": e.reason})

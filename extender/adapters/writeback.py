@@ -204,7 +204,8 @@ class WriteBack:
                 return False
             progress = self._progress
             try:
-                await asyncio.wait_for(progress.wait(), left)
+                async with asyncio.timeout(left):
+                    await progress.wait()
             except TimeoutError:
                 return False
 
@@ -226,7 +227,8 @@ class WriteBack:
                 self._wake.clear()
                 timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
                 if coalesce:  # let a burst of changes settle into one patch per node
                     await asyncio.sleep(coalesce)
                 continue

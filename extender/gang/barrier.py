@@ -35,7 +35,8 @@ class Barrier:
         """Wait until open: "" to bind now, else why not (cancelled, or timed out)."""
         self.waiting.add(uid)
         try:
-            await asyncio.wait_for(self._event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
         except TimeoutError:
             return f"not enough members reached bind within {timeout:g}s"
         finally:

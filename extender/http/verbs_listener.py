@@ -165,14 +165,16 @@ async def serve_while_ready(
     while not stop.is_set():
         while not ready():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), READY_POLL_SECONDS)
+                async with asyncio.timeout(READY_POLL_SECONDS):
+                    await stop.wait()
             if stop.is_set():
                 return
         closing = asyncio.Event()
         serving = asyncio.create_task(_serve(app, cfg, pending, closing))
         while ready() and not stop.is_set() and not serving.done():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), READY_POLL_SECONDS)
+                async with asyncio.timeout(READY_POLL_SECONDS):
+                    await stop.wait()
         if serving.done():
             serving.result()  # it stopped by itself: raise why
             return
