@@ -19,7 +19,7 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 from extender.core import names, quantity
-from extender.core.errors import NoMatch, NotFound, UnknownNode
+from extender.core.errors import Conflict, NoMatch, NotFound, UnknownNode
 from extender.core.ledger import Ledger, NodeView, Snapshot
 
 Quantity = StrictStr | StrictInt
@@ -158,6 +158,34 @@ def set_resource(
     nodes = target_nodes(ledger, full, spec, learn)
     capacity = dict.fromkeys(nodes, spec.capacity)
     return full, capacity, ledger.set_capacity(full, capacity)
+
+
+def check_resource(ledger: Ledger, domain: str, name: str, spec: ResourceSpec) -> None:
+    """set_resource's refusals, without applying anything: for a store that must write the
+    change elsewhere first (extender.adapters.policies)."""
+    full = names.full_name(domain, name)
+    nodes = target_nodes(ledger, full, spec, learn=False)
+    snap = ledger.snapshot()
+    below = [
+        f"{n}: {full} capacity {spec.capacity} is below the {held} already allocated"
+        for n in nodes
+        if 0 < spec.capacity < (held := snap.nodes[n].used.get(full, 0))
+    ]
+    if below:
+        raise Conflict("; ".join(below[:5]), "capacity")
+
+
+def check_unheld(ledger: Ledger, domain: str, name: str) -> None:
+    """delete_resource's refusal without force (pods hold it), without removing anything."""
+    full = names.full_name(domain, name)
+    held = {n: u for n, v in ledger.snapshot().nodes.items() if (u := v.used.get(full, 0))}
+    if held:
+        where = ", ".join(f"{n} ({u})" for n, u in sorted(held.items())[:5])
+        raise Conflict(
+            f"{full} is held on {len(held)} node(s): {where}; "
+            "delete with force=true to remove it anyway",
+            "name",
+        )
 
 
 def delete_resource(

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
@@ -43,8 +43,10 @@ from extender.esl.backends import LedgerBackend
 from extender.esl.registry import Instances
 from extender.gang.manager import GangManager, Phase
 from extender.metrics import Metrics
+from extender.policy import ResourceSpec
 from extender.requeue import Requeue
 from extender.settings import Settings
+from extender.store import MemoryStore, PolicyStore
 from extender.verbs import FilteredPods, Verbs
 
 if TYPE_CHECKING:  # the standalone mode imports none of the Kubernetes adapters
@@ -80,6 +82,8 @@ class Service:
         self._lift_wanted = asyncio.Event()
         self.kube: KubeParts | None = None
         requeue: Requeue | None = None
+        # ESLs created over HTTP (/v1/esl) or as objects, each on its own LedgerBackend.
+        self.esls = Instances(self._esl_backend, limit=s.max_esl_instances)
         if s.kube:
             # Imported here: the standalone mode loads no Kubernetes client at all.
             from extender.adapters.build import build
@@ -92,6 +96,9 @@ class Service:
                 self.metrics,
                 self.may_write,
                 self._leadership,
+                self.esls,
+                self._esl_backend,
+                self.wait_durable,
                 api,
             )
             if k.lifter is not None:
@@ -123,8 +130,13 @@ class Service:
             filtered=filtered,
             requeue=requeue,
         )
-        # ESLs created over HTTP (/v1/esl), each on its own LedgerBackend.
-        self.esls = Instances(self._esl_backend, limit=s.max_esl_instances)
+        self.store: PolicyStore = (
+            self.kube.store
+            if self.kube is not None and self.kube.store is not None
+            else MemoryStore(
+                self.ledger, s.resource_domain, self.esls, self.wait_durable, not s.kube
+            )
+        )
         self.metrics.on_scrape(self._gauges)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -171,8 +183,8 @@ class Service:
             version, nodes, self.settings.writeback_wait_seconds
         )
 
-    async def authorize(self, token: str | None, verb: str, subresource: str) -> AuthDecision:
-        return await self.authorizer.decide(token, verb, subresource)
+    async def authorize(self, token: str | None, verb: str, target: str) -> AuthDecision:
+        return await self.authorizer.decide(token, verb, target)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -211,15 +223,21 @@ class Service:
         async for attempt in retrying:
             with attempt:
                 await k.view.sync()
+                if k.store is not None:
+                    await k.store.sync()
         self._failed = None
         self._spawn(k.view.nodes.run(), "watch-nodes")
         self._spawn(k.view.pods.run(), "watch-pods")
         self._spawn(k.writeback.run(), "writeback")
+        if k.store is not None:
+            self._spawn(k.store.run(), "policy-objects")
         if k.elector is not None:
             self._spawn(k.elector.run(), "leader-election")
         else:
             self.metrics.is_leader.set(1)
             k.writeback.verify_all()
+            if k.store is not None:
+                k.store.leading(True)
         self._started = True
         log.info("ready", extra={"nodes": len(self.ledger.node_names())})
 
@@ -238,6 +256,8 @@ class Service:
             return
         if k.switch is not None and not leading:
             k.switch.forget()
+        if k.store is not None:
+            k.store.leading(leading)
         if leading:
             k.writeback.verify_all()
             return
@@ -312,7 +332,11 @@ class Service:
 
     # ---- ESLs in worker threads ------------------------------------------------------------
 
-    def _esl_backend(self) -> LedgerBackend:
+    def _esl_backend(
+        self,
+        claim: Callable[[str, ResourceSpec], None] | None = None,
+        release: Callable[[str], None] | None = None,
+    ) -> LedgerBackend:
         s, loop = self.settings, self._loop
 
         def wait(version: int, nodes: list[str]) -> bool:
@@ -328,6 +352,8 @@ class Service:
             wait=wait if self.kube is not None else None,
             learn=not s.kube,
             in_path=s.binds,  # extender mode: the extender is in kube-scheduler's path
+            claim=claim,
+            release=release,
         )
 
     # ---- metrics -------------------------------------------------------------------------------

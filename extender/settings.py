@@ -125,6 +125,20 @@ class Settings(BaseSettings):
     )
     requeue_max_pods: int = Field(10_000, ge=1, description="pods remembered for that at most")
     max_esl_instances: int = Field(1000, ge=1, description="ESL instances at most")
+
+    # ---- policies as objects -----------------------------------------------------------------
+    policy_objects: bool = Field(
+        True,
+        description="keep policies as EphemeralResource and ESL objects (the CRDs of "
+        "deploy/crds), reconciled by the leader, the policy API a façade over them; off: in "
+        "the leader's memory only (always so in mode standalone)",
+    )
+    policy_resync_seconds: Seconds = Field(
+        10.0,
+        gt=0,
+        description="how often policy objects not settled are reconciled again, and their "
+        "status's usage refreshed",
+    )
     max_learned_nodes: int = Field(
         10_000, ge=1, description="standalone mode: nodes learnt from requests at most"
     )

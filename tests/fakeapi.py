@@ -9,7 +9,9 @@ Cluster is such a function holding nodes and pods as the API server does: resour
 the status subresource patched by JSON merge patch with the resourceVersion precondition
 (409 on a stale one), list pages with continue tokens, watches from a resourceVersion (410
 when it is older than what is kept), Bindings with the pod's UID as precondition, and the
-TokenReview / SubjectAccessReview of the callers it is told about. `fail` makes the next
+TokenReview / SubjectAccessReview of the callers it is told about, and the policy CRDs'
+objects (ephemeralresources, esls of escher.io: generation, finalizers and deletion, merge
+patches, the status subresource by JSON patch; no garbage collection). `fail` makes the next
 matching requests fail; `requests` keeps every request seen. Used by tests/unit/adapters and
 the service's tests.
 """
@@ -137,18 +139,22 @@ class _Kind:
     events: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
 
 
+CUSTOM = ("ephemeralresources", "esls")
+_GROUP = ["apis", "escher.io", "v1alpha1"]
+
+
 class Cluster:
     """Nodes and pods as an API server holds them (see the module's docstring)."""
 
     def __init__(self) -> None:
         self.version = 100
         self.compacted = 0  # watches from a version below this one get 410
-        self.kinds = {"nodes": _Kind(), "pods": _Kind()}
+        self.kinds = {n: _Kind() for n in ("nodes", "pods", *CUSTOM)}
         self.requests: list[httpx.Request] = []
         self.times: list[float] = []  # the event loop's time of each request
         self.faults: list[_Fault] = []
         self.users: dict[str, str] = {}  # token -> username
-        self.grants: set[tuple[str, str, str]] = set()  # (username, verb, subresource)
+        self.grants: set[tuple[str, str, str]] = set()  # (username, verb, resource[/subresource])
         self.hold: dict[str, asyncio.Event] = {}  # path -> released: requests wait for it
         self._changed = asyncio.Condition()
         self._stopped = False
@@ -230,6 +236,12 @@ class Cluster:
             if request.url.params.get("watch") == "true":
                 return self._watch(kind, request)
             return self._list(kind, request)
+        if parts[:3] == _GROUP and len(parts) >= 4 and parts[3] in CUSTOM:
+            if len(parts) == 4 and request.method == "GET":
+                if request.url.params.get("watch") == "true":
+                    return self._watch(parts[3], request)
+                return self._list(parts[3], request)
+            return self._custom(request, parts[3], parts[4] if len(parts) > 4 else "", parts[5:])
         if parts[:3] == ["api", "v1", "nodes"] and len(parts) >= 4:
             return self._node_status(request, parts[3])
         if parts[-1] == "binding":
@@ -242,7 +254,8 @@ class Cluster:
         if path.endswith("/subjectaccessreviews"):
             spec = json.loads(request.content)["spec"]
             attrs = spec["resourceAttributes"]
-            grant = (spec["user"], attrs["verb"], attrs["subresource"])
+            what = attrs["resource"] + (f"/{attrs['subresource']}" if attrs["subresource"] else "")
+            grant = (spec["user"], attrs["verb"], what)
             return httpx.Response(201, json={"status": {"allowed": grant in self.grants}})
         return status(404, f"{path} not found")
 
@@ -299,6 +312,51 @@ class Cluster:
                     target[k] = v
         return httpx.Response(200, json=self._store("nodes", name, new, "MODIFIED"))
 
+    def _custom(
+        self, request: httpx.Request, kind: str, name: str, sub: list[str]
+    ) -> httpx.Response:
+        objects = self.kinds[kind].objects
+        body = json.loads(request.content) if request.content else {}
+        if request.method == "POST" and not name:
+            name = body["metadata"]["name"]
+            if name in objects:
+                return status(409, f'{kind} "{name}" already exists')
+            self.version += 1
+            meta = body["metadata"]
+            meta.update(uid=f"uid-{name}-{self.version}", generation=1)
+            meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+            body.pop("status", None)
+            return httpx.Response(201, json=self._store(kind, name, body, "ADDED"))
+        obj = objects.get(name)
+        if obj is None:
+            return status(404, f'{kind} "{name}" not found')
+        if request.method == "GET":
+            return httpx.Response(200, json=obj)
+        new = copy.deepcopy(obj)
+        if request.method == "DELETE":
+            wanted = body.get("preconditions", {}).get("resourceVersion")
+            if wanted is not None and wanted != obj["metadata"]["resourceVersion"]:
+                return status(409, "the object has been modified")
+            if not new["metadata"].get("finalizers"):
+                self.delete(kind, name)
+                return httpx.Response(200, json={"kind": "Status", "status": "Success"})
+            new["metadata"].setdefault("deletionTimestamp", "2026-01-01T00:00:01Z")
+            return httpx.Response(200, json=self._store(kind, name, new, "MODIFIED"))
+        if sub == ["status"]:  # a JSON patch: [{"op": "add", "path": "/status", ...}]
+            for op in body:
+                new["status"] = op["value"]
+            return httpx.Response(200, json=self._store(kind, name, new, "MODIFIED"))
+        wanted = body.get("metadata", {}).get("resourceVersion")
+        if wanted is not None and wanted != obj["metadata"]["resourceVersion"]:
+            return status(409, "the object has been modified")
+        _merge(new, {k: v for k, v in body.items() if k != "status"})
+        if new.get("spec") != obj.get("spec"):
+            new["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            self.delete(kind, name)
+            return httpx.Response(200, json=new)
+        return httpx.Response(200, json=self._store(kind, name, new, "MODIFIED"))
+
     def _bind(self, request: httpx.Request, namespace: str, name: str) -> httpx.Response:
         binding = json.loads(request.content)
         pod = self.kinds["pods"].objects.get(f"{namespace}/{name}")
@@ -326,3 +384,14 @@ class Cluster:
     async def _notify(self) -> None:
         async with self._changed:
             self._changed.notify_all()
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """RFC 7386: null removes, objects merge, anything else replaces."""
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            _merge(target[k], v)
+        else:
+            target[k] = copy.deepcopy(v)

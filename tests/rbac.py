@@ -14,6 +14,13 @@ LEAST_PRIVILEGE = {
     ("", "nodes/status", "patch"),  # ... and merge-patches the resources in
     ("", "events", "create"),
     ("events.k8s.io", "events", "create"),
+    # Policies as objects: reconciled, finalized, owned, adopted; status written.
+    *(
+        ("escher.io", r, v)
+        for r in ("ephemeralresources", "esls")
+        for v in ("get", "list", "watch", "create", "patch", "delete")
+    ),
+    *(("escher.io", f"{r}/status", "patch") for r in ("ephemeralresources", "esls")),
 }
 # Extender mode binds pods itself (bindVerb) and annotates gang members' pods.
 PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}

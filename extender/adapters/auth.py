@@ -1,10 +1,12 @@
 """Who may call the policy API, the Kubernetes way: TokenReview, then SubjectAccessReview.
 
 A caller presents a bearer token: its ServiceAccount token or a user's. The API server says
-whose it is (TokenReview), then whether that user may do the request's verb on the virtual
-resource `ephemeralresources.<domain>` (SubjectAccessReview, subresource: resources, esl,
-gangs or metrics), so RBAC decides who may create ephemeral resources (docs/policy-api.md
-has the Role to grant). Answers are cached for a few seconds, bounded in number, so the
+whose it is (TokenReview), then whether that user may do the request's verb on what the
+route changes (SubjectAccessReview): `ephemeralresources.<domain>` for /v1/resources and
+/v1/cluster-state, `esls.<domain>` for /v1/esl (the CRDs' own resources, so one ClusterRole
+governs the objects and the HTTP façade over them), and the subresources
+`ephemeralresources/gangs` and `/metrics` for what no object holds (docs/policy-api.md has
+the ClusterRole to grant). Answers are cached for a few seconds, bounded in number, so the
 API server is asked once per caller and verb, not per request. A static token (the embedded
 cluster's) may be configured beside it. Decisions are values (AuthDecision); the service
 turns a refusal into the HTTP layer's error. Called by extender.service.
@@ -22,7 +24,13 @@ import msgspec
 from extender.adapters.kubeapi import ApiError, KubeAPI
 from extender.core.access import AuthDecision, Outcome
 
-RESOURCE = "ephemeralresources"
+# The policy API's parts, as RBAC sees them: (resource, subresource).
+TARGETS = {
+    "resources": ("ephemeralresources", ""),
+    "esl": ("esls", ""),
+    "gangs": ("ephemeralresources", "gangs"),
+    "metrics": ("ephemeralresources", "metrics"),
+}
 _CACHE_MAX = 10_000
 
 
@@ -74,7 +82,8 @@ class Authorizer:
         """No credential configured: every caller is let in (a development set-up)."""
         return self._static is None and self._api is None
 
-    async def decide(self, token: str | None, verb: str, subresource: str) -> AuthDecision:
+    async def decide(self, token: str | None, verb: str, target: str) -> AuthDecision:
+        """Whether `token` may do `verb` on `target`, one of TARGETS."""
         if self.open:
             return AuthDecision(Outcome.ALLOWED)
         if token is None:
@@ -88,13 +97,15 @@ class Authorizer:
             user, why = await self._review(raw, token)
             if user is None:
                 return AuthDecision(Outcome.UNAUTHENTICATED, why or "the token is not valid")
-            allowed, why = await self._access(user, verb, subresource)
+            allowed, why = await self._access(user, verb, target)
         except ApiError as e:
             return AuthDecision(Outcome.UNAVAILABLE, f"cannot check the caller: {e}")
         if not allowed:
+            resource, sub = TARGETS[target]
             return AuthDecision(
                 Outcome.FORBIDDEN,
-                f"{user.username} may not {verb} {RESOURCE}.{self._domain}/{subresource}"
+                f"{user.username} may not {verb} {resource}.{self._domain}"
+                + (f"/{sub}" if sub else "")
                 + (f": {why}" if why else ""),
                 user.username,
             )
@@ -118,9 +129,10 @@ class Authorizer:
         _put(self._users, raw, (now + self._ttl, user, status.error))
         return user, status.error
 
-    async def _access(self, user: _User, verb: str, subresource: str) -> tuple[bool, str]:
+    async def _access(self, user: _User, verb: str, target: str) -> tuple[bool, str]:
         now = self._clock()
-        key = (user.uid or user.username, verb, subresource)
+        key = (user.uid or user.username, verb, target)
+        resource, subresource = TARGETS[target]
         hit = self._grants.get(key)
         if hit is not None and hit[0] > now:
             return hit[1], hit[2]
@@ -135,7 +147,7 @@ class Authorizer:
                     "extra": user.extra,
                     "resourceAttributes": {
                         "group": self._domain,
-                        "resource": RESOURCE,
+                        "resource": resource,
                         "subresource": subresource,
                         "verb": verb,
                     },

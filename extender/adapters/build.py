@@ -3,7 +3,8 @@
 Called by the composition root (extender.service) in the modes that talk to the API
 (settings.kube): pure gets the cluster view, the write-back and, with leader election, the
 elector; the extender mode also the binder, the gate lifter, the waker of pods turned away
-and, when configured, the adaptive gang gate's switch. The service wires their callbacks
+and, when configured, the adaptive gang gate's switch; with policy_objects, the object store
+that keeps policies as EphemeralResource and ESL objects. The service wires their callbacks
 (may_write, leadership), runs them and closes them.
 """
 
@@ -17,14 +18,18 @@ from extender.adapters.gateswitch import GateSwitch
 from extender.adapters.kubeapi import KubeAPI
 from extender.adapters.leader import LeaderElector, default_identity
 from extender.adapters.lifter import Lifter
+from extender.adapters.policies.esls import BackendFactory
+from extender.adapters.policies.store import ObjectStore
 from extender.adapters.view import ClusterView
 from extender.adapters.waker import Waker
 from extender.adapters.writeback import WriteBack
 from extender.core.events import PodEvents
 from extender.core.ledger import Ledger
 from extender.core.pod import Keys
+from extender.esl.registry import Instances
 from extender.metrics import Metrics
 from extender.settings import Settings
+from extender.store import WaitDurable
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +42,7 @@ class KubeParts:
     lifter: Lifter | None
     waker: Waker | None  # requeue_window_seconds > 0
     switch: GateSwitch | None  # gang_gate_switch set
+    store: ObjectStore | None  # policy_objects
 
 
 def build(
@@ -47,6 +53,9 @@ def build(
     metrics: Metrics,
     may_write: Callable[[], bool],
     on_leadership: Callable[[bool], None],
+    esls: Instances,
+    esl_backend: BackendFactory,
+    wait: WaitDurable,
     api: KubeAPI | None = None,
 ) -> KubeParts:
     """The adapters `s.mode` needs; `api` replaces the client built from `s` (tests)."""
@@ -92,6 +101,21 @@ def build(
         switch=(
             GateSwitch(api, s.gang_gate_switch, metrics, may_write)
             if binds and s.gang_gate_switch
+            else None
+        ),
+        store=(
+            ObjectStore(
+                api,
+                ledger,
+                s.resource_domain,
+                metrics,
+                esls,
+                esl_backend,
+                wait,
+                may_write,
+                s.policy_resync_seconds,
+            )
+            if s.policy_objects
             else None
         ),
     )

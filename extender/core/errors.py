@@ -44,3 +44,8 @@ class NotFound(CoreError):
 class Conflict(CoreError):
     """The change contradicts what is held now (capacity below allocated, a held resource
     deleted without force)."""
+
+
+class Unavailable(CoreError):
+    """Where the change would be kept cannot be reached now (the API server is away); it
+    was not taken."""

@@ -24,7 +24,12 @@ from extender.policy import ClusterState, ResourceSpec
 class LedgerBackend:
     """The service's own ledger. `wait(version, nodes)` blocks until the write-back has
     those nodes at that version, or its wait runs out (None: nothing to wait for, as in the
-    standalone mode); `durable` stays True while every change since `begin()` was confirmed."""
+    standalone mode); `durable` stays True while every change since `begin()` was confirmed.
+
+    `claim(name)` is called before a resource is set, `release(name)` once it is removed:
+    the object store records each resource of an ESL as an object it owns, before the
+    resource exists, so a new leader knows every resource an instance may have made.
+    """
 
     def __init__(
         self,
@@ -34,8 +39,12 @@ class LedgerBackend:
         wait: Callable[[int, list[str]], bool] | None = None,
         learn: bool = False,
         in_path: bool = True,
+        claim: Callable[[str, ResourceSpec], None] | None = None,
+        release: Callable[[str], None] | None = None,
     ) -> None:
         self.ledger = ledger
+        self._claim = claim
+        self._release = release
         self.domain = domain
         self.in_path = in_path
         self._wait = wait
@@ -50,6 +59,8 @@ class LedgerBackend:
             self.durable = False
 
     def set_resource(self, name: str, spec: ResourceSpec) -> dict[str, int]:
+        if self._claim is not None:
+            self._claim(name, spec)
         _, nodes, version = policy.set_resource(self.ledger, self.domain, name, spec, self._learn)
         self._confirm(version, list(nodes))
         return nodes
@@ -59,8 +70,11 @@ class LedgerBackend:
             # Forced: the ESL that created it removes it; pods holding it keep running.
             _, nodes, version = policy.delete_resource(self.ledger, self.domain, name, force=True)
         except NotFound:
-            return  # no node has it: what was wanted
-        self._confirm(version, nodes)
+            nodes = []  # no node has it: what was wanted
+        else:
+            self._confirm(version, nodes)
+        if self._release is not None and self.durable:
+            self._release(name)
 
     def cluster_state(self) -> ClusterState:
         return policy.cluster_state(self.ledger.snapshot())

@@ -23,7 +23,7 @@ Used by the ESL modules of this package, the registry and HTTP routes, and appli
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import (
@@ -215,6 +215,14 @@ class ESL(Protocol):
 
     def teardown(self) -> None: ...
 
+    def state(self) -> dict[str, Any]:
+        """What a new leader needs to resume this instance (JSON: ESL objects' status)."""
+        ...
+
+    def restore(self, state: Mapping[str, Any], where: Callable[[str], dict[str, int]]) -> None:
+        """Resume from `state()`'s output; `where(short)` says where a resource is now."""
+        ...
+
 
 @runtime_checkable
 class Dynamic(Protocol):
@@ -237,6 +245,10 @@ class BaseESL(Generic[P]):
     NAME: ClassVar[str]
     PREFIX: ClassVar[str]  # of resource names: <PREFIX>-<name>[-<key>]
     Params: ClassVar[type[ESLParams]]
+    # The attributes, besides the resources it created, that a new leader restores
+    # (extender.adapters.policies keeps state() in the ESL object's status). Clocks are not
+    # among them: a monotonic time means nothing in another process, and restarts.
+    STATE: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, backend: Backend, params: P) -> None:
         self.backend = backend
@@ -290,6 +302,26 @@ class BaseESL(Generic[P]):
         for short in list(self._created):
             self.remove(short)
 
+    def state(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"created": sorted(self._created)}
+        for attr in self.STATE:
+            value = getattr(self, attr)
+            out[attr] = sorted(value) if isinstance(value, set) else value
+        return out
+
+    def restore(self, state: Mapping[str, Any], where: Callable[[str], dict[str, int]]) -> None:
+        """The resources from the ledger (the nodes' truth), the rest from `state`; a value
+        of another type than the attribute's (the status is anyone's to write) is ignored."""
+        created = state.get("created")
+        for short in created if isinstance(created, list) else []:
+            if isinstance(short, str) and (nodes := where(short)):
+                self._created[short] = nodes
+        for attr in self.STATE:
+            if attr in state:
+                value = _like(getattr(self, attr), state[attr])
+                if value is not None:
+                    setattr(self, attr, value)
+
     def request_keys(self) -> list[str]:
         return [""]
 
@@ -297,6 +329,19 @@ class BaseESL(Generic[P]):
         if key not in self.request_keys():
             known = ", ".join(repr(k) for k in self.request_keys())
             raise UnknownKey(f"{self.NAME} {self.params.name} has no key {key!r} ({known})", "key")
+
+
+def _like(current: Any, value: Any) -> Any:
+    """`value` as the type of `current`, or None when it cannot be."""
+    if isinstance(current, set):
+        return {v for v in value if isinstance(v, str)} if isinstance(value, list) else None
+    if isinstance(current, bool) or isinstance(value, bool):
+        return None
+    if isinstance(current, int | float):
+        return type(current)(value) if isinstance(value, int | float) else None
+    if isinstance(value, dict) and (current is None or isinstance(current, dict)):
+        return {k: v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return None
 
 
 def parse_params(cls: type[P], data: Any) -> P:

@@ -23,7 +23,7 @@ extender.esl.registry builds them (this module does not know the other ESLs).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -155,6 +155,18 @@ class Compose(BaseESL[ComposeParams]):
 
     def resources(self) -> list[str]:
         return sorted({r for p in self.parts for r in p.resources()})
+
+    def state(self) -> dict[str, Any]:
+        return {"current": self.current, "parts": [p.state() for p in self.parts]}
+
+    def restore(self, state: Mapping[str, Any], where: Callable[[str], dict[str, int]]) -> None:
+        current = state.get("current")
+        if isinstance(current, int) and not isinstance(current, bool):
+            self.current = min(max(current, 0), len(self.parts) - 1)
+        parts = state.get("parts")
+        for part, st in zip(self.parts, parts if isinstance(parts, list) else [], strict=False):
+            if isinstance(st, dict):
+                part.restore(st, where)
 
     # ---- requests -----------------------------------------------------------------------
 

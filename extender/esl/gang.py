@@ -73,6 +73,7 @@ class Gang(BaseESL[GangParams]):
     NAME = NAME
     PREFIX = "gang"
     Params: ClassVar[type[ESLParams]] = GangParams
+    STATE = ("attempts", "backoff")
 
     def __init__(
         self, backend: Backend, params: GangParams, clock: Callable[[], float] = time.monotonic

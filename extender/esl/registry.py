@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.core.ledger import NodeView
 from extender.esl import (
     antiaffinity,
     binpack,
@@ -117,21 +118,44 @@ class Applied:
 
 
 class Instances:
-    def __init__(self, backend: Callable[[], LedgerBackend], limit: int = 1000) -> None:
+    """`backend` makes each instance's LedgerBackend; `on_change(instance)` is told after
+    every call that may have changed it (the object store writes its status)."""
+
+    def __init__(
+        self,
+        backend: Callable[[], LedgerBackend],
+        limit: int = 1000,
+        on_change: Callable[[Instance], None] | None = None,
+    ) -> None:
         self._backend = backend
         self.limit = limit
+        self.on_change = on_change
         self._lock = threading.Lock()
         self._items: dict[str, Instance] = {}
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def create(self, kind: str, body: Any) -> Applied:
-        """Validate, construct and apply; nothing is left behind when any of it fails."""
-        backend = self._backend()
+    def create(
+        self,
+        kind: str,
+        body: Any,
+        backend: LedgerBackend | None = None,
+        state: Mapping[str, Any] | None = None,
+    ) -> Applied:
+        """Validate, construct and apply; nothing is left behind when any of it fails.
+
+        With `state` (what Instance.esl.state() gave, kept in the ESL object's status), the
+        instance resumes: its resources are found where the ledger says they are, and apply
+        (idempotent) completes what a previous leader left undone.
+        """
+        backend = backend or self._backend()
         esl = build(kind, body, backend)
         iid = f"{kind}-{esl.params.name}"
         inst = Instance(iid, kind, esl, backend, time.time())
+        if state is not None:
+            nodes = backend.ledger.snapshot().nodes
+            esl.restore(state, lambda short: _where(nodes, f"{backend.domain}/{short}"))
         with self._lock:
             if iid in self._items:
                 raise InstanceExists(
@@ -143,12 +167,27 @@ class Instances:
         try:
             with inst.lock:
                 inst.esl.apply()
-                return Applied(inst, backend.durable)
+                applied = Applied(inst, backend.durable)
         except BaseException:
             with self._lock:
                 del self._items[iid]
-            inst.esl.teardown()
+            if state is None:  # a resumed instance's resources stay for the next try
+                inst.esl.teardown()
             raise
+        self._changed(inst)
+        return applied
+
+    def _changed(self, inst: Instance) -> None:
+        if self.on_change is not None:
+            self.on_change(inst)
+
+    def forget(self) -> int:
+        """Drop every instance without touching its resources (a replica that stepped down:
+        the next leader resumes them from their objects); returns how many."""
+        with self._lock:
+            n = len(self._items)
+            self._items.clear()
+        return n
 
     def get(self, iid: str) -> Instance:
         with self._lock:
@@ -175,7 +214,10 @@ class Instances:
                 report(backlog)
             inst.last_changes = esl.step()
             inst.steps += 1
-            return Applied(inst, inst.backend.durable)
+            applied = Applied(inst, inst.backend.durable)
+        if inst.last_changes or backlog is not None:
+            self._changed(inst)
+        return applied
 
     def signal(self, iid: str, key: str) -> Applied:
         inst = self.get(iid)
@@ -185,7 +227,9 @@ class Instances:
         with inst.lock:
             inst.backend.begin()
             inst.last_changes = esl.signal(key)
-            return Applied(inst, inst.backend.durable)
+            applied = Applied(inst, inst.backend.durable)
+        self._changed(inst)
+        return applied
 
     def delete(self, iid: str) -> Applied:
         """Tear down; durable once the resources it removed are gone from the ledger and
@@ -218,3 +262,8 @@ class Instances:
     def run(self, stop: threading.Event) -> None:
         while not stop.wait(STEP_SECONDS):
             self.step_all()
+
+
+def _where(nodes: Mapping[str, NodeView], full: str) -> dict[str, int]:
+    """Where the ledger has `full`, {node: capacity}."""
+    return {n: v.ephemeral[full] for n, v in nodes.items() if full in v.ephemeral}

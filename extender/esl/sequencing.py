@@ -52,6 +52,7 @@ class Sequencing(BaseESL[SequencingParams]):
     NAME = NAME
     PREFIX = "seq"
     Params: ClassVar[type[ESLParams]] = SequencingParams
+    STATE = ("opened", "finished", "_full")
 
     def __init__(self, backend: Backend, params: SequencingParams) -> None:
         super().__init__(backend, params)

@@ -69,6 +69,8 @@ class Resizer(BaseESL[P]):
     """Per-key resources whose cluster-wide totals are set by `resize`, with the backlog
     the application reports per key."""
 
+    STATE = ("backlog",)
+
     def __init__(self, backend: Backend, params: P) -> None:
         super().__init__(backend, params)
         self.backlog: dict[str, int] | None = None

@@ -53,6 +53,7 @@ class Soft(BaseESL[SoftParams]):
     NAME = NAME
     PREFIX = "soft"
     Params: ClassVar[type[ESLParams]] = SoftParams
+    STATE = ("current",)
 
     def __init__(
         self, backend: Backend, params: SoftParams, clock: Callable[[], float] = time.monotonic

@@ -20,6 +20,7 @@ from extender.gang.manager import GangManager
 from extender.http.errors import Forbidden, NotConfirmed, NotReady, Unauthorized
 from extender.metrics import Metrics
 from extender.settings import Settings
+from extender.store import PolicyStore
 from extender.verbs import Verbs
 
 
@@ -30,6 +31,7 @@ class Runtime(Protocol):
     verbs: Verbs
     gangs: GangManager
     esls: Instances
+    store: PolicyStore
 
     def ready(self) -> tuple[bool, str]:
         """(ready, why not): the ledger is rebuilt and this replica leads (or runs alone)."""
@@ -50,8 +52,8 @@ class Runtime(Protocol):
         configured wait runs out first (the write-back keeps trying)."""
         ...
 
-    async def authorize(self, token: str | None, verb: str, subresource: str) -> AuthDecision:
-        """Whether the bearer `token` may do `verb` on the policy API's `subresource`
+    async def authorize(self, token: str | None, verb: str, target: str) -> AuthDecision:
+        """Whether the bearer `token` may do `verb` on the policy API's part `target`
         (resources, esl, gangs, metrics)."""
         ...
 
@@ -125,12 +127,13 @@ _SCHEME = HTTPBearer(
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(_SCHEME)]
 
 
-def caller(subresource: str) -> params.Depends:
-    """A dependency: the caller may do this request's verb on `subresource`."""
+def caller(target: str) -> params.Depends:
+    """A dependency: the caller may do this request's verb on `target` (resources, esl,
+    gangs, metrics: extender.adapters.auth.TARGETS says what RBAC calls them)."""
 
     async def check(request: Request, rt: RuntimeDep, _: Credentials) -> None:
         decision = await rt.authorize(
-            bearer(request), _VERBS.get(request.method, "get"), subresource
+            bearer(request), _VERBS.get(request.method, "get"), target
         )
         match decision.outcome:
             case Outcome.UNAUTHENTICATED:

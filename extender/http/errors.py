@@ -65,6 +65,7 @@ STATUS: dict[type[Exception], int] = {
     core.UnknownNode: 404,
     core.NotFound: 404,
     core.Conflict: 409,
+    core.Unavailable: 503,
     core.CoreError: 422,
     esl.InvalidParameters: 422,
     esl.Unsatisfiable: 422,

@@ -1,9 +1,10 @@
 """The /v1/esl endpoints: ESLs created, stepped, signalled and deleted over HTTP.
 
 Instances run on the service's own ledger (extender.esl.backends.LedgerBackend) and live in
-the service's store (extender.esl.registry.Instances), whose thread steps the dynamic ones
-every second; POST .../step does one step at once (and takes the application's backlog).
-ESL calls run in worker threads: they read the cluster state and wait for the write-back.
+its registry (extender.esl.registry.Instances), whose thread steps the dynamic ones every
+second; POST .../step does one step at once (and takes the application's backlog). Changes
+go through the runtime's PolicyStore (extender.store), which runs ESL calls in worker threads
+and, with policies kept as objects, writes the ESL object first.
 Errors are the ESLs' and the core's own (extender.esl.errors, extender.core.errors), answered
 by the one table (extender.http.errors). Mounted by extender.app, behind readiness and the
 caller's authorization.
@@ -142,8 +143,7 @@ def router(rt: Runtime) -> APIRouter:
         binpack, sequencing, queues, fairshare, soft, compose) with the body as its
         parameters; its resources are created before the reply."""
         body = await _json(request)
-        # apply() waits for the write-back: not on the event loop.
-        applied = await run_in_threadpool(store.create, kind, body)
+        applied = await rt.store.create_esl(kind, body)
         return await run_in_threadpool(_reply, rt, applied, response, 201)
 
     @r.get("", response_model=list[InstanceView])
@@ -166,7 +166,7 @@ def router(rt: Runtime) -> APIRouter:
     async def step(iid: str, response: Response, body: StepBody | None = None) -> InstanceView:
         """One step of a dynamic policy now (the service also steps it every second)."""
         backlog = body.backlog if body else None
-        applied = await run_in_threadpool(store.step, iid, backlog)
+        applied = await rt.store.step_esl(iid, backlog)
         return await run_in_threadpool(_reply, rt, applied, response)
 
     @r.post(
@@ -179,7 +179,7 @@ def router(rt: Runtime) -> APIRouter:
     )
     async def signal(iid: str, key: str, response: Response) -> InstanceView:
         """Tell a sequencing instance that stage `key` finished: the next stage may run."""
-        applied = await run_in_threadpool(store.signal, iid, key)
+        applied = await rt.store.signal_esl(iid, key)
         return await run_in_threadpool(_reply, rt, applied, response)
 
     @r.delete(
@@ -193,7 +193,7 @@ def router(rt: Runtime) -> APIRouter:
     async def delete(iid: str, response: Response) -> DeleteView:
         """Remove every resource the instance created, then forget it. 200 once they are
         gone from the ledger and the write-back confirmed it on the nodes."""
-        applied = await run_in_threadpool(store.delete, iid)
+        applied = await rt.store.delete_esl(iid)
         response.status_code = settled(rt, applied.durable)
         return DeleteView(id=iid, removed=list(applied.removed), durable=applied.durable)
 

@@ -1,9 +1,10 @@
 """ESCHER's policy API over HTTP: /v1/resources/{name} and /v1/cluster-state.
 
-Work proportional to the nodes (applying a resource everywhere, rendering the cluster
-state) runs in a worker thread, so the event loop stays free for kube-scheduler's verbs;
-waiting for the write-back to make a change durable is awaited on the loop, holding no
-thread. A change answers 200 once it is on the Node objects and, when the configured wait
+Changes go through the runtime's PolicyStore (extender.store: the ledger itself, or with
+policies kept as objects the EphemeralResource objects it reconciles), which keeps work
+proportional to the nodes off the event loop and awaits the write-back holding no thread.
+Reads (one resource, the cluster state) render the ledger in a worker thread. A change
+answers 200 once it is on the Node objects and, when the configured wait
 ran out first, 202 (the write-back keeps trying; `durable: false` says so) or, with leader
 election, 503 (extender.http.deps.settled says why). Mounted by
 extender.app, behind readiness and the caller's authorization (extender.http.deps).
@@ -54,17 +55,9 @@ def router(rt: Runtime) -> APIRouter:
         on a node, the nodes with these labels, the nodes whose available resources cover a
         vector, or every node (at most num_nodes of them)."""
         with set_seconds.time():
-            full, capacity, version = await run_in_threadpool(
-                policy.set_resource,
-                rt.ledger,
-                settings.resource_domain,
-                name,
-                spec,
-                not settings.kube,
-            )
-            durable = await rt.wait_durable(version, list(capacity))
-        response.status_code = settled(rt, durable)
-        return SetResourceResult(resource=full, nodes=capacity, version=version, durable=durable)
+            result = await rt.store.set_resource(name, spec)
+        response.status_code = settled(rt, result.durable)
+        return result
 
     @r.get("/resources/{name}", dependencies=[caller("resources")], responses=documented(404))
     async def get_resource(name: str) -> ResourceState:
@@ -91,12 +84,9 @@ def router(rt: Runtime) -> APIRouter:
         """Remove an ephemeral resource from every node. Refused (409) while pods hold it,
         unless `force`: then the holders keep running, as with any extended resource removed
         from a node, and new pods can no longer request it."""
-        full, nodes, version = await run_in_threadpool(
-            policy.delete_resource, rt.ledger, settings.resource_domain, name, force
-        )
-        durable = await rt.wait_durable(version, nodes)
-        response.status_code = settled(rt, durable)
-        return DeleteResourceResult(resource=full, removed_from=nodes, durable=durable)
+        result = await rt.store.delete_resource(name, force)
+        response.status_code = settled(rt, result.durable)
+        return result
 
     @r.get(
         "/cluster-state",

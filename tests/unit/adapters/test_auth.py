@@ -22,7 +22,7 @@ ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 def cluster() -> Cluster:
     c = Cluster()
     c.users = {"alice-token": "alice", "bob-token": "bob"}
-    c.grants = {("alice", "create", "resources")}
+    c.grants = {("alice", "create", "ephemeralresources")}
     return c
 
 

@@ -17,6 +17,7 @@ from eslapp import client, service
 from extender.app import create_app
 from extender.esl.backends import LedgerBackend
 from extender.esl.registry import REGISTRY, Instances
+from extender.store import MemoryStore
 from extender.service import Service
 
 D = "escher.io"
@@ -95,6 +96,7 @@ def test_unconfirmed_changes_answer_202() -> None:
     svc = service()
     # As when the write-back could not confirm within its wait: every call is not durable.
     svc.esls = Instances(lambda: LedgerBackend(svc.ledger, D, wait=lambda v, n: False))
+    svc.store = MemoryStore(svc.ledger, D, svc.esls, svc.wait_durable, learn=True)
     with client(app_of(svc)) as http:
         r = http.post("/v1/esl/queues", json=QUEUES)  # nothing to write yet: durable
         assert (r.status_code, r.json()["durable"]) == (201, True)

@@ -96,6 +96,7 @@ def service(tmp_path: Path, server: Server, leader_elect: bool) -> tuple[Service
     fake = FakeAPI(server, tmp_path)
     settings = Settings(
         kubeconfig=fake.kubeconfig,
+        policy_objects=False,  # the in-memory store: tests/unit/adapters/test_policies.py
         token=TOKEN,
         writeback_coalesce_seconds=0,
         writeback_wait_seconds=0.3,

@@ -70,7 +70,9 @@ class Server:
 def test_a_pod_turned_away_is_touched_when_its_resource_frees(tmp_path: Path) -> None:
     server = Server()
     fake = FakeAPI(server, tmp_path)
-    settings = Settings(kubeconfig=fake.kubeconfig, writeback_coalesce_seconds=0)
+    settings = Settings(
+        kubeconfig=fake.kubeconfig, writeback_coalesce_seconds=0, policy_objects=False
+    )
     svc = Service(settings, api=KubeAPI(fake.kubeconfig))
     app = create_app(settings, svc, lifecycle=False)
 

@@ -63,7 +63,9 @@ class Server:
 
 def service(tmp_path: Path, server: Server) -> tuple[Service, FakeAPI]:
     fake = FakeAPI(server, tmp_path)
-    settings = Settings(kubeconfig=fake.kubeconfig, writeback_coalesce_seconds=0)
+    settings = Settings(
+        kubeconfig=fake.kubeconfig, writeback_coalesce_seconds=0, policy_objects=False
+    )
     return Service(settings, api=KubeAPI(fake.kubeconfig)), fake
 
 
