@@ -132,9 +132,7 @@ def caller(target: str) -> params.Depends:
     gangs, metrics: extender.adapters.auth.TARGETS says what RBAC calls them)."""
 
     async def check(request: Request, rt: RuntimeDep, _: Credentials) -> None:
-        decision = await rt.authorize(
-            bearer(request), _VERBS.get(request.method, "get"), target
-        )
+        decision = await rt.authorize(bearer(request), _VERBS.get(request.method, "get"), target)
         match decision.outcome:
             case Outcome.UNAUTHENTICATED:
                 raise Unauthorized(decision.reason)

@@ -289,6 +289,7 @@ class ESLs(Reconciler[o.ESLObject]):
     async def _forget(self, obj: o.ESLObject) -> None:
         """An ESL the façade created and could not apply: gone again, as today's create
         leaves nothing behind."""
+        obj = self.cache.get(obj.metadata.name, obj)  # its refused status moved it on
         try:
             await self.patch(obj, {"metadata": {"finalizers": []}}, gone_ok=True)
             await self.api.request("DELETE", f"{self.path}/{obj.metadata.name}")

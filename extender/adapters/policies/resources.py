@@ -300,6 +300,7 @@ class Resources(Reconciler[o.ResourceObject]):
     async def _undo(self, obj: o.ResourceObject, before: o.ResourceObject | None) -> None:
         """A write whose spec the ledger refused after all (a race with another change):
         put the object back as it was, so nothing is left half-applied."""
+        obj = self.cache.get(obj.metadata.name, obj)  # its refused status moved it on
         try:
             if before is None:
                 await self.patch(obj, {"metadata": {"finalizers": []}}, gone_ok=True)
