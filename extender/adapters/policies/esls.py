@@ -27,7 +27,7 @@ import msgspec
 
 from extender.adapters.kubeapi import ApiError, KubeAPI
 from extender.adapters.policies import objects as o
-from extender.adapters.policies.loop import Reconciler
+from extender.adapters.policies.loop import WRITE_SECONDS, Reconciler
 from extender.adapters.policies.resources import Resources, unavailable
 from extender.core.errors import Conflict, CoreError
 from extender.esl.backends import LedgerBackend
@@ -110,11 +110,14 @@ class ESLs(Reconciler[o.ESLObject]):
     async def _start(self, obj: o.ESLObject) -> Applied:
         """Create the instance, or resume it from the status a previous leader wrote."""
         state = obj.status.state
+        params = obj.spec.params
+        if isinstance(params, dict) and "name" not in params:
+            params = {**params, "name": obj.metadata.name}  # the CRD makes it optional
         try:
             applied = await asyncio.to_thread(
                 self.instances.create,
                 obj.spec.kind,
-                obj.spec.params,
+                params,
                 self._backend_for(obj),
                 state,
             )
@@ -271,7 +274,9 @@ class ESLs(Reconciler[o.ESLObject]):
                 )
             obj_body = o.esl_object(self.domain, name, kind, body)
             try:
-                raw = await self.api.request("POST", self.path, body=msgspec.json.encode(obj_body))
+                raw = await self.api.request(
+                    "POST", self.path, body=msgspec.json.encode(obj_body), timeout=WRITE_SECONDS
+                )
             except ApiError as e:
                 if e.status == 409:
                     raise InstanceExists(f"ESL {name} exists", "name") from None

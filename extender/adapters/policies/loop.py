@@ -26,6 +26,9 @@ from extender.metrics import Metrics
 log = logging.getLogger(__name__)
 
 T = TypeVar("T", ResourceObject, ESLObject)
+# The façade's object writes: the API server answers in milliseconds when it is there, and a
+# policy call must answer well within the write-back's wait when it is not.
+WRITE_SECONDS = 5.0
 
 
 class Reconciler(Generic[T]):

@@ -27,7 +27,7 @@ import msgspec
 from extender import policy
 from extender.adapters.kubeapi import ApiError, KubeAPI, merge_patch
 from extender.adapters.policies import objects as o
-from extender.adapters.policies.loop import Reconciler
+from extender.adapters.policies.loop import WRITE_SECONDS, Reconciler
 from extender.core import names
 from extender.core.errors import Conflict, CoreError, NotFound, Unavailable
 from extender.core.ledger import Ledger
@@ -39,7 +39,15 @@ log = logging.getLogger(__name__)
 
 
 def unavailable(e: ApiError, what: str) -> Unavailable:
-    return Unavailable(f"{what}: the API server did not take it ({e}); nothing was changed")
+    if e.status == 0:
+        # Unanswered: a paused API server may still take the write when it resumes, and
+        # then the leader applies it to every node it targets.
+        return Unavailable(
+            f"{what}: the API server did not answer ({e}); the change is not confirmed: if "
+            "it was taken it is applied on every node it targets, never on some: read it "
+            "back or retry"
+        )
+    return Unavailable(f"{what}: the API server refused it ({e}); nothing was changed")
 
 
 class Resources(Reconciler[o.ResourceObject]):
@@ -218,7 +226,9 @@ class Resources(Reconciler[o.ResourceObject]):
             try:
                 if cur is None:
                     body = o.resource_object(self.domain, name, spec)
-                    raw = await self.api.request("POST", self.path, body=msgspec.json.encode(body))
+                    raw = await self.api.request(
+                        "POST", self.path, body=msgspec.json.encode(body), timeout=WRITE_SECONDS
+                    )
                 else:
                     patch = {
                         "metadata": {"resourceVersion": cur.metadata.resource_version},
@@ -226,7 +236,11 @@ class Resources(Reconciler[o.ResourceObject]):
                     }
                     raw_patch, ctype = merge_patch(patch)
                     raw = await self.api.request(
-                        "PATCH", f"{self.path}/{name}", body=raw_patch, content_type=ctype
+                        "PATCH",
+                        f"{self.path}/{name}",
+                        body=raw_patch,
+                        content_type=ctype,
+                        timeout=WRITE_SECONDS,
                     )
             except ApiError as e:
                 raise self._refused(e, name) from None
