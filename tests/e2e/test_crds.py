@@ -311,6 +311,8 @@ def test_kubectl_apply_then_delete_of_an_esl_makes_then_removes_its_resources(
     ready = {c["type"]: c["status"] for c in got["status"]["conditions"]}
     assert ready == {"Ready": "True", "NoRoom": "False", "Unsatisfiable": "False"}
     assert got["status"]["resources"] == sorted(want)
+    # What a new leader resumes it from is kept (the schema preserves it, not pruned).
+    assert got["status"]["state"]["created"] == [r.removeprefix("escher.io/") for r in sorted(want)]
     assert got["status"]["requests"]["cache"]["limits"] == {"escher.io/coloc-tour-cache": "1"}
     owned = json.loads(
         kubectl(cluster, "get", "eres", "-l", "escher.io/esl=tour", "-o", "json").stdout
