@@ -19,8 +19,9 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 from extender.core import names, quantity
-from extender.core.errors import Conflict, NoMatch, NotFound, UnknownNode
-from extender.core.ledger import Ledger, NodeView, Snapshot
+from extender.core.errors import NoMatch, NotFound, UnknownNode
+from extender.core.ledger import Ledger, NodeView, Snapshot, check_above_allocated
+from extender.core.ledger import check_unheld as ledger_check_unheld
 
 Quantity = StrictStr | StrictInt
 Capacity = Annotated[StrictInt, Field(ge=0, le=quantity.MAX)]
@@ -165,27 +166,14 @@ def check_resource(ledger: Ledger, domain: str, name: str, spec: ResourceSpec) -
     change elsewhere first (extender.adapters.policies)."""
     full = names.full_name(domain, name)
     nodes = target_nodes(ledger, full, spec, learn=False)
-    snap = ledger.snapshot()
-    below = [
-        f"{n}: {full} capacity {spec.capacity} is below the {held} already allocated"
-        for n in nodes
-        if 0 < spec.capacity < (held := snap.nodes[n].used.get(full, 0))
-    ]
-    if below:
-        raise Conflict("; ".join(below[:5]), "capacity")
+    check_above_allocated(ledger.snapshot().nodes, full, dict.fromkeys(nodes, spec.capacity))
 
 
 def check_unheld(ledger: Ledger, domain: str, name: str) -> None:
     """delete_resource's refusal without force (pods hold it), without removing anything."""
     full = names.full_name(domain, name)
-    held = {n: u for n, v in ledger.snapshot().nodes.items() if (u := v.used.get(full, 0))}
-    if held:
-        where = ", ".join(f"{n} ({u})" for n, u in sorted(held.items())[:5])
-        raise Conflict(
-            f"{full} is held on {len(held)} node(s): {where}; "
-            "delete with force=true to remove it anyway",
-            "name",
-        )
+    snap = ledger.snapshot()
+    ledger_check_unheld(snap.nodes, full, snap.nodes)
 
 
 def delete_resource(

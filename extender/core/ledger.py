@@ -651,13 +651,7 @@ class Ledger:
             missing = [n for n in capacity if n not in self._nodes]
             if missing:
                 raise UnknownNode(missing)
-            problems = [
-                f"{n}: {resource} capacity {cap} is below the {held} already allocated"
-                for n, cap in capacity.items()
-                if 0 < cap < (held := self._nodes[n].used.get(resource, 0))
-            ]
-            if problems:
-                raise Conflict("; ".join(problems[:5]), "capacity")
+            check_above_allocated(self._nodes, resource, capacity)
             changed = [n for n, cap in capacity.items() if self._set_one(n, resource, cap)]
             if changed:
                 self._changed(frozenset(changed))
@@ -672,14 +666,8 @@ class Ledger:
         """
         with self._lock:
             nodes = list(self._free.get(resource, {}))
-            held = {n: u for n in nodes if (u := self._nodes[n].used.get(resource, 0))}
-            if held and not force:
-                where = ", ".join(f"{n} ({u})" for n, u in sorted(held.items())[:5])
-                raise Conflict(
-                    f"{resource} is held on {len(held)} node(s): {where}; "
-                    "delete with force=true to remove it anyway",
-                    "name",
-                )
+            if not force:
+                check_unheld(self._nodes, resource, nodes)
             for n in nodes:
                 self._set_one(n, resource, 0)
             if nodes:
@@ -690,6 +678,31 @@ class Ledger:
         self._version += 1
         for listener in self._listeners:
             listener(self._version, nodes)
+
+
+def check_above_allocated(
+    nodes: Mapping[str, NodeView], resource: str, capacity: Mapping[str, int]
+) -> None:
+    """Conflict if a capacity (not 0, which removes it) is below what pods hold there."""
+    problems = [
+        f"{n}: {resource} capacity {cap} is below the {held} already allocated"
+        for n, cap in capacity.items()
+        if 0 < cap < (held := nodes[n].used.get(resource, 0))
+    ]
+    if problems:
+        raise Conflict("; ".join(problems[:5]), "capacity")
+
+
+def check_unheld(nodes: Mapping[str, NodeView], resource: str, where: Iterable[str]) -> None:
+    """Conflict if pods hold `resource` on any of `where` (a delete without force)."""
+    held = {n: u for n in where if (u := nodes[n].used.get(resource, 0))}
+    if held:
+        shown = ", ".join(f"{n} ({u})" for n, u in sorted(held.items())[:5])
+        raise Conflict(
+            f"{resource} is held on {len(held)} node(s): {shown}; "
+            "delete with force=true to remove it anyway",
+            "name",
+        )
 
 
 def _present(ephemeral: Mapping[str, int]) -> dict[str, int]:
