@@ -117,7 +117,7 @@ def main() -> None:
         for s in runs:
             data.append(runs[s][t])
             labels.append(f"{t}\n{s}")
-    ax.boxplot(data, labels=labels, showfliers=True)
+    ax.boxplot(data, tick_labels=labels, showfliers=True)
     ax.set_ylabel("set_resource to durable (ms)")
     ax.set_title(f"Policy latency, {args.nodes} nodes: objects vs memory")
     fig.tight_layout()
