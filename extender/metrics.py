@@ -133,6 +133,13 @@ class Metrics:
             ["resource", "reason"],
             registry=r,
         )
+        self.policy_reconciles = Counter(
+            "escher_policy_reconciles_total",
+            "Reconciles of policy objects by the leader, by kind (ephemeralresources, esls) "
+            "and outcome (ok, error: retried at the next resync; the object's status says why).",
+            ["kind", "outcome"],
+            registry=r,
+        )
         self.bind_seconds = Histogram(
             "escher_bind_api_seconds",
             "Time the API server took to create a Binding (the extender's bind).",

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
 from escher_harness import localcluster
 from escher_harness.localcluster.binaries import find_kubectl
+from escher_harness.localcluster.ports import allocate_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=1, mode="pure")]
 
@@ -328,3 +331,81 @@ def test_kubectl_apply_then_delete_of_an_esl_makes_then_removes_its_resources(
     assert on_node() == {}
     left = kubectl(cluster, "get", "eres", "-l", "escher.io/esl=tour", "-o", "name").stdout
     assert left.strip() == ""
+
+
+WRITER_ROLE = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: escher-policy-writer
+rules:
+  - apiGroups: ["escher.io"]
+    resources: ["ephemeralresources", "esls"]
+    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: escher-policy-writer-alice
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: escher-policy-writer}
+subjects: [{kind: ServiceAccount, name: alice, namespace: default}]
+"""
+
+
+def test_one_cluster_role_governs_kubectl_and_the_policy_api(
+    cluster: localcluster.ClusterInfo, tmp_path: Path
+) -> None:
+    """docs/policy-api.md's ClusterRole on the CRDs: who has it may write the objects with
+    kubectl and make the same changes over HTTP; who has it not is refused on both paths.
+    The HTTP side is an extender with --kubernetes-auth (TokenReview, SubjectAccessReview),
+    in memory so that it leaves the cluster's own extender alone: each call it lets through
+    fails on purpose after authorization (an unknown node, invalid parameters)."""
+    for sa in ("alice", "bob"):
+        done = kubectl(cluster, "create", "serviceaccount", sa)
+        assert done.returncode == 0 or "AlreadyExists" in done.stderr, done.stderr
+    done = kubectl(cluster, "apply", "-f", "-", stdin=WRITER_ROLE)
+    assert done.returncode == 0, done.stderr
+    tokens = {sa: kubectl(cluster, "create", "token", sa).stdout.strip() for sa in ("alice", "bob")}
+    port = allocate_ports({"extender": None})["extender"]
+    argv = [
+        sys.executable, "-m", "extender", "serve", "--mode", "pure", "--no-policy-objects",
+        "--kubernetes-auth", "--kubeconfig", str(cluster.kubeconfig), "--port", str(port),
+    ]  # fmt: skip
+    log = (tmp_path / "extender.log").open("w")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, "extender not ready"
+            time.sleep(0.2)
+        calls = {
+            "ephemeralresources": ("PUT", "/v1/resources/sar", {"capacity": 1, "node": "nowhere"}),
+            "esls": ("POST", "/v1/esl/colocation", {"name": "sar"}),
+        }
+        passed = {"ephemeralresources": 404, "esls": 422}  # refused after authorization
+        for resource, (method, path, body) in calls.items():
+            for sa, token in tokens.items():
+                headers = {"Authorization": f"Bearer {token}"}
+                reply = httpx.request(method, url + path, json=body, headers=headers, timeout=10)
+                if sa == "alice":
+                    assert reply.status_code == passed[resource], reply.text
+                else:
+                    assert reply.status_code == 403, reply.text
+                    assert f"{resource}.escher.io" in reply.json()["error"]
+        # ... and the same grant, on the objects themselves.
+        obj = json.dumps(resource("sar", capacity=1))
+        for sa, token in tokens.items():
+            done = kubectl(
+                cluster, "--token", token, "create", "--dry-run=server", "-f", "-", stdin=obj
+            )
+            assert (done.returncode == 0) == (sa == "alice"), done.stderr
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()

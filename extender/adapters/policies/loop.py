@@ -46,6 +46,7 @@ class Reconciler(Generic[T]):
         self.api = api
         self.path = path
         self.may_write = may_write
+        self._outcomes = metrics.policy_reconciles
         self.cache: dict[str, T] = {}
         self.locks = KeyedLocks()
         self.decode: msgspec.json.Decoder[T] = msgspec.json.Decoder(self.KIND)
@@ -112,9 +113,11 @@ class Reconciler(Generic[T]):
         try:
             async with self.locks.hold(name):
                 await self.reconcile(name)
+            self._outcomes.labels(self.PLURAL, "ok").inc()
         except asyncio.CancelledError:
             raise
         except Exception as e:  # one object's failure stops no other
+            self._outcomes.labels(self.PLURAL, "error").inc()
             log.warning(
                 "reconcile failed; retried at the next resync",
                 extra={"kind": self.PLURAL, "name": name, "error": str(e)},
