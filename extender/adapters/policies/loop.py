@@ -75,10 +75,19 @@ class Reconciler(Generic[T]):
 
     def remember(self, obj: T) -> None:
         """Cache `obj` unless the cache already has a later version (the façade caches what
-        it wrote before the watch delivers it)."""
-        old = self.cache.get(obj.metadata.name)
-        if old is None or newer(old.metadata.resource_version, obj.metadata.resource_version):
-            self.cache[obj.metadata.name] = obj
+        it wrote before the watch delivers it). One deleted with no finalizer left is gone
+        (the API server removes it in that same write): forgotten, so that the name can be
+        used again at once."""
+        name = obj.metadata.name
+        old = self.cache.get(name)
+        if old is not None and not newer(
+            old.metadata.resource_version, obj.metadata.resource_version
+        ):
+            return
+        if obj.metadata.deletion_timestamp is not None and not obj.metadata.finalizers:
+            self.cache.pop(name, None)
+        else:
+            self.cache[name] = obj
 
     def _listed(self, names: set[str]) -> None:
         for name in set(self.cache) - names:

@@ -351,3 +351,16 @@ def _delete_request(name: str) -> Any:
     import httpx
 
     return httpx.Request("DELETE", f"http://x/apis/{D}/v1alpha1/ephemeralresources/{name}")
+
+
+def test_a_name_deleted_through_the_facade_can_be_set_again_at_once(tmp_path: Path) -> None:
+    """A pure gang's retry deletes its resource and sets it again right away."""
+
+    async def scenario() -> None:
+        async with running(tmp_path) as s:
+            for capacity in (1, 2, 3):
+                await s.store.set_resource("again", ResourceSpec(capacity=capacity, node="n0"))
+                await s.store.delete_resource("again", force=True)
+            assert s.resource("again") is None and s.on_nodes("again") == {}
+
+    asyncio.run(scenario())
