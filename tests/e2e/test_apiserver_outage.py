@@ -1,7 +1,8 @@
-"""The API server goes away: policy calls answer within the configured wait (202, the change
-applied to the ledger and pending), probes stay green and fast, and nothing is lost or
-applied twice when it returns. Measured on the real control plane with kube-apiserver
-paused (SIGSTOP: connections hang, the worst kind of outage) and resumed.
+"""The API server goes away: policy calls answer within the configured wait (503: the change's
+object could not be written, so it is not confirmed), probes stay green and fast, and when it
+returns every change is on all of its nodes or on none, never on some, and never twice.
+Measured on the real control plane with kube-apiserver paused (SIGSTOP: connections hang, the
+worst kind of outage) and resumed.
 
 "Fast" is judged against what decides a restart, the liveness probe's timeout in the shipped
 manifest, not against a latency figure a noisy machine may miss; the latencies are printed."""
@@ -89,9 +90,10 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
     statuses, probes, waited = asyncio.run(scenario())
     resumed = time.monotonic()
     os.kill(apiserver.pid, signal.SIGCONT)
-    # Every call was answered within the configured wait (10 s) plus scheduling slack: 202,
-    # applied to the ledger, the write-back still trying.
-    assert set(statuses) == {202}, statuses
+    # Every call was answered within the configured wait (10 s) plus scheduling slack: with
+    # policies kept as objects a change is its object, which the paused API server cannot
+    # confirm (503, not confirmed; a write it took when it resumed is applied everywhere).
+    assert set(statuses) == {503}, statuses
     assert waited < 10 + 5, waited
     p99 = statistics.quantiles(probes, n=100)[98]
     print(
@@ -102,21 +104,28 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
     # Before issue 9 the probes shared the policy calls' thread pool and took 2.2 s.
     assert not failed_probes, failed_probes[:5]
     assert max(probes) < liveness_timeout_ms() / 4, max(probes)
-    # When it returns, every change reaches the nodes once, as the ledger says.
+    # When it returns, each change is on every node or on none (the objects the API server
+    # took are reconciled; the others never existed), and the ledger says the same.
     work = Workload(api_client(cluster.kubeconfig))
     want = {f"escher.io/outage-{i}": str(1 + i % 3) for i in range(CALLS)}
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 60
     while True:
         shown = {
             n: work.node_resources(n, "escher.io/outage-")["allocatable"] for n in cluster.nodes
         }
-        if all(s == want for s in shown.values()):
+        partial = {r for r in want if 0 < sum(r in s for s in shown.values()) < len(shown)}
+        if not partial:
             break
-        assert time.monotonic() < deadline, {n: len(s) for n, s in shown.items()}
-        time.sleep(0.2)
-    print(f"converged {time.monotonic() - resumed:.1f}s after the API server resumed")
+        assert time.monotonic() < deadline, sorted(partial)[:5]
+        time.sleep(0.5)
+    applied = {r for r in want if all(r in s for s in shown.values())}
+    assert all(s.get(r) == want[r] for s in shown.values() for r in applied)
+    print(
+        f"converged {time.monotonic() - resumed:.1f}s after the API server resumed: "
+        f"{len(applied)} of {CALLS} changes on every node, the rest on none"
+    )
     with httpx.Client(base_url=cluster.extender_url, headers=headers) as client:
         state = client.get("/v1/cluster-state").json()
     for node in cluster.nodes:
         mine = {r: u["capacity"] for r, u in state["nodes"][node].items() if "outage" in r}
-        assert mine == {r: int(v) for r, v in want.items()}
+        assert mine == {r: int(want[r]) for r in applied}
