@@ -389,15 +389,15 @@ def test_one_cluster_role_governs_kubectl_and_the_policy_api(
             "esls": ("POST", "/v1/esl/colocation", {"name": "sar"}),
         }
         passed = {"ephemeralresources": 404, "esls": 422}  # refused after authorization
-        for resource, (method, path, body) in calls.items():
+        for kind, (method, path, body) in calls.items():
             for sa, token in tokens.items():
                 headers = {"Authorization": f"Bearer {token}"}
                 reply = httpx.request(method, url + path, json=body, headers=headers, timeout=10)
                 if sa == "alice":
-                    assert reply.status_code == passed[resource], reply.text
+                    assert reply.status_code == passed[kind], reply.text
                 else:
                     assert reply.status_code == 403, reply.text
-                    assert f"{resource}.escher.io" in reply.json()["error"]
+                    assert f"{kind}.escher.io" in reply.json()["error"]
         # ... and the same grant, on the objects themselves.
         obj = json.dumps(resource("sar", capacity=1))
         for sa, token in tokens.items():
