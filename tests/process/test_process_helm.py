@@ -283,6 +283,7 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     args = serve_args(docs, name)
     assert args.mode == values["mode"] and args.resource_domain == values["resourceDomain"]
     assert args.leader_elect == election
+    assert args.policy_objects == values["policyObjects"]
     assert args.lease_name == (name if election else Settings.model_fields["lease_name"].default)
     switch = f"{NAMESPACE}/{values['gangGate']['switchConfigMap']}"
     assert args.gang_gate_switch == (switch if gate else "")
