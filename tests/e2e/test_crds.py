@@ -409,3 +409,55 @@ def test_one_cluster_role_governs_kubectl_and_the_policy_api(
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+def test_an_object_the_extender_cannot_apply_says_why_and_changes_nothing(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """Valid to the API server, not to the ledger: an unknown node. The status names it, and
+    no node carries the resource."""
+    assert create(cluster, resource("nowhere-r", capacity=2, node="no-such-node")).returncode == 0
+    deadline = time.monotonic() + 30
+    while True:
+        got = json.loads(kubectl(cluster, "get", "eres", "nowhere-r", "-o", "json").stdout)
+        conditions = {c["type"]: c for c in got.get("status", {}).get("conditions", [])}
+        if "Applied" in conditions:
+            break
+        assert time.monotonic() < deadline, got
+        time.sleep(0.2)
+    applied = conditions["Applied"]
+    assert (applied["status"], applied["reason"]) == ("False", "UnknownNode")
+    assert "no-such-node" in applied["message"]
+    assert conditions["Durable"]["status"] == "False"
+    node = json.loads(kubectl(cluster, "get", "node", "node-0", "-o", "json").stdout)
+    assert "escher.io/nowhere-r" not in node["status"]["allocatable"]
+    assert kubectl(cluster, "delete", "eres", "nowhere-r", "--timeout=30s").returncode == 0
+
+
+def test_a_resource_only_on_the_nodes_is_adopted_as_an_object_at_start(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """As after an upgrade from before policies were objects: a resource written on a node
+    with no object. The extender, started again, gives it one and leaves the node as it is."""
+    localcluster.stop_component(cluster.dir, "extender")
+    try:
+        legacy = {"escher.io/legacy": "4"}
+        patch = json.dumps({"status": {"capacity": legacy, "allocatable": legacy}})
+        done = kubectl(
+            cluster, "patch", "node", "node-0", "--subresource=status", "--type=merge", "-p", patch
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        localcluster.start_component(cluster.dir, "extender")
+    deadline = time.monotonic() + 30
+    while (got := kubectl(cluster, "get", "eres", "legacy", "-o", "json")).returncode != 0:
+        assert time.monotonic() < deadline, got.stderr
+        time.sleep(0.2)
+    obj = json.loads(got.stdout)
+    assert obj["spec"] == {"capacity": 4, "node": "node-0"}
+    assert obj["metadata"]["annotations"]["escher.io/adopted"] == "from the nodes"
+    node = json.loads(kubectl(cluster, "get", "node", "node-0", "-o", "json").stdout)
+    assert node["status"]["allocatable"]["escher.io/legacy"] == "4"
+    assert kubectl(cluster, "delete", "eres", "legacy", "--timeout=30s").returncode == 0
+    node = json.loads(kubectl(cluster, "get", "node", "node-0", "-o", "json").stdout)
+    assert "escher.io/legacy" not in node["status"]["allocatable"]
