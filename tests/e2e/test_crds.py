@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from serving import serving
 
 from escher_harness import localcluster
 from escher_harness.localcluster.binaries import find_kubectl
-from escher_harness.localcluster.ports import allocate_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=1, mode="pure")]
 
@@ -366,24 +365,9 @@ def test_one_cluster_role_governs_kubectl_and_the_policy_api(
     done = kubectl(cluster, "apply", "-f", "-", stdin=WRITER_ROLE)
     assert done.returncode == 0, done.stderr
     tokens = {sa: kubectl(cluster, "create", "token", sa).stdout.strip() for sa in ("alice", "bob")}
-    port = allocate_ports({"extender": None})["extender"]
-    argv = [
-        sys.executable, "-m", "extender", "serve", "--mode", "pure", "--no-policy-objects",
-        "--kubernetes-auth", "--kubeconfig", str(cluster.kubeconfig), "--port", str(port),
-    ]  # fmt: skip
-    log = (tmp_path / "extender.log").open("w")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "extender not ready"
-            time.sleep(0.2)
+    flags = ("--mode", "pure", "--no-policy-objects", "--kubernetes-auth")
+    kube = ("--kubeconfig", str(cluster.kubeconfig))
+    with serving(*flags, *kube, log=tmp_path / "extender.log") as (url, _):
         calls = {
             "ephemeralresources": ("PUT", "/v1/resources/sar", {"capacity": 1, "node": "nowhere"}),
             "esls": ("POST", "/v1/esl/colocation", {"name": "sar"}),
@@ -405,10 +389,6 @@ def test_one_cluster_role_governs_kubectl_and_the_policy_api(
                 cluster, "--token", token, "create", "--dry-run=server", "-f", "-", stdin=obj
             )
             assert (done.returncode == 0) == (sa == "alice"), done.stderr
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
 def test_an_object_the_extender_cannot_apply_says_why_and_changes_nothing(

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import secrets
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +20,9 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
+from serving import serving
 
 from escher_harness.bench.latency import BackgroundLoad
-from escher_harness.localcluster.ports import allocate_ports
 
 # Latency under load against latency quiet, in one run: other tests' processes would be load.
 pytestmark = pytest.mark.serial
@@ -36,27 +34,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, int]]:
-    port = allocate_ports({"extender": None})["extender"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "extender", "serve", "--mode", "standalone", "--port", str(port),
-         "--token", TOKEN, "--log-level", "WARNING"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.05)
-    try:
+    flags = ("--mode", "standalone", "--token", TOKEN, "--log-level", "WARNING")
+    with serving(*flags, timeout=30) as (url, proc):
         yield url, proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def filter_body(uid: str, gang: str = "") -> bytes:

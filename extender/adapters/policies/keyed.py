@@ -17,9 +17,6 @@ class KeyedLocks:
     def __init__(self) -> None:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
-    def __len__(self) -> int:
-        return len(self._locks)
-
     @asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
         lock, users = self._locks.get(key, (None, 0))

@@ -20,7 +20,7 @@ import msgspec
 from extender.adapters.informer import Handler, Informer
 from extender.adapters.kubeapi import ApiError, KubeAPI, merge_patch
 from extender.adapters.policies.keyed import KeyedLocks
-from extender.adapters.policies.objects import ESLObject, ResourceObject, newer
+from extender.adapters.policies.objects import ESLObject, ResourceObject, older
 from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Reconciler(Generic[T]):
         used again at once."""
         name = obj.metadata.name
         old = self.cache.get(name)
-        if old is not None and not newer(
+        if old is not None and not older(
             old.metadata.resource_version, obj.metadata.resource_version
         ):
             return

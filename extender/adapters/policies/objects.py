@@ -56,6 +56,14 @@ class _Struct(msgspec.Struct, rename="camel", omit_defaults=True):
     pass
 
 
+class PolicyMeta(ObjectMeta, frozen=True):
+    """ObjectMeta and what only the policy objects' reconcilers read (kept out of the pods'
+    and nodes' decoding, which is on the verbs' path)."""
+
+    generation: int = 0
+    finalizers: list[str] = msgspec.field(default_factory=list)
+
+
 class Condition(_Struct):
     type: str = ""
     status: str = ""
@@ -79,7 +87,7 @@ class ResourceObjectStatus(_Struct):
 
 
 class ResourceObject(_Struct):
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    metadata: PolicyMeta = msgspec.field(default_factory=PolicyMeta)
     spec: ResourceObjectSpec = msgspec.field(default_factory=ResourceObjectSpec)
     status: ResourceObjectStatus = msgspec.field(default_factory=ResourceObjectStatus)
 
@@ -96,7 +104,7 @@ class ESLObjectStatus(_Struct):
 
 
 class ESLObject(_Struct):
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    metadata: PolicyMeta = msgspec.field(default_factory=PolicyMeta)
     spec: ESLObjectSpec = msgspec.field(default_factory=ESLObjectSpec)
     status: ESLObjectStatus = msgspec.field(default_factory=ESLObjectStatus)
 
@@ -116,7 +124,7 @@ def esl_owner(obj: ResourceObject) -> str | None:
     return None
 
 
-def newer(a: str, b: str) -> bool:
+def older(a: str, b: str) -> bool:
     """Whether resourceVersion `a` is older than `b`. Opaque to clients in principle; etcd's
     are integers, and where they are not, the later event wins."""
     try:
