@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from serving import serving
 
 from escher_harness import localcluster
+from escher_harness.bench.latency import Server
 from escher_harness.localcluster.binaries import find_kubectl
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=1, mode="pure")]
@@ -367,7 +367,9 @@ def test_one_cluster_role_governs_kubectl_and_the_policy_api(
     tokens = {sa: kubectl(cluster, "create", "token", sa).stdout.strip() for sa in ("alice", "bob")}
     flags = ("--mode", "pure", "--no-policy-objects", "--kubernetes-auth")
     kube = ("--kubeconfig", str(cluster.kubeconfig))
-    with serving(*flags, *kube, log=tmp_path / "extender.log") as (url, _):
+    extender = Server(tmp_path / "extender.log", (*flags, *kube))
+    url = extender.url
+    try:
         calls = {
             "ephemeralresources": ("PUT", "/v1/resources/sar", {"capacity": 1, "node": "nowhere"}),
             "esls": ("POST", "/v1/esl/colocation", {"name": "sar"}),
@@ -389,6 +391,8 @@ def test_one_cluster_role_governs_kubectl_and_the_policy_api(
                 cluster, "--token", token, "create", "--dry-run=server", "-f", "-", stdin=obj
             )
             assert (done.returncode == 0) == (sa == "alice"), done.stderr
+    finally:
+        extender.stop()
 
 
 def test_an_object_the_extender_cannot_apply_says_why_and_changes_nothing(

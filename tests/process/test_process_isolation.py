@@ -20,23 +20,23 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
-from serving import serving
 
-from escher_harness.bench.latency import BackgroundLoad
+from escher_harness.bench.latency import TOKEN, BackgroundLoad, Server
 
 # Latency under load against latency quiet, in one run: other tests' processes would be load.
 pytestmark = pytest.mark.serial
 
 NODES = [f"node-{i}" for i in range(5000)]
-TOKEN = "t"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, int]]:
-    flags = ("--mode", "standalone", "--token", TOKEN, "--log-level", "WARNING")
-    with serving(*flags, timeout=30) as (url, proc):
-        yield url, proc.pid
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    process = Server(tmp_path_factory.mktemp("serve") / "extender.log")
+    try:
+        yield process.url, process.proc.pid
+    finally:
+        process.stop()
 
 
 def filter_body(uid: str, gang: str = "") -> bytes:

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Final
@@ -151,23 +151,18 @@ def args(nodes: int, kind: str = "ephemeral") -> dict[str, Any]:
     return {"Pod": pod(kind), "Nodes": None, "NodeNames": [f"node-{i}" for i in range(nodes)]}
 
 
-class Server:
-    """The extender, standalone, as a child process on a free loopback port."""
+STANDALONE: Final = ("--mode", "standalone", "--token", TOKEN, "--log-level", "WARNING")
 
-    def __init__(self, log: Path) -> None:
+
+class Server:
+    """The extender as a child process on a free loopback port, ready once constructed:
+    standalone with the benchmarks' token, or with the given `serve` flags (tests run one
+    beside a cluster's own)."""
+
+    def __init__(self, log: Path, flags: Sequence[str] = STANDALONE) -> None:
         self.port = allocate_ports({"extender": None})["extender"]
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [
-            sys.executable,
-            "-m",
-            "extender",
-            "serve",
-            "--mode",
-            "standalone",
-            "--port",
-            str(self.port),
-        ]
-        cmd += ["--token", TOKEN, "--log-level", "WARNING"]
+        cmd = [sys.executable, "-m", "extender", "serve", "--port", str(self.port), *flags]
         self._log = log.open("wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
