@@ -25,7 +25,7 @@ from extender.adapters.waker import Waker
 from extender.adapters.writeback import WriteBack
 from extender.core.events import PodEvents
 from extender.core.ledger import Ledger
-from extender.core.pod import Keys
+from extender.core.pod import MARKER_CAPACITY, Keys
 from extender.esl.registry import Instances
 from extender.metrics import Metrics
 from extender.settings import Settings
@@ -60,7 +60,9 @@ def build(
 ) -> KubeParts:
     """The adapters `s.mode` needs; `api` replaces the client built from `s` (tests)."""
     api = api or KubeAPI(s.kubeconfig, in_cluster=s.in_cluster, qps=s.kube_qps, burst=s.kube_burst)
-    writeback = WriteBack(api, ledger, s, metrics, may_write)
+    # The markers, on every node while this service answers kube-scheduler's verbs.
+    advertised = dict.fromkeys(keys.markers, MARKER_CAPACITY) if s.binds else {}
+    writeback = WriteBack(api, ledger, s, metrics, may_write, advertised)
     view = ClusterView(
         api,
         ledger,
@@ -69,6 +71,7 @@ def build(
         metrics,
         adopt=lambda: not may_write(),  # a follower mirrors the nodes; the leader writes them
         on_node_seen=writeback.node_seen,
+        advertised=advertised,
     )
     elector = (
         LeaderElector(

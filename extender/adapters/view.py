@@ -20,7 +20,7 @@ Created and run by extender.service.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from extender.adapters.informer import Handler, Informer
 from extender.adapters.kubeapi import KubeAPI
@@ -51,6 +51,7 @@ class ClusterView:
         metrics: Metrics,
         adopt: Callable[[], bool],
         on_node_seen: NodeSeen | None = None,
+        advertised: Collection[str] = (),
     ) -> None:
         self.ledger = ledger
         self.keys = keys
@@ -58,6 +59,9 @@ class ClusterView:
         self.prefix = ledger.prefix
         self._adopt = adopt
         self._on_node_seen = on_node_seen
+        # The write-back's own keys outside the domain (the markers): reported to it with the
+        # domain's, never taken into the ledger.
+        self._advertised = frozenset(advertised)
         self._building = True
         self._pods: set[str] = set()  # uids published as present
         self.nodes = Informer(
@@ -97,6 +101,9 @@ class ClusterView:
         ephemeral: dict[str, int] = {}
         shown: dict[str, int | None] = {}
         for res, text in node.status.allocatable.items():
+            if res in self._advertised:
+                shown[res] = _whole(text)
+                continue
             field = f"node {name} status.allocatable[{res}]"
             try:
                 value: int | None = quantity.amount(res, text, field=field)
@@ -112,7 +119,9 @@ class ClusterView:
             elif value is not None:
                 physical[res] = value
         capacity = {
-            r: _whole(t) for r, t in node.status.capacity.items() if r.startswith(self.prefix)
+            r: _whole(t)
+            for r, t in node.status.capacity.items()
+            if r.startswith(self.prefix) or r in self._advertised
         }
         adopt = self._building or self._adopt()
         self.ledger.upsert_node(

@@ -91,6 +91,7 @@ class WriteBack:
         settings: Settings,
         metrics: Metrics,
         may_write: Callable[[], bool],
+        advertised: Mapping[str, int] | None = None,
     ) -> None:
         self._api = api
         self._ledger = ledger
@@ -98,6 +99,9 @@ class WriteBack:
         self._metrics = metrics
         self._may_write = may_write
         self._prefix = ledger.prefix
+        # Resources outside the domain that every node carries, at a fixed value: the
+        # markers in extender mode (extender.core.pod.MARKER_CAPACITY says why).
+        self._advertised = dict(advertised or {})
         self._lock = threading.Lock()  # _pending: written by the ledger's listener
         self._pending: dict[str, _Dirty] = {}
         self._in_flight: dict[str, _Dirty] = {}
@@ -143,7 +147,7 @@ class WriteBack:
         view = self._ledger.node(node)
         if view is None or not self._may_write():
             return
-        want = dict(view.ephemeral)
+        want = self._desired(view.ephemeral)
         if capacity != want or allocatable != want:
             with self._lock:
                 self._note(node, _Dirty(0, time.monotonic()))
@@ -160,7 +164,11 @@ class WriteBack:
         for node in nodes:
             seen = self._seen.get(node)
             if seen is not None:
-                shown = {k: v for k, v in seen.allocatable.items() if v is not None}
+                shown = {
+                    k: v
+                    for k, v in seen.allocatable.items()
+                    if v is not None and k not in self._advertised
+                }
                 self._ledger.adopt(node, shown)
         self._progressed()
         return len(nodes)
@@ -289,7 +297,7 @@ class WriteBack:
             view = self._ledger.node(node)
             if view is None:
                 return wrote  # gone from the ledger: nothing to write
-            desired = dict(view.ephemeral)
+            desired = self._desired(view.ephemeral)
             seen = self._seen.get(node)
             if seen is None or seen.stale:
                 seen = await self._read(node)
@@ -316,6 +324,9 @@ class WriteBack:
             wrote = True
         return wrote
 
+    def _desired(self, ephemeral: Mapping[str, int]) -> dict[str, int]:
+        return {**ephemeral, **self._advertised}
+
     async def _read(self, node: str) -> _Seen:
         reply = await self._api.request(
             "GET", f"/api/v1/nodes/{node}/status", what=f"reading node {node}"
@@ -326,8 +337,8 @@ class WriteBack:
         status = self._decode.decode(reply)
         return _Seen(
             status.metadata.resourceVersion,
-            _owned(status.status.capacity, self._prefix),
-            _owned(status.status.allocatable, self._prefix),
+            _owned(status.status.capacity, self._prefix, self._advertised),
+            _owned(status.status.allocatable, self._prefix, self._advertised),
         )
 
     def _done(self, node: str, rec: _Dirty, version: int, wrote: bool) -> None:
@@ -395,10 +406,12 @@ def patch_body(seen: _Seen, desired: Mapping[str, int]) -> dict[str, object] | N
     }
 
 
-def _owned(resources: Mapping[str, str], prefix: str) -> dict[str, int | None]:
+def _owned(
+    resources: Mapping[str, str], prefix: str, advertised: Mapping[str, int]
+) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for k, text in resources.items():
-        if k.startswith(prefix):
+        if k.startswith(prefix) or k in advertised:
             try:
                 out[k] = quantity.capacity(text, field=k)
             except quantity.InvalidQuantity:

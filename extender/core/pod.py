@@ -5,7 +5,7 @@ filter, prioritize and preempt calls (extender.verbs) and the cluster view's pod
 (extender.adapters.view). It keeps only what some decision reads, so a cache of them is
 bounded by the number of pods and not by what a pod's metadata carries: the requests in the
 ledger's units (extender.core.podrequests), the few labels and annotations the extender
-defines (`Keys`; the marker resource is left out of the requests), and, for gang members, the
+defines (`Keys`; the marker resources are left out of the requests), and, for gang members, the
 constraints planning needs. Rejection is the other half of a decision: why a node cannot take
 the pod. Pure, no I/O.
 """
@@ -29,6 +29,14 @@ MAX_VALUE = 4096
 _DONE = frozenset({"Succeeded", "Failed"})
 
 
+# What the write-back advertises of each marker on every node in extender mode. kube-scheduler's
+# NodeResourcesFit ignores the markers when it filters (ignoredByScheduler), but its queueing
+# hint does not: it requeues a pod on a node update only if the pod fits that node, markers
+# counted, so a marked pod waiting for an ephemeral resource would wait for the 5-minute flush
+# of the unschedulable queue if no node had its marker. More than any node's pods.
+MARKER_CAPACITY = 1_000_000
+
+
 @dataclass(frozen=True, slots=True)
 class Keys:
     """The label, annotation and resource names the extender defines, under the domain."""
@@ -38,11 +46,15 @@ class Keys:
     gang_timeout: str  # annotation: seconds a gang may stay reserved but incomplete
     prefer: str  # annotation: ordered soft alternatives (extender.filters.preference)
     pack: str  # annotation: bin-pack on this resource
-    # The marker resource: with kube-scheduler's managedResources naming it (ignored by its
-    # NodeResourcesFit), only pods requesting it are sent to the extender; deploy/'s admission
-    # policy adds it to every pod that needs the extender. It occupies nothing, and it is
-    # outside the domain's prefix, so it is never taken for an ephemeral resource.
-    marker: str
+    # The marker resources, one per extender entry of kube-scheduler's configuration (its
+    # managedResources, ignored by NodeResourcesFit): only pods requesting a marker get that
+    # entry's verbs. deploy/'s admission policies add them: `gang_marker` (filter, preempt and
+    # bind) to gang members, `score_marker` (prioritize) to pods stating a preference. Other
+    # pods, ephemeral requests included, are kube-scheduler's alone, as in pure mode. A marker
+    # occupies nothing, and it is outside the domain's prefix, so it is never taken for an
+    # ephemeral resource.
+    gang_marker: str
+    score_marker: str
     # The scheduling gate a gang member may be created behind (deploy/'s gang-gate policy
     # adds it): kube-scheduler leaves the pod alone until the gang manager lifts it.
     gate: str
@@ -55,7 +67,8 @@ class Keys:
             gang_timeout=f"{domain}/gang-timeout",
             prefer=f"{domain}/prefer",
             pack=f"{domain}/pack",
-            marker=f"scheduling.{domain}/extender",
+            gang_marker=f"scheduling.{domain}/gang",
+            score_marker=f"scheduling.{domain}/score",
             gate=f"{domain}/gang",
         )
 
@@ -64,6 +77,10 @@ class Keys:
 
     def annotations(self) -> tuple[str, ...]:
         return (self.gang_min, self.gang_timeout, self.prefer, self.pack)
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (self.gang_marker, self.score_marker)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +126,8 @@ def pod_info(pod: Pod, keys: Keys, prefix: str) -> PodInfo:
     (relative to the pod: `spec.containers[0]...`, `metadata.annotations[...]`)."""
     meta, spec = pod.metadata, pod.spec
     requests = pod_requests(spec)
-    requests.pop(keys.marker, None)
+    for marker in keys.markers:
+        requests.pop(marker, None)
     marks: dict[str, str] = {}
     for source, names, where in (
         (meta.labels, keys.labels(), "labels"),

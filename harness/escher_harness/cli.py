@@ -249,8 +249,8 @@ def _add_bench(sub: Any) -> None:
         "--modes",
         type=_modes,
         help="comma-separated of none,pure,extender (default: these three), extender-http "
-        "(the verbs over plain HTTP instead of mutual TLS) and extender-scoped (only pods "
-        "requesting the marker resource sent to the extender, as deploy/ runs it)",
+        "(the verbs over plain HTTP instead of mutual TLS) and extender-split (each exchange "
+        "only for the pods that need it, as deploy/ runs it)",
     )
     e.add_argument(
         "--qps", type=float, help="API budget of every client, burst twice it (default 1000)"

@@ -48,6 +48,7 @@ from escher_harness.localcluster.pki import make_pki
 from escher_harness.localcluster.ports import allocate_ports
 from escher_harness.localcluster.processes import ProcessRecord, spawn, stop
 from escher_harness.workload import Workload, pod_manifest
+from extender.core.pod import MARKER_CAPACITY, Keys
 from extender.esl.client import PolicyClient
 
 pytestmark = pytest.mark.e2e
@@ -69,6 +70,7 @@ BOOTSTRAP_GRANTS = {
     ("certificates.k8s.io", "clustertrustbundles"),
 }
 _names = itertools.count()
+KEYS = Keys.for_domain("escher.io")
 
 
 @dataclass(frozen=True)
@@ -587,61 +589,88 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env, hold: bool) -> 
             )
 
 
-def test_only_pods_that_need_the_extender_are_marked_and_sent_to_it(env: Env) -> None:
-    """Extender mode: the admission policy adds the marker resource to the escher-scheduler
-    pods with a gang label, an escher.io annotation or an escher.io request, and
-    kube-scheduler (managedResources) sends only those to the extender; a plain pod is
-    scheduled and bound without a single exchange with it. Pure mode marks nothing."""
+def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -> None:
+    """Extender mode: the admission policy marks gang members (scheduling.escher.io/gang:
+    filter, bind, preempt) and pods with a preference (scheduling.escher.io/score:
+    prioritize), and kube-scheduler (managedResources) sends each only those exchanges; a
+    plain pod is scheduled and bound without a single exchange. Pure mode marks nothing."""
     work = Workload(api_client(env.info.kubeconfig))
     core = client.CoreV1Api(api_client(env.info.kubeconfig))
     n = next(_names)
     escher = env.info.scheduler_name
+    gang_marker, score_marker = KEYS.markers
+    gang = {"escher.io/gang": f"solo-{n}"}
+    one = {"escher.io/gang-min": "1"}
+    prefer = {"escher.io/prefer": "kubernetes.io/os=linux"}
     pods = {
         f"plain-{n}": pod_manifest(f"plain-{n}", requests={"cpu": "100m"}, scheduler_name=escher),
         f"gang-{n}": pod_manifest(
-            f"gang-{n}",
-            requests={"cpu": "100m"},
-            labels={"escher.io/gang": f"solo-{n}"},
-            annotations={"escher.io/gang-min": "1"},
+            f"gang-{n}", requests={"cpu": "100m"}, labels=gang, annotations=one,
             scheduler_name=escher,
         ),
         f"cos-{n}": pod_manifest(
             f"cos-{n}", labels={"scheduling.x-k8s.io/pod-group": f"pg-{n}"}, scheduler_name=escher
         ),
-        # A pod for another scheduler is never marked: that one would find the marker on no node.
+        f"prefer-{n}": pod_manifest(
+            f"prefer-{n}", requests={"cpu": "100m"}, annotations=prefer, scheduler_name=escher
+        ),
+        f"both-{n}": pod_manifest(
+            f"both-{n}", labels={"escher.io/gang": f"both-{n}"}, annotations={**one, **prefer},
+            scheduler_name=escher,
+        ),
+        # A pod for another scheduler is never marked: that one would count the markers.
         f"other-{n}": pod_manifest(
             f"other-{n}", labels={"escher.io/gang": f"o-{n}"}, scheduler_name="nobody"
         ),
-    }
-    marker = "scheduling.escher.io/extender"
-    before = env.metrics()
-    work.create(pods[f"plain-{n}"])
-    try:
-        placed = work.wait([f"plain-{n}"], timeout=60)
-        assert placed[f"plain-{n}"].node, placed
-        after = env.metrics()
-        for verb in ("filter", "prioritize", "bind"):
-            count = "escher_extender_request_seconds_count"
-            assert metric(after, count, {"verb": verb}) == metric(before, count, {"verb": verb})
-        for name in (f"gang-{n}", f"cos-{n}", f"other-{n}"):
-            work.create(pods[name])
-        marked = {
-            name
-            for name in pods
-            if marker
-            in (core.read_namespaced_pod(name, "default").spec.containers[0].resources.limits or {})
+    }  # fmt: skip
+    count = "escher_extender_request_seconds_count"
+
+    def calls(metrics: str) -> dict[str, float]:
+        return {v: metric(metrics, count, {"verb": v}) for v in ("filter", "prioritize", "bind")}
+
+    def exchanges(name: str) -> dict[str, bool]:
+        """Whether each verb was called while `name` alone was created and placed."""
+        before = calls(env.metrics())
+        work.create(pods[name])
+        placed = work.wait([name], timeout=60)
+        assert placed[name].node, placed
+        after = calls(env.metrics())
+        return {v: after[v] > before[v] for v in after}
+
+    def markers(name: str) -> dict[str, dict[str, str]]:
+        resources = core.read_namespaced_pod(name, "default").spec.containers[0].resources
+        return {
+            section: {k: v for k, v in (getattr(resources, section) or {}).items() if "/" in k}
+            for section in ("limits", "requests")
         }
-        assert marked == ({f"gang-{n}", f"cos-{n}"} if env.mode == "extender" else set())
-        if env.mode == "extender":
-            resources = (
-                core.read_namespaced_pod(f"gang-{n}", "default").spec.containers[0].resources
+
+    try:
+        extender = env.mode == "extender"
+        none = {"filter": False, "prioritize": False, "bind": False}
+        gang_member = {"filter": True, "prioritize": False, "bind": True}
+        assert exchanges(f"plain-{n}") == none
+        assert markers(f"plain-{n}") == {"limits": {}, "requests": {}}
+        for name, marks, sent in (
+            (f"gang-{n}", [gang_marker], gang_member),
+            (f"cos-{n}", [gang_marker], gang_member),
+            (f"prefer-{n}", [score_marker], {"filter": False, "prioritize": True, "bind": False}),
+            # Sent prioritize too, but the gang's filter passes one node (its reserved place),
+            # and kube-scheduler scores no single feasible node.
+            (f"both-{n}", [gang_marker, score_marker], gang_member),
+        ):
+            if name == f"cos-{n}":  # a Coscheduling label is marked, but only Coscheduling
+                work.create(pods[name])  # places a PodGroup: not waited for here
+            else:
+                assert exchanges(name) == (sent if extender else none), name
+            want = dict.fromkeys(marks, "1") if extender else {}
+            assert markers(name) == {"limits": want, "requests": want}, name
+        work.create(pods[f"other-{n}"])
+        assert markers(f"other-{n}") == {"limits": {}, "requests": {}}
+        if extender:  # every node advertises the markers, which occupy nothing
+            node = core.read_node(work.wait([f"gang-{n}"], timeout=5)[f"gang-{n}"].node)
+            assert {m: node.status.allocatable.get(m) for m in KEYS.markers} == dict.fromkeys(
+                KEYS.markers, str(MARKER_CAPACITY)
             )
-            assert resources.requests == {"cpu": "100m", marker: "1"}
-            placed = work.wait([f"gang-{n}"], timeout=60)
-            assert placed[f"gang-{n}"].node, placed
-            bound = {"verb": "bind", "outcome": "bound"}
-            decisions = "escher_extender_decisions_total"
-            assert metric(env.metrics(), decisions, bound) == metric(after, decisions, bound) + 1
     finally:
         work.delete(list(pods))
 

@@ -43,6 +43,7 @@ from rbac import LEAST_PRIVILEGE, PLACEMENT, triples
 from escher_harness.localcluster.binaries import find_kubectl, find_tool
 from escher_harness.localcluster.errors import MissingBinaryError
 from extender.cli import build_parser, settings_of
+from extender.core.pod import Keys
 from extender.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -254,9 +255,9 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     # Extender mode's grants and admission policies, each by its own value.
     assert has("ClusterRole", f"{name}-placement") == extender_mode
     assert has("ValidatingAdmissionPolicy", f"{name}-pod-touch") == extender_mode
-    scoped = extender_mode and values["scope"] == "scoped"
-    assert has("MutatingAdmissionPolicy", f"{name}-marker") == scoped
-    assert has("MutatingAdmissionPolicyBinding", f"{name}-marker") == scoped
+    split = extender_mode and values["scope"] == "split"
+    assert has("MutatingAdmissionPolicy", f"{name}-marker") == split
+    assert has("MutatingAdmissionPolicyBinding", f"{name}-marker") == split
     gate = extender_mode and values["gangGate"]["enabled"]
     assert has("MutatingAdmissionPolicy", f"{name}-gang-gate") == gate
     assert has("Role", f"{name}-gang-gate") == gate
@@ -309,11 +310,19 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
         "burst": own.get("burst") or api["burst"],
     }
     extenders = config.get("extenders", [])
-    assert len(extenders) == extender_mode
-    if extender_mode:
-        managed = extenders[0].get("managedResources")
-        marker = f"scheduling.{values['resourceDomain']}/extender"
-        assert managed == ([{"name": marker, "ignoredByScheduler": True}] if scoped else None)
+    # Split: the gang members' entry (filter, bind, preempt) and the preferences' (prioritize),
+    # each managing its marker; every-pod: one entry with every verb, managing nothing.
+    verbs = [sorted(k for k in e if k.endswith("Verb")) for e in extenders]
+    managed = [e.get("managedResources") for e in extenders]
+    if split:
+        keys = Keys.for_domain(values["resourceDomain"])
+        assert verbs == [["bindVerb", "filterVerb", "preemptVerb"], ["prioritizeVerb"]]
+        assert managed == [[{"name": m, "ignoredByScheduler": True}] for m in keys.markers]
+    elif extender_mode:
+        assert verbs == [["bindVerb", "filterVerb", "preemptVerb", "prioritizeVerb"]]
+        assert managed == [None]
+    else:
+        assert extenders == []
 
     assert_consistent(docs, values)
 

@@ -187,13 +187,19 @@ def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender(
     assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
     conditions = {c["name"]: c["expression"] for c in policy["matchConditions"]}
     assert conditions["for-escher-scheduler"] == 'object.spec.schedulerName == "escher-scheduler"'
-    needs = conditions["needs-the-extender"]
-    for key in (*KEYS.labels(), *KEYS.annotations()):
-        assert f'"{key}"' in needs, key
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    # Gang members get the gang marker, pods with a preference the score marker; an
+    # ephemeral request alone is no reason to mark a pod (NodeResourcesFit checks it).
+    for key in KEYS.labels():
+        assert f'"{key}"' in variables["gang"] and f'"{key}"' in conditions["needs-the-extender"]
+    for key in (KEYS.prefer, KEYS.pack):
+        assert f'"{key}"' in variables["score"] and f'"{key}"' in conditions["needs-the-extender"]
     assert COSCHEDULING_LABEL in KEYS.labels()
-    assert 'startsWith("escher.io/")' in needs
+    assert "startsWith" not in conditions["needs-the-extender"]
+    assert variables["markers"].count(f'"{KEYS.gang_marker}"') == 1
+    assert variables["markers"].count(f'"{KEYS.score_marker}"') == 1
     [mutation] = policy["mutations"]
-    assert mutation["jsonPatch"]["expression"].count(f'"{KEYS.marker}"') == 2
+    assert mutation["jsonPatch"]["expression"].count("variables.markers.map") == 2
     assert "marker-policy.yaml" in kustomization("extender")["resources"]
 
 
@@ -264,24 +270,24 @@ def test_the_scheduler_config_is_a_second_profile_named_escher_scheduler(mode: s
     assert "clientConnection" not in config
 
 
-def test_the_extender_mode_config_is_the_local_one_plus_https_to_the_service() -> None:
+def test_the_extender_mode_config_is_the_local_split_one_plus_https_to_the_service() -> None:
     deployed = scheduler_config("extender")
-    local = yaml.safe_load((REPO / "scheduler-config" / "extender.yaml").read_text())
+    local = yaml.safe_load((REPO / "scheduler-config" / "extender-split.yaml").read_text())
     assert deployed["percentageOfNodesToScore"] == local["percentageOfNodesToScore"] == 100
     assert [p.get("pluginConfig") for p in deployed["profiles"]] == [
         p.get("pluginConfig") for p in local["profiles"]
     ]
-    (extender,) = deployed["extenders"]
-    (local_extender,) = local["extenders"]
-    # The same verbs, weights, timeout, caching and ignorable as the local control plane's,
-    # scoped to the pods that request the marker (the local cluster's `scoped` option).
-    assert {
-        k: v
-        for k, v in extender.items()
-        if k not in {"urlPrefix", "enableHTTPS", "tlsConfig", "managedResources"}
-    } == {k: v for k, v in local_extender.items() if k != "urlPrefix"}
-    assert extender["ignorable"] is False
-    assert extender["managedResources"] == [{"name": KEYS.marker, "ignoredByScheduler": True}]
+    # The same entries (verbs, weights, timeouts, markers, ignorable) as the local control
+    # plane's `--split`, each over mutual TLS to the Service.
+    transport = {"urlPrefix", "enableHTTPS", "tlsConfig"}
+    assert [{k: v for k, v in e.items() if k not in transport} for e in deployed["extenders"]] == [
+        {k: v for k, v in e.items() if k != "urlPrefix"} for e in local["extenders"]
+    ]
+    gangs, scores = deployed["extenders"]
+    assert gangs["managedResources"] == [{"name": KEYS.gang_marker, "ignoredByScheduler": True}]
+    assert scores["managedResources"] == [{"name": KEYS.score_marker, "ignoredByScheduler": True}]
+    assert gangs["tlsConfig"] == scores["tlsConfig"] and gangs["urlPrefix"] == scores["urlPrefix"]
+    extender = gangs
     # Mutual TLS to the Service's verbs port: the extender verified against the CA the
     # scheduler's pod mounts, the scheduler by its client certificate.
     docs = overlay("extender")

@@ -37,7 +37,7 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
         (["up", "--nodes", "-1"], 2, "up: nodes must be >= 0"),
         (["up", "--mode", "extender", "--replicas", "0"], 2, "up: replicas must be >= 1"),
         (["up", "--replicas", "2"], 2, "up: replicas are extender replicas: they need mode"),
-        (["up", "--scoped"], 2, "up: scoped is a way of calling the extender: it needs mode"),
+        (["up", "--split"], 2, "up: split is a way of calling the extender: it needs mode"),
         (["up"], 1, "up: etcd not found (or not executable) in"),
         (["status"], 1, "status: no cluster in"),
     ],
@@ -46,7 +46,7 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
         "nodes",
         "no-replica",
         "replicas-without-extender",
-        "scoped-without-extender",
+        "split-without-extender",
         "missing-binary",
         "status",
     ],
@@ -78,8 +78,8 @@ def test_down_of_nothing_succeeds(tmp_path: Path, capsys: pytest.CaptureFixture[
         (["--no-kwok"], "kwok", False),
         ([], "replicas", 1),
         (["--replicas", "3"], "replicas", 3),
-        ([], "scoped", False),
-        (["--scoped"], "scoped", True),
+        ([], "split", False),
+        (["--split"], "split", True),
     ],
     ids=[
         "kwok-default",
@@ -87,7 +87,7 @@ def test_down_of_nothing_succeeds(tmp_path: Path, capsys: pytest.CaptureFixture[
         "one-replica-default",
         "three-replicas",
         "every-pod-sent-default",
-        "scoped",
+        "split",
     ],
 )
 def test_flags_reach_the_spec(

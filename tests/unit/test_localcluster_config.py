@@ -13,6 +13,7 @@ import yaml
 from escher_harness.localcluster import config
 from escher_harness.localcluster.errors import ClusterError
 from escher_harness.localcluster.pki import Pki
+from extender.core.pod import Keys
 
 KUBECONFIG = Path("/c/kubeconfig")
 URL = "http://127.0.0.1:9999"
@@ -334,23 +335,54 @@ def test_with_verbs_tls_kube_scheduler_calls_the_extender_over_mutual_tls() -> N
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("scoped_to", [None, "scheduling.escher.io/extender"])
-def test_a_scoped_extender_manages_only_its_marker_which_fit_ignores(scoped_to: str | None) -> None:
+def verbs_of(extender: dict[str, object]) -> set[str]:
+    return {k for k in extender if k.endswith("Verb")}
+
+
+@pytest.mark.parametrize(
+    ("domain", "gang", "score"),
+    [
+        ("escher.io", "scheduling.escher.io/gang", "scheduling.escher.io/score"),
+        ("example.com", "scheduling.example.com/gang", "scheduling.example.com/score"),
+    ],
+)
+def test_split_sends_each_exchange_only_to_the_pods_marked_for_it(
+    domain: str, gang: str, score: str
+) -> None:
     rendered = config.scheduler_config(
         "extender",
         user_config=None,
         kubeconfig=KUBECONFIG,
         extender_url="http://127.0.0.1:7",
-        scoped_to=scoped_to,
+        split=domain,
+    )
+    entries = rendered["extenders"]
+    assert [verbs_of(e) for e in entries] == [
+        {"filterVerb", "preemptVerb", "bindVerb"},
+        {"prioritizeVerb"},
+    ]
+    assert [e["managedResources"] for e in entries] == [
+        [{"name": gang, "ignoredByScheduler": True}],
+        [{"name": score, "ignoredByScheduler": True}],
+    ]
+    assert all(e["urlPrefix"] == "http://127.0.0.1:7" and e["ignorable"] is False for e in entries)
+    assert [e["managedResources"][0]["name"] for e in entries] == list(
+        Keys.for_domain(domain).markers
+    )
+
+
+def test_without_split_every_pod_gets_every_exchange() -> None:
+    rendered = config.scheduler_config(
+        "extender", user_config=None, kubeconfig=KUBECONFIG, extender_url="http://127.0.0.1:7"
     )
     (extender,) = rendered["extenders"]
-    expected = [{"name": scoped_to, "ignoredByScheduler": True}] if scoped_to else None
-    assert extender.get("managedResources") == expected
+    assert verbs_of(extender) == {"filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb"}
+    assert "managedResources" not in extender
 
 
-def test_only_extender_mode_can_be_scoped(tmp_path: Path) -> None:
+def test_only_extender_mode_can_be_split(tmp_path: Path) -> None:
     from escher_harness.localcluster import ClusterSpec
 
-    ClusterSpec(dir=tmp_path, mode="extender", scoped=True)
-    with pytest.raises(ClusterError, match=r"scoped .* needs mode extender"):
-        ClusterSpec(dir=tmp_path, mode="pure", scoped=True)
+    ClusterSpec(dir=tmp_path, mode="extender", split=True)
+    with pytest.raises(ClusterError, match=r"split .* needs mode extender"):
+        ClusterSpec(dir=tmp_path, mode="pure", split=True)

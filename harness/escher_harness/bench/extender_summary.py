@@ -3,7 +3,7 @@
 Throughput rows (escher_harness.bench.throughput, one per mode, workload, size and
 repetition) become, per size and workload: each mode's pods/s as median, min and max over the
 repetitions; the ratios measured within one repetition (extender and pure against
-kube-scheduler alone for plain pods, extender against pure for ephemeral ones), again as
+kube-scheduler alone for plain pods, extender against pure for ephemeral and prefer ones), again as
 median, min and max; the CPU each component spent per pod; the extender's share of
 kube-scheduler's cycle; and the extender's verb latencies and bind against the API server's
 binding latency. `guard` compares a run with an earlier one. Called by
@@ -26,13 +26,14 @@ RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("extender", "none"),
         ("pure", "none"),
         ("extender-http", "none"),
-        ("extender-scoped", "none"),
+        ("extender-split", "none"),
     ),
-    "ephemeral": (("extender", "pure"), ("extender-http", "pure"), ("extender-scoped", "pure")),
+    "ephemeral": (("extender", "pure"), ("extender-http", "pure"), ("extender-split", "pure")),
+    "prefer": (("extender", "pure"), ("extender-http", "pure"), ("extender-split", "pure")),
 }
 # The modes the regression guard watches: every pod through the extender, and as deploy/
-# runs it (only the pods that need the extender sent to it).
-GUARDED = ("extender", "extender-scoped")
+# runs it (each exchange only for the pods that need it).
+GUARDED = ("extender", "extender-split")
 # Worse than the baseline by more than this is reported as a regression.
 REGRESSION = 0.25
 

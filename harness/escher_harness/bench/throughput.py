@@ -12,9 +12,11 @@ scheduling is measured) with every scheduler and the extender on the same API bu
    own cycle metrics, the extender's server-side verb latency, the CPU time each component
    used per pod, the API server's binding latency, and whether any node went over capacity.
 
-Workloads: `plain` pods (cpu and memory only: in extender mode they take the extender's fast
-path) and `ephemeral` pods (one unit each of a resource set on every node; modes pure and
-extender). Called by escher_harness.bench.extender_bench, once per mode, size and repetition.
+Workloads, one per pod class: `plain` pods (cpu and memory only: in extender mode they take
+the extender's fast path, split they go through no exchange), `ephemeral` pods (one unit each
+of a resource set on every node; modes pure and extender: split, no exchange either) and
+`prefer` pods (ephemeral, with an `escher.io/pack` preference: split, only prioritize).
+Called by escher_harness.bench.extender_bench, once per mode, size and repetition.
 """
 
 from __future__ import annotations
@@ -47,17 +49,17 @@ from extender.core import quantity
 from extender.core.pod import Keys
 from extender.esl.client import PolicyClient
 
-Mode = Literal["none", "pure", "extender", "extender-http", "extender-scoped"]
-Kind = Literal["plain", "ephemeral"]
+Mode = Literal["none", "pure", "extender", "extender-http", "extender-split"]
+Kind = Literal["plain", "ephemeral", "prefer"]
 MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
 # extender-http: extender mode with kube-scheduler calling the verbs over plain HTTP instead of
 # mutual TLS (what deploy/ and the embedded cluster run), to measure what TLS costs.
-# extender-scoped: extender mode with the verbs sent only for pods requesting the marker
-# resource (managedResources), as deploy/'s extender overlay runs it: plain pods never reach
-# the extender; ephemeral pods request the marker, as deploy/'s admission policy makes them.
-ALL_MODES: Final[tuple[Mode, ...]] = (*MODES, "extender-http", "extender-scoped")
+# extender-split: extender mode as deploy/ runs it (ClusterSpec.split): each exchange only for
+# the pods marked for it by deploy's admission policy; here only `prefer` pods get one.
+ALL_MODES: Final[tuple[Mode, ...]] = (*MODES, "extender-http", "extender-split")
 RESOURCE: Final = "tput"
-MARKER: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).marker
+PACK: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).pack
+MARKERS: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).markers
 LABEL: Final = "bench.escher.io/run"
 WARMUP_PODS: Final = 20
 # The scheduling cycle's framework phases; kube-scheduler calls the extenders' filter after
@@ -82,7 +84,7 @@ class Setup:
 
 def kinds(mode: Mode) -> tuple[Kind, ...]:
     """The workloads a mode runs: ephemeral pods need a resource only the policy API sets."""
-    return ("plain",) if mode == "none" else ("plain", "ephemeral")
+    return ("plain",) if mode == "none" else ("plain", "ephemeral", "prefer")
 
 
 def window_rate(bound_at: list[float], low: float = 0.1, high: float = 0.9) -> float:
@@ -120,7 +122,7 @@ def _cluster(
             nodes=setup.nodes,
             mode="extender" if mode.startswith("extender") else mode,  # type: ignore[arg-type]
             verbs_tls=mode != "extender-http",
-            scoped=mode == "extender-scoped",
+            split=mode == "extender-split",
             kwok=False,
             client_qps=setup.qps,
             client_burst=setup.burst,
@@ -157,17 +159,15 @@ def _warm_up(
     progress(f"{info.mode}: warmed up with {WARMUP_PODS} pods")
 
 
-def _pod(name: str, run: str, resource: str | None, mode: Mode = "none") -> dict[str, Any]:
-    limits = {resource: "1"} if resource else None
-    if limits and mode == "extender-scoped":
-        # As deploy/'s admission policy marks a pod with an ephemeral request. Only where the
-        # extender manages the marker: elsewhere NodeResourcesFit would find it on no node.
-        limits[MARKER] = "1"
+def _pod(name: str, run: str, resource: str | None) -> dict[str, Any]:
+    """A pod of workload `run`; `prefer` pods bin-pack on the resource (in pure mode the
+    annotation is read by nobody: the same pods, placed by kube-scheduler alone)."""
     return pod_manifest(
         name,
-        limits=limits,
+        limits={resource: "1"} if resource else None,
         requests={"cpu": "100m", "memory": "64Mi"},
         labels={LABEL: run},
+        annotations={PACK: RESOURCE} if run == "prefer" else None,
     )
 
 
@@ -179,13 +179,13 @@ def _measure(
     setup: Setup,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    resource = _set_resource(info, setup) if kind == "ephemeral" else None
+    resource = _set_resource(info, setup) if kind != "plain" else None
     localcluster.stop_component(info.dir, "kube-scheduler")
     work = Workload(api)
     names = [f"{kind}-{i}" for i in range(setup.pods)]
     t = time.monotonic()
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda n: work.create(_pod(n, kind, resource, mode)), names))
+        list(pool.map(lambda n: work.create(_pod(n, kind, resource)), names))
     progress(
         f"{mode}/{kind}: {setup.pods} pods created in {time.monotonic() - t:.1f}s "
         "with kube-scheduler stopped; starting it"
@@ -417,7 +417,7 @@ def _over_capacity(api: client.ApiClient, run: str) -> list[str]:
         for c in p["spec"]["containers"]:
             res = c.get("resources", {})
             for name, q in (res.get("requests", {}) | res.get("limits", {})).items():
-                if name == MARKER:  # occupies nothing: kube-scheduler and the kubelet skip it
+                if name in MARKERS:  # occupies nothing: kube-scheduler and the kubelet skip it
                     continue
                 per[name] = per.get(name, Fraction(0)) + quantity.parse(q, field=name)
     return sorted(

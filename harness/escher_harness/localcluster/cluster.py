@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import FailToCreateError
 
 from escher_harness.kubeclient import api_client
-from escher_harness.localcluster import config, gangate, kwok
+from escher_harness.localcluster import config, gangate, kwok, markers
 from escher_harness.localcluster.binaries import Binaries, find_binaries
 from escher_harness.localcluster.clusterdir import ClusterDir, State, write_json
 from escher_harness.localcluster.config import (
@@ -65,7 +65,6 @@ from escher_harness.localcluster.processes import (
     spawn,
     stop,
 )
-from extender.core.pod import Keys
 
 _EXTENDED_RESOURCE = re.compile(
     r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -122,10 +121,11 @@ class ClusterSpec:
     # In extender mode kube-scheduler calls the verbs over mutual TLS, as deploy/ does. False:
     # over plain HTTP on the policy API's port (to measure what TLS costs).
     verbs_tls: bool = True
-    # In extender mode, send kube-scheduler's verbs only for pods requesting the marker
-    # resource (managedResources), as deploy/'s extender overlay does; the launcher creates
-    # no admission policy, so the pods that need the extender must request it themselves.
-    scoped: bool = False
+    # In extender mode, each of kube-scheduler's exchanges only for the pods marked for it, as
+    # deploy/'s extender overlay runs them: scheduler-config/extender-split.yaml, and deploy's
+    # marker admission policy (escher_harness.localcluster.markers) marking gang members and
+    # pods with a preference at creation.
+    split: bool = False
     # In extender mode, the adaptive gang gate as deploy/ runs it: deploy's gang-gate
     # admission policy (escher_harness.localcluster.gangate), and the extender writing its
     # switch, so that gang members are held at the gang gate while gangs wait for room.
@@ -147,8 +147,8 @@ class ClusterSpec:
             raise ClusterError(f"replicas must be >= 1, not {self.replicas}")
         if self.replicas > 1 and self.mode == "none":
             raise ClusterError("replicas are extender replicas: they need mode extender or pure")
-        if self.scoped and self.mode != "extender":
-            raise ClusterError("scoped is a way of calling the extender: it needs mode extender")
+        if self.split and self.mode != "extender":
+            raise ClusterError("split is a way of calling the extender: it needs mode extender")
         if self.gang_gate and self.mode != "extender":
             raise ClusterError("gang_gate holds gangs for the extender: it needs mode extender")
         if self.proxy_poll <= 0:
@@ -518,7 +518,7 @@ def _start(
         client_burst=spec.client_burst,
         percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
         verbs_tls=verbs_tls,
-        scoped_to=Keys.for_domain(spec.resource_domain).marker if spec.scoped else None,
+        split=spec.resource_domain if spec.split else None,
     )
     _write_private(cdir.tokens, config.render_tokens_csv(admin_token))
     _write_private(cdir.kubeconfig, config.render_kubeconfig(apiserver_url, admin_token))
@@ -584,6 +584,9 @@ def _start(
         manifests = (*crds, *manifests)
     if spec.gang_gate:
         manifests = (*manifests, *gangate.manifests(config.scheduler_name(scheduler_config)))
+    if spec.split:
+        name = config.scheduler_name(scheduler_config)
+        manifests = (*manifests, *markers.manifests(name, spec.resource_domain))
     if manifests:
         _create_manifest_objects(cdir.kubeconfig, manifests, deadline)
         say(f"{len(manifests)} manifest objects created ({time.monotonic() - started:.1f}s)")

@@ -90,11 +90,12 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "election behind a service proxy at the extender's address (default 1)",
     )
     p.add_argument(
-        "--scoped",
+        "--split",
         action="store_true",
-        help="mode extender: send kube-scheduler's verbs only for pods requesting the marker "
-        "resource scheduling.<domain>/extender, as deploy/ does (pods must request it "
-        "themselves: no admission policy adds it here)",
+        help="mode extender: each exchange only for the pods that need it, as deploy/ runs "
+        "it (scheduler-config/extender-split.yaml and deploy's marker admission policy: "
+        "gang members get filter, bind and preempt, pods with a preference prioritize, "
+        "the others none)",
     )
     for component in ("etcd", "apiserver", "scheduler", "extender"):
         p.add_argument(
@@ -153,7 +154,7 @@ def _up(args: argparse.Namespace) -> int:
             scheduler_port=args.scheduler_port,
             extender_port=args.extender_port,
             replicas=args.replicas,
-            scoped=args.scoped,
+            split=args.split,
             kwok=args.kwok,
             timeout=args.timeout,
         )

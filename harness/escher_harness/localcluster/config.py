@@ -23,6 +23,7 @@ from escher_harness.localcluster.errors import ClusterError
 from escher_harness.localcluster.fakenodes import FAKE_NODE_ANNOTATION
 from escher_harness.localcluster.paths import scheduler_config_dir
 from escher_harness.localcluster.pki import Pki
+from extender.core.pod import Keys
 
 Mode = Literal["none", "extender", "pure"]
 MODES: Final[tuple[Mode, ...]] = ("none", "extender", "pure")
@@ -147,7 +148,7 @@ def scheduler_config(
     client_burst: int | None = None,
     percentage_of_nodes_to_score: int | None = None,
     verbs_tls: Pki | None = None,
-    scoped_to: str | None = None,
+    split: str | None = None,
 ) -> dict[str, Any]:
     """The configuration kube-scheduler runs with.
 
@@ -157,10 +158,16 @@ def scheduler_config(
     always sets clientConnection.kubeconfig, turns leader election off, and points extenders
     whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url (over mutual TLS with
     `verbs_tls`); the client's qps and burst, and percentageOfNodesToScore, when given. With
-    `scoped_to` (a marker resource), those extenders are sent only the pods requesting it, as
-    deploy/'s extender overlay runs them.
+    `split` (a resource domain), mode extender's template is scheduler-config/extender-split.yaml
+    (each exchange only for the pods marked for it, as deploy/ runs the extender), its markers
+    in that domain.
     """
-    config = copy.deepcopy(dict(user_config)) if user_config is not None else mode_config(mode)
+    if user_config is not None:
+        config = copy.deepcopy(dict(user_config))
+    elif split is not None and mode == "extender":
+        config = split_config(split)
+    else:
+        config = mode_config(mode)
     config["clientConnection"] = {
         **(config.get("clientConnection") or {}),
         "kubeconfig": str(kubeconfig),
@@ -173,7 +180,7 @@ def scheduler_config(
         config["percentageOfNodesToScore"] = percentage_of_nodes_to_score
     config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
     if extender_url is not None:
-        point_extenders(config, extender_url, verbs_tls, scoped_to)
+        point_extenders(config, extender_url, verbs_tls)
     return config
 
 
@@ -185,21 +192,25 @@ def mode_config(mode: Mode) -> dict[str, Any]:
     return _template(mode)
 
 
-def point_extenders(
-    config: Mapping[str, Any],
-    extender_url: str,
-    tls: Pki | None = None,
-    scoped_to: str | None = None,
-) -> None:
+def split_config(domain: str) -> dict[str, Any]:
+    """scheduler-config/extender-split.yaml with its markers in `domain` (the file's are
+    escher.io's, Keys.for_domain names them)."""
+    config = _template("extender-split")
+    keys, default = Keys.for_domain(domain), Keys.for_domain(DEFAULT_RESOURCE_DOMAIN)
+    rename = dict(zip(default.markers, keys.markers, strict=True))
+    for extender in config.get("extenders") or []:
+        for managed in extender.get("managedResources") or []:
+            managed["name"] = rename[managed["name"]]
+    return config
+
+
+def point_extenders(config: Mapping[str, Any], extender_url: str, tls: Pki | None = None) -> None:
     """Point the extenders whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url; with
     `tls`, kube-scheduler verifies the extender against its CA and shows its client
-    certificate (mutual TLS, as deploy/ runs it); with `scoped_to`, they manage only that
-    marker resource, which NodeResourcesFit ignores."""
+    certificate (mutual TLS, as deploy/ runs it)."""
     for extender in config.get("extenders") or []:
         if extender.get("urlPrefix") == EXTENDER_URL_PLACEHOLDER:
             extender["urlPrefix"] = extender_url
-            if scoped_to is not None:
-                extender["managedResources"] = [{"name": scoped_to, "ignoredByScheduler": True}]
             if tls is not None:
                 extender["enableHTTPS"] = True
                 extender["tlsConfig"] = {
@@ -381,13 +392,13 @@ def format_feature_gates(gates: Mapping[str, bool]) -> str:
     return ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))
 
 
-def _template(mode: Mode) -> dict[str, Any]:
-    path = scheduler_config_dir() / f"{mode}.yaml"
+def _template(name: str) -> dict[str, Any]:
+    path = scheduler_config_dir() / f"{name}.yaml"
     try:
         text = path.read_text()
     except OSError as e:
         raise ClusterError(
-            f"cannot read the {mode} scheduler config template {path}: {e}"
+            f"cannot read the {name} scheduler config template {path}: {e}"
         ) from None
     return parse_scheduler_config(text, str(path))
 

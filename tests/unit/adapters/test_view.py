@@ -51,6 +51,7 @@ async def watching(tmp_path: Path, cluster: Cluster) -> AsyncIterator[Setup]:
             Metrics(),
             lambda: adopting[0],
             lambda node, _version, cap, alloc: setup.seen.append((node, cap, alloc)),
+            advertised=KEYS.markers,
         )
         events.subscribe(setup.events.append)
         await setup.view.sync()
@@ -95,6 +96,22 @@ def test_the_ledger_is_built_from_what_the_nodes_show(tmp_path: Path) -> None:
         a = s.ledger.node("a")
         assert a is not None and a.labels == {"zone": "z1"}
         assert ("b", {R: None}, {R: None}) in s.seen  # shown to the write-back, to rewrite
+
+    run(tmp_path, cluster, body)
+
+
+def test_the_markers_are_shown_to_the_write_back_and_never_taken_into_the_ledger(
+    tmp_path: Path,
+) -> None:
+    cluster = Cluster()
+    marker = KEYS.gang_marker
+    cluster.add_node("a", {R: "1", marker: "1000000"})
+
+    async def body(s: Setup) -> None:
+        a = s.ledger.node("a")
+        assert a is not None and marker not in a.physical and s.ephemeral("a") == {R: 1}
+        shown = {R: 1, marker: 1_000_000}
+        assert ("a", shown, shown) in s.seen
 
     run(tmp_path, cluster, body)
 

@@ -51,7 +51,9 @@ class Setup:
 
 
 @contextlib.asynccontextmanager
-async def running(tmp_path: Path, **settings: float) -> AsyncIterator[Setup]:
+async def running(
+    tmp_path: Path, advertised: dict[str, int] | None = None, **settings: float
+) -> AsyncIterator[Setup]:
     cluster = Cluster()
     for n in NODES:
         cluster.add_node(n)
@@ -65,7 +67,7 @@ async def running(tmp_path: Path, **settings: float) -> AsyncIterator[Setup]:
     )
     metrics, leading = Metrics(), [True]
     async with connected(cluster, tmp_path) as api:
-        wb = WriteBack(api, ledger, config, metrics, lambda: leading[0])
+        wb = WriteBack(api, ledger, config, metrics, lambda: leading[0], advertised)
         for n in NODES:  # as the cluster view reports each node at start
             wb.node_seen(n, cluster.node(n)["metadata"]["resourceVersion"], {}, {})
         task = asyncio.create_task(wb.run())
@@ -77,9 +79,14 @@ async def running(tmp_path: Path, **settings: float) -> AsyncIterator[Setup]:
                 await task
 
 
-def scenario(tmp_path: Path, body: Callable[[Setup], object], **settings: float) -> None:
+def scenario(
+    tmp_path: Path,
+    body: Callable[[Setup], object],
+    advertised: dict[str, int] | None = None,
+    **settings: float,
+) -> None:
     async def run() -> None:
-        async with running(tmp_path, **settings) as s:
+        async with running(tmp_path, advertised, **settings) as s:
             await body(s)  # type: ignore[misc]
 
     asyncio.run(run())
@@ -95,6 +102,41 @@ def test_a_burst_of_changes_to_a_node_becomes_one_patch(tmp_path: Path) -> None:
         assert len(s.patches("n0")) == 1 and s.patches("n1") == []
 
     scenario(tmp_path, body, coalesce=0.1)
+
+
+def test_advertised_markers_go_on_every_node_beside_the_domains_keys_never_into_the_ledger(
+    tmp_path: Path,
+) -> None:
+    """Extender mode advertises the markers (kube-scheduler's queueing hints count them): on
+    every node, with the domain's keys, not re-written once shown, and a step-down adopts
+    only the domain's keys into the ledger."""
+    marker = "scheduling.escher.io/gang"
+
+    async def body(s: Setup) -> None:
+        s.writeback.verify_all()
+        s.ledger.set_capacity(R, {"n0": 2})
+        assert await s.durable()
+        for n, mine in (("n0", {R: "2"}), ("n1", {})):
+            status = s.cluster.node(n)["status"]
+            for section in ("capacity", "allocatable"):
+                assert status[section][marker] == "1000000", (n, section)
+            assert s.shown(n) == mine
+        writes = len(s.patches("n0")) + len(s.patches("n1"))
+        # What the cluster view reports of a node showing them is no drift.
+        shown = {marker: 1_000_000, R: 2}
+        s.writeback.node_seen(
+            "n0", s.cluster.node("n0")["metadata"]["resourceVersion"], shown, shown
+        )
+        assert s.writeback.pending_nodes() == []
+        await asyncio.sleep(0.2)
+        assert len(s.patches("n0")) + len(s.patches("n1")) == writes
+        s.leading[0] = False
+        s.ledger.set_capacity(R, {"n0": 5})  # not written: abandoned on the step-down
+        s.writeback.abandon()
+        view = s.ledger.node("n0")
+        assert view is not None and dict(view.ephemeral) == {R: 2}
+
+    scenario(tmp_path, body, {marker: 1_000_000})
 
 
 def test_a_conflict_reads_the_node_again_and_leaves_other_writers_keys_alone(

@@ -70,17 +70,25 @@ def test_a_value_too_long_is_refused_naming_it() -> None:
     assert e.value.field == "metadata.annotations[escher.io/prefer]"
 
 
-def test_the_marker_resource_occupies_nothing_and_is_not_ephemeral() -> None:
-    """deploy/'s admission policy adds the marker to pods that need the extender; the nodes
-    have none of it and kube-scheduler ignores it, so the ledger must too."""
+@pytest.mark.parametrize(
+    ("marker", "name"),
+    [
+        (KEYS.gang_marker, "scheduling.escher.io/gang"),
+        (KEYS.score_marker, "scheduling.escher.io/score"),
+    ],
+)
+def test_a_marker_resource_occupies_nothing_and_is_not_ephemeral(marker: str, name: str) -> None:
+    """deploy/'s admission policies add a marker to pods that need one of the extender's
+    entries; the nodes advertise it (write-back) and kube-scheduler ignores it, so the ledger
+    must too."""
     raw = _decode(
         {
             "metadata": {"name": "p", "uid": "u"},
-            "spec": {"containers": [{"resources": {"limits": {KEYS.marker: "1", "cpu": "1"}}}]},
+            "spec": {"containers": [{"resources": {"limits": {marker: "1", "cpu": "1"}}}]},
         },
         Pod,
     )
     info = pod_info(raw, KEYS, "escher.io/")
-    assert KEYS.marker == "scheduling.escher.io/extender"
+    assert marker == name
     assert info.requests == {"cpu": 1000, "pods": 1}
     assert info.ephemeral == {} and not info.needs_extender

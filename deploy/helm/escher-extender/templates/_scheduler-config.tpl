@@ -29,30 +29,52 @@ extenders:
   # The verbs' own mutual-TLS port (8889); the policy API is on 8888.
   - urlPrefix: https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8889
     filterVerb: filter
-    prioritizeVerb: prioritize
     preemptVerb: preempt
-    bindVerb: bind  # the extender binds, so it sees its own placements before the API does
+    bindVerb: bind  # the gang barrier (every pod's, with scope every-pod)
+    {{- if eq .Values.scope "every-pod" }}
+    prioritizeVerb: prioritize
     weight: 1  # must be > 0 with a prioritizeVerb; scores 0..10 are multiplied by weight * 10
+    {{- end }}
     # Only node names are sent (not a full NodeList per call); the extender watches nodes.
     nodeCacheCapable: true
     # A gang member's bind waits for the rest of its gang (the extender's gang_wait_seconds,
     # 10s by default), so the timeout must be longer than that; filter answers in ~1 ms.
     httpTimeout: 15s
-    enableHTTPS: true
-    tlsConfig:
-      # The CA of the extender's serving certificate, which names the Service (the host of
-      # urlPrefix), and kube-scheduler's client certificate, which the verbs require.
-      caFile: /etc/escher-extender-ca/ca.crt
-      certFile: /etc/escher-scheduler-tls/tls.crt
-      keyFile: /etc/escher-scheduler-tls/tls.key
-    {{- if eq .Values.scope "scoped" }}
-    # Only pods that need the extender are sent to it: those requesting the marker resource,
-    # which the admission policy <fullname>-marker adds (scope: scoped).
+    {{- include "escher-extender.verbsTLS" . | nindent 4 }}
+    {{- if eq .Values.scope "split" }}
+    # Gang members only, marked scheduling.<domain>/gang by the admission policy
+    # <fullname>-marker; the extender advertises the marker on every node.
     managedResources:
-      - name: scheduling.{{ .Values.resourceDomain }}/extender
+      - name: scheduling.{{ .Values.resourceDomain }}/gang
         ignoredByScheduler: true
     {{- end }}
     # Not ignorable: a pod that needs the extender must never be placed without its say.
     ignorable: false
+  {{- if eq .Values.scope "split" }}
+  # Pods with a preference only (scheduling.<domain>/score): their scores.
+  - urlPrefix: https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8889
+    prioritizeVerb: prioritize
+    weight: 1  # scores 0..10 are multiplied by weight * 10
+    nodeCacheCapable: true
+    httpTimeout: 5s
+    {{- include "escher-extender.verbsTLS" . | nindent 4 }}
+    managedResources:
+      - name: scheduling.{{ .Values.resourceDomain }}/score
+        ignoredByScheduler: true
+    ignorable: false
+  {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+kube-scheduler's side of the verbs' mutual TLS: the extender's CA, its own client certificate.
+*/}}
+{{- define "escher-extender.verbsTLS" -}}
+enableHTTPS: true
+tlsConfig:
+  # The CA of the extender's serving certificate, which names the Service (the host of
+  # urlPrefix), and kube-scheduler's client certificate, which the verbs require.
+  caFile: /etc/escher-extender-ca/ca.crt
+  certFile: /etc/escher-scheduler-tls/tls.crt
+  keyFile: /etc/escher-scheduler-tls/tls.key
 {{- end }}

@@ -59,17 +59,17 @@ def test_the_extender_share_of_the_cycle_is_its_extra_time_over_the_cycle() -> N
     assert s["modes"]["none"]["extender_share_of_cycle"] is None
 
 
-def test_the_scoped_mode_gets_its_own_ratio_and_share() -> None:
-    scoped = [row(0, "extender-scoped", 190, outside=0.1), row(1, "extender-scoped", 95)]
-    (s,) = es.summarize(ROWS + scoped)
-    assert s["ratios"]["extender-scoped/none"]["median"] == pytest.approx(0.95)
+def test_the_split_mode_gets_its_own_ratio_and_share() -> None:
+    split = [row(0, "extender-split", 190, outside=0.1), row(1, "extender-split", 95)]
+    (s,) = es.summarize(ROWS + split)
+    assert s["ratios"]["extender-split/none"]["median"] == pytest.approx(0.95)
     # 0 extra ms outside the framework in repetition 0 (0.1 against 0.1 alone): share 0.
-    assert s["modes"]["extender-scoped"]["extender_share_of_cycle"]["min"] == 0
+    assert s["modes"]["extender-split"]["extender_share_of_cycle"]["min"] == 0
     # The guard watches it beside the extender mode.
     lines = es.guard([s], None)
     assert [line.split(" (")[0] for line in lines] == [
         "guard: 1000 nodes: throughput extender/none 0.60 [0.50-0.80]",
-        "guard: 1000 nodes: throughput extender-scoped/none 0.95 [0.95-0.95]",
+        "guard: 1000 nodes: throughput extender-split/none 0.95 [0.95-0.95]",
     ]
 
 

@@ -30,9 +30,9 @@ def test_a_rate_needs_two_binds() -> None:
         throughput.window_rate([1.0])
 
 
-def test_only_modes_with_the_policy_api_run_ephemeral_pods() -> None:
+def test_only_modes_with_the_policy_api_run_ephemeral_and_prefer_pods() -> None:
     assert throughput.kinds("none") == ("plain",)
-    assert throughput.kinds("extender") == ("plain", "ephemeral")
+    assert throughput.kinds("extender") == ("plain", "ephemeral", "prefer")
 
 
 def test_top_frames_rank_self_samples_and_count_each_frame_once_per_stack() -> None:

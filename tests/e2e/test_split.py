@@ -1,0 +1,245 @@
+"""Extender mode as deploy/ runs it: each exchange only for the pods that need it.
+
+The embedded cluster runs kube-scheduler with scheduler-config/extender-split.yaml and
+deploy/'s marker admission policy (`ClusterSpec(split=True)`): gang members are marked for
+filter, bind and preempt, pods with a preference for prioritize, and every other pod goes
+through no exchange (tests/e2e/test_deploy.py proves the policy as deploy/ installs it).
+Here: a plain pod and a pod that only requests an ephemeral resource are placed and bound by
+kube-scheduler alone, the second held to the written-back resource by NodeResourcesFit;
+gang members are filtered and bound by the extender; a pod waiting for an ephemeral
+resource, in every class, is bound within seconds of the resource being set (the markers,
+which the extender advertises on every node, keep kube-scheduler's queueing hints working);
+pods that need no exchange keep being scheduled while the extender is down; and what the
+split gives up, a gang's reserved place taken by a pod the extender never saw, costs the
+gang time, never its all-or-nothing or a node's capacity.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import httpx
+import pytest
+
+from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
+from escher_harness.workload import Workload, pod_manifest
+from extender.esl.client import PolicyClient
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.cluster(nodes=3, node_cpu="4", mode="extender", split=True, kwok=False),
+]
+
+_names = itertools.count()
+# How soon a pod waiting for an ephemeral resource must be bound once it is set (issue 29).
+WAKE_SECONDS = 5.0
+
+
+def calls(info: localcluster.ClusterInfo) -> dict[str, float]:
+    """The extender's verb calls so far, from its request histogram's counts."""
+    assert info.extender_url is not None
+    text = httpx.get(
+        f"{info.extender_url}/metrics",
+        headers={"Authorization": f"Bearer {info.token}"},
+        timeout=10,
+    ).text
+    out = {}
+    for verb in ("filter", "prioritize", "bind"):
+        prefix = f'escher_extender_request_seconds_count{{verb="{verb}"}} '
+        out[verb] = next(
+            (float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix)),
+            0.0,
+        )
+    return out
+
+
+def one_unit_on(info: localcluster.ClusterInfo, name: str, node: str | None, units: int = 1) -> str:
+    """Sets ephemeral resource `name` to `units` on `node` (None: every node), durable;
+    returns the name pods request."""
+    assert info.extender_url is not None and info.token is not None
+    with PolicyClient(info.extender_url, info.token) as policy:
+        result = policy.set_resource(name, units, node=node)
+        assert result.durable, result
+        return result.resource
+
+
+def test_a_pod_without_the_marker_never_reaches_the_extender(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    work = Workload(api_client(cluster.kubeconfig))
+    name = f"plain-{next(_names)}"
+    before = calls(cluster)
+    work.create(pod_manifest(name, requests={"cpu": "1"}))
+    try:
+        assert work.wait([name], timeout=60)[name].node
+        assert calls(cluster) == before
+    finally:
+        work.delete([name])
+
+
+def test_gang_members_go_through_the_extender_and_ephemeral_pods_through_none(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    node = cluster.nodes[1]
+    resource = one_unit_on(cluster, f"split-{n}", node)
+    gang = [f"g{n}-{i}" for i in range(2)]
+    pods = [
+        pod_manifest(
+            m,
+            requests={"cpu": "1"},
+            labels={"escher.io/gang": f"g{n}"},
+            annotations={"escher.io/gang-min": "2"},
+        )
+        for m in gang
+    ]
+    before = calls(cluster)
+    for p in pods:
+        work.create(p)
+    eph = f"eph-{n}"
+    try:
+        placed = work.wait(gang, timeout=60)
+        assert all(p.node for p in placed.values()), placed
+        after = calls(cluster)
+        # Each member was filtered and bound by the extender (prioritize is not sent).
+        assert after["filter"] >= before["filter"] + len(gang)
+        assert after["bind"] == before["bind"] + len(gang)
+        assert after["prioritize"] == before["prioritize"]
+        work.create(pod_manifest(eph, limits={resource: "1"}))
+        assert work.wait([eph], timeout=60)[eph].node == node
+        assert calls(cluster) == after
+    finally:
+        work.delete([*gang, eph])
+
+
+def test_an_ephemeral_request_is_held_to_the_nodes_resource_without_the_extender(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """No marker, so the extender has no say, but NodeResourcesFit checks the written-back
+    resource: the pod goes where it is, and a second one waits."""
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    node = cluster.nodes[2]
+    resource = one_unit_on(cluster, f"bare-{n}", node)
+    first, second = f"bare-{n}-a", f"bare-{n}-b"
+    before = calls(cluster)
+    work.create(pod_manifest(first, limits={resource: "1"}))
+    try:
+        assert work.wait([first], timeout=60)[first].node == node
+        work.create(pod_manifest(second, limits={resource: "1"}))
+        placed = work.wait([second], timeout=5)
+        assert placed[second].node is None
+        assert resource in placed[second].reason, placed[second].reason
+        assert calls(cluster) == before
+    finally:
+        work.delete([first, second])
+
+
+def test_a_reserved_place_taken_by_an_unmarked_pod_delays_the_gang_and_breaks_nothing(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """A gang of 3 members of 3 cpu needs all 3 nodes (4 cpu each). Two members are created:
+    the extender reserves a node for each and one for the member to come, and holds both at
+    its bind barrier. A plain pod of 3 cpu (unmarked) bypasses the extender and takes the third
+    node. The third member then fits nowhere: no member is bound (all or nothing) and no
+    node goes over capacity. Once the pod is gone, the gang is planned again and placed."""
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    members = [f"gb{n}-{i}" for i in range(3)]
+
+    def member(name: str) -> dict[str, object]:
+        return pod_manifest(
+            name,
+            requests={"cpu": "3"},
+            labels={"escher.io/gang": f"gb{n}"},
+            annotations={"escher.io/gang-min": "3", "escher.io/gang-timeout": "5"},
+        )
+
+    intruder = f"intruder-{n}"
+    try:
+        for m in members[:2]:
+            work.create(member(m))
+        time.sleep(2)  # both reach the bind barrier: the gang is reserved
+        work.create(pod_manifest(intruder, requests={"cpu": "3"}))
+        assert work.wait([intruder], timeout=30)[intruder].node
+        work.create(member(members[2]))
+        # Longer than the gang's timeout (5 s) and the barrier's wait (10 s).
+        stuck = work.wait(members, timeout=20)
+        assert [m for m in members if stuck[m].node] == [], stuck
+        nodes = work.nodes([*members, intruder])
+        used = [node for node in nodes.values() if node]
+        assert len(used) == len(set(used)), nodes  # one 3-cpu pod a node at most
+        work.delete([intruder])
+        placed = work.wait(members, timeout=120)
+        assert all(placed[m].node for m in members), placed
+        assert len({placed[m].node for m in members}) == 3
+    finally:
+        work.delete([*members, intruder])
+
+
+@pytest.mark.parametrize("kind", ["ephemeral", "prefer", "gang"])
+def test_a_pod_waiting_for_an_ephemeral_resource_is_bound_within_seconds_of_it(
+    cluster: localcluster.ClusterInfo, kind: str
+) -> None:
+    """ESCHER's main use: the pod exists first, parked as unschedulable, and the resource is
+    set afterwards. kube-scheduler requeues such a pod on a node update only if its queueing
+    hint finds that the pod fits the node, markers counted: they are on every node (the
+    write-back), so the pod is retried at once, not at the 5-minute flush of the
+    unschedulable queue (326 s when no node had the marker)."""
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    short = f"late-{kind}-{n}"
+    resource = f"escher.io/{short}"
+    labels, annotations, count = {}, {}, 1
+    if kind == "prefer":
+        annotations = {"escher.io/pack": short}
+    elif kind == "gang":
+        labels, annotations, count = {"escher.io/gang": short}, {"escher.io/gang-min": "2"}, 2
+    names = [f"{short}-{i}" for i in range(count)]
+    try:
+        for name in names:
+            work.create(
+                pod_manifest(name, limits={resource: "1"}, labels=labels, annotations=annotations)
+            )
+        # Parked: tried, and found no node with the resource.
+        deadline = time.monotonic() + 30
+        waiting = work.placements(names)
+        while not all(p.reason for p in waiting.values()):
+            assert time.monotonic() < deadline, waiting
+            time.sleep(0.2)
+            waiting = work.placements(names)
+        assert not [p.node for p in waiting.values() if p.node], waiting
+        time.sleep(2)  # past the first backoff: the pods sit in the unschedulable queue
+        one_unit_on(cluster, short, None, units=2)
+        set_at = time.monotonic()
+        placed = work.wait(names, timeout=30)
+        took = time.monotonic() - set_at
+        assert all(p.node for p in placed.values()), placed
+        assert took < WAKE_SECONDS, f"bound {took:.1f}s after the resource was set"
+    finally:
+        work.delete(names)
+        with PolicyClient(cluster.extender_url or "", cluster.token or "") as policy:
+            policy.delete_resource(short)
+
+
+def test_pods_that_need_no_exchange_are_scheduled_while_the_extender_is_down(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """The extender is in the path of gang members and preferences only: with it stopped,
+    plain pods and pods requesting a written-back ephemeral resource keep being placed."""
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    resource = one_unit_on(cluster, f"down-{n}", None)
+    plain, eph = f"down-plain-{n}", f"down-eph-{n}"
+    localcluster.stop_component(cluster.dir, "extender")
+    try:
+        work.create(pod_manifest(plain, requests={"cpu": "100m"}))
+        work.create(pod_manifest(eph, limits={resource: "1"}))
+        placed = work.wait([plain, eph], timeout=60)
+        assert placed[plain].node and placed[eph].node, placed
+    finally:
+        localcluster.start_component(cluster.dir, "extender", timeout=120)
+        work.delete([plain, eph])
