@@ -44,10 +44,10 @@ from extender.esl.registry import Instances
 from extender.gang.manager import GangManager, Phase
 from extender.metrics import Metrics
 from extender.policy import ResourceSpec
-from extender.requeue import Requeue
+from extender.scheduling.requeue import Requeue
+from extender.scheduling.verbs import FilteredPods, Verbs
 from extender.settings import Settings
 from extender.store import MemoryStore, PolicyStore
-from extender.verbs import FilteredPods, Verbs
 
 if TYPE_CHECKING:  # the standalone mode imports none of the Kubernetes adapters
     from extender.adapters.build import KubeParts

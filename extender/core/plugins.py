@@ -3,7 +3,7 @@
 Laid out as kube-scheduler's framework plugins: each plugin has a name and implements Filter
 and/or Score over a batch of nodes. Decisions are values: a filter returns a Verdict (a
 Rejection per node it turns away), a scorer an integer 0..10 per node. Implemented by
-extender.filters and extender.gang; run by extender.verbs in the registry's order
+extender.filters and extender.gang; run by extender.scheduling.verbs in the registry's order
 (extender.filters.REGISTRY). Plugins read the ledger, never the Kubernetes API.
 """
 

@@ -1,9 +1,10 @@
 """Filter and score plugins, and their explicit registry.
 
 The registry maps each plugin's name to its factory, as kube-scheduler's in-tree registry
-does; extender.verbs runs the enabled ones in order. To add a plugin: write a module with a
-NAME and a class implementing extender.core.plugins.FilterPlugin and/or ScorePlugin, and
-list it here. The gang feature's filter lives with the rest of that feature (extender.gang).
+does; extender.scheduling.verbs runs the enabled ones in order. To add a plugin: write a
+module with a NAME and a class implementing extender.core.plugins.FilterPlugin and/or
+ScorePlugin, and list it here. The gang feature's filter lives with the rest of that feature
+(extender.gang).
 """
 
 from __future__ import annotations

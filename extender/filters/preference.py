@@ -16,8 +16,8 @@ This is the soft-constraint ESL's extender approach (extender.esl.soft, extender
 no timeout, no resubmission.
 
 Pods without these annotations get EphemeralResourceFit's least-allocated score (averaging
-two scorers would halve a preference, so this one plugin serves both). Run by extender.verbs
-through the registry; reads the ledger only.
+two scorers would halve a preference, so this one plugin serves both). Run by
+extender.scheduling.verbs through the registry; reads the ledger only.
 """
 
 from __future__ import annotations

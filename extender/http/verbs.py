@@ -5,7 +5,7 @@ any routing: kube-scheduler calls filter and prioritize for every pod, one pod a
 inside its scheduling cycle, and the web framework's routing, request objects and dependency
 machinery cost as much as the decision itself. The body is read once and decoded with
 msgspec into only the fields decided on (extender.wire), the decision is taken on the event
-loop without a thread hop (extender.verbs), and the reply is encoded with msgspec. Errors
+loop without a thread hop (extender.scheduling.verbs), and the reply is encoded with msgspec. Errors
 are answered from the same table as every other route (extender.http.errors). Each reply
 carries `Server-Timing: app;dur=<ms>` (read, decide and encode), which the benchmarks read.
 
@@ -26,7 +26,7 @@ from extender import wire
 from extender.http import errors
 from extender.http.errors import NotReady
 from extender.metrics import Metrics
-from extender.verbs import Verbs
+from extender.scheduling.verbs import Verbs
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 Called by the HTTP routes (extender.http.verbs) with decoded wire types; runs the enabled
 filter and score plugins (extender.filters), the gang barrier at bind (extender.gang), and
-preemption (extender.preemption). The Binder (extender.adapters.binder in kube mode, none in
-standalone mode) creates the Binding.
+preemption (extender.scheduling.preemption). The Binder (extender.adapters.binder in kube
+mode, none in standalone mode) creates the Binding.
 
 The hot path. kube-scheduler calls filter and prioritize for every pod of its profile, one
 pod at a time, inside its scheduling cycle, so whatever they cost is taken from the cluster's
@@ -26,7 +26,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from extender import preemption
 from extender.core.errors import CoreError
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
@@ -36,7 +35,8 @@ from extender.core.plugins import FilterPlugin, ScorePlugin
 from extender.core.pod import Keys, PodInfo, Rejection, pod_info
 from extender.core.quantity import InvalidQuantity
 from extender.gang.manager import GangManager, Ticket
-from extender.requeue import Requeue
+from extender.scheduling import preemption
+from extender.scheduling.requeue import Requeue
 from extender.wire import (
     MAX_SCORE,
     BadRequest,

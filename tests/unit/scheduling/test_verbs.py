@@ -17,8 +17,8 @@ from extender.core.objects import Pod
 from extender.core.plugins import FilterPlugin, ScorePlugin
 from extender.core.pod import Keys, Rejection
 from extender.gang.manager import GangManager
-from extender.requeue import Requeue
-from extender.verbs import BindError, FilteredPods, Verbs, _filter_reply
+from extender.scheduling.requeue import Requeue
+from extender.scheduling.verbs import BindError, FilteredPods, Verbs, _filter_reply
 from extender.wire import (
     BadRequest,
     ExtenderArgs,
