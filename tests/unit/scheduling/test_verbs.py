@@ -5,18 +5,19 @@ what was filtered (and holds first), preempt picks victims that free what is nee
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
 import builders
 import msgspec
 import pytest
 
-from extender import filters
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.objects import Pod
-from extender.core.plugins import FilterPlugin, ScorePlugin
-from extender.core.pod import Keys, Rejection
+from extender.core.plugins import Weighted
+from extender.core.pod import Keys, PodInfo, Rejection
 from extender.gang.manager import GangManager
+from extender.scheduling import registry
 from extender.scheduling.requeue import Requeue
 from extender.scheduling.verbs import BindError, FilteredPods, Verbs, _filter_reply
 from extender.wire import (
@@ -57,13 +58,13 @@ def ledger(reserve: bool = False) -> Ledger:
 
 
 def verbs(lg: Ledger, binder: Binder | None = None, requeue: Requeue | None = None) -> Verbs:
-    gangs = GangManager(lg, KEYS)
+    handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS))
     return Verbs(
         lg,
         KEYS,
-        gangs,
-        [cast(FilterPlugin, filters.REGISTRY[n](gangs)) for n in filters.DEFAULT_FILTERS],
-        [cast(ScorePlugin, filters.REGISTRY[n](gangs)) for n in filters.DEFAULT_SCORERS],
+        handle.gangs,
+        registry.build_filters(handle),
+        registry.build_scorers(handle),
         binder,
         requeue=requeue,
     )
@@ -188,7 +189,7 @@ class Fixed:
     def __init__(self, scores: dict[str, int]) -> None:
         self.scores = scores
 
-    def score(self, *_: object) -> dict[str, int]:
+    def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> dict[str, int]:
         return self.scores
 
 
@@ -211,7 +212,7 @@ def test_prioritize_scores_the_offered_nodes_only(
     lg.set_capacity(R, {"n0": 4, "n1": 4})  # n0 holds 2 of 4: both have room, n1 more
     v = verbs(lg)
     if scorers is not None:
-        v.scorers = [cast(ScorePlugin, Fixed(s)) for s in scorers]
+        v.scorers = [Weighted(Fixed(s), 1) for s in scorers]
     scores = v.prioritize(args(PODS["ephemeral"], offered))
     assert {s.Host: s.Score for s in scores} == expected
     assert len(scores) == len(expected)
