@@ -50,10 +50,14 @@ FILTERS: tuple[FilterEntry, ...] = (
     FilterEntry(reservation.NAME, lambda _: reservation.ReservationFit()),
 )
 
-# Preference scores pods with escher.io/prefer or escher.io/pack and gives the others
-# EphemeralResourceFit's score: averaging two scorers would halve a preference.
+# A preference outweighs least-allocated whatever either says: prioritize divides the weighted
+# sum by the weights of the scorers that answered, so a preferred node scores at least
+# round(200 / 21) = 10 and any other at most round(10 / 21) = 0: Preference's 10 points (100 to
+# kube-scheduler) stand whole, as when it scored alone. 20 is the least weight that does so
+# without a tie at .5 (10 would leave 9 against 1).
 SCORERS: tuple[ScoreEntry, ...] = (
-    ScoreEntry(preference.NAME, lambda _: preference.Preference(), weight=1),
+    ScoreEntry(ephemeral.NAME, lambda _: ephemeral.EphemeralResourceFit(), weight=1),
+    ScoreEntry(preference.NAME, lambda _: preference.Preference(), weight=20),
 )
 
 
