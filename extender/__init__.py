@@ -2,8 +2,8 @@
 
 Packages, in the direction the layers point (docs/architecture.md draws the map):
   extender.http, extender.app   HTTP: the edge (kube-scheduler's verbs), one router per area
-  extender.verbs, extender.filters, extender.gang, extender.esl
-                                scheduling decisions, filter/score plugins, gangs, the ESLs
+  extender.scheduling, extender.filters, extender.gang, extender.esl
+                                the verbs, filter/score plugins, gangs, the ESLs
   extender.core                 the ledger, quantities, pods, gang planning: pure, no I/O
   extender.adapters             the only package that talks to the Kubernetes API
   extender.service              the composition root; extender.settings its one settings object

@@ -95,7 +95,8 @@ class Metrics:
         self.requeue_wakes = Counter(
             "escher_requeue_wakes_total",
             "Pods turned away for an ephemeral resource and touched when it freed, so "
-            "kube-scheduler retries them (extender.requeue), by outcome (sent, failed, dropped).",
+            "kube-scheduler retries them (extender.scheduling.requeue), by outcome (sent, "
+            "failed, dropped).",
             ["outcome"],
             registry=r,
         )

@@ -28,26 +28,26 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
-from extender import filters
 from extender.adapters.auth import Authorizer
 from extender.core.access import AuthDecision
 from extender.core.events import PodEvents
 from extender.core.ledger import HolderKind, Ledger
-from extender.core.plugins import FilterPlugin, ScorePlugin
 from extender.core.pod import Keys
 from extender.esl.backends import LedgerBackend
 from extender.esl.registry import Instances
 from extender.gang.manager import GangManager, Phase
+from extender.gang.plugin import GangFilter
 from extender.metrics import Metrics
 from extender.policy import ResourceSpec
-from extender.requeue import Requeue
+from extender.scheduling import registry
+from extender.scheduling.requeue import Requeue
+from extender.scheduling.verbs import FilteredPods, Verbs
 from extender.settings import Settings
 from extender.store import MemoryStore, PolicyStore
-from extender.verbs import FilteredPods, Verbs
 
 if TYPE_CHECKING:  # the standalone mode imports none of the Kubernetes adapters
     from extender.adapters.build import KubeParts
@@ -112,17 +112,14 @@ class Service:
             s.token,
             s.auth_cache_seconds,
         )
+        handle = registry.Handle(self.ledger, self.keys, self.gangs)
         self.verbs = Verbs(
             self.ledger,
             self.keys,
             self.gangs,
-            [
-                cast(FilterPlugin, filters.REGISTRY[n](self.gangs))
-                for n in filters.DEFAULT_FILTERS
-                # Gangs need the pod informer and bind: the standalone mode has neither.
-                if s.kube or n != filters.GangFilter.name
-            ],
-            [cast(ScorePlugin, filters.REGISTRY[n](self.gangs)) for n in filters.DEFAULT_SCORERS],
+            # Gangs need the pod informer and bind: the standalone mode has neither.
+            registry.build_filters(handle, without=() if s.kube else (GangFilter.name,)),
+            registry.build_scorers(handle),
             self.kube.binder if self.kube is not None else None,
             learn_nodes=not s.kube,
             max_learned_nodes=s.max_learned_nodes,

@@ -11,7 +11,7 @@ is refused as BadRequest naming the field, before anything is decided. Nodes of 
 (sent when the extender is not nodeCacheCapable) are kept undecoded but for their names,
 since a filter reply must echo the passing Node objects back unchanged.
 
-Used by the HTTP routes (extender.http.verbs) and the verbs (extender.verbs).
+Used by the HTTP routes (extender.http.verbs) and the verbs (extender.scheduling.verbs).
 """
 
 from __future__ import annotations

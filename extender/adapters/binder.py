@@ -5,7 +5,7 @@ kube-scheduler delegates binding to the extender (bindVerb), which must then cre
 only that pod (not a new one that took its name) and only if it is not bound yet. Async and
 pooled (extender.adapters.kubeapi): binds of a gang go out together and take what the API
 server takes, without a thread each. Only while `may_write()` (this replica leads).
-Called by extender.verbs; every failure is a BindError whose message says what happened.
+Called by extender.scheduling.verbs; every failure is a BindError whose message says what happened.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import msgspec
 
 from extender.adapters.kubeapi import ApiError, KubeAPI
 from extender.metrics import Metrics
-from extender.verbs import BindError
+from extender.scheduling.verbs import BindError
 
 
 class Binder:

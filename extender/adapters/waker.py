@@ -1,4 +1,5 @@
-"""Waker: touches a pod so that kube-scheduler retries it (extender.requeue decides which).
+"""Waker: touches a pod so that kube-scheduler retries it (extender.scheduling.requeue decides
+which).
 
 A merge patch of one annotation, `<domain>/requeued-at`, set to the time: a pod update, on
 which kube-scheduler requeues a pod an extender rejected. The patch names the pod's UID, so

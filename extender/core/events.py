@@ -4,7 +4,7 @@ The cluster view (extender.adapters.view) publishes one PodEvent per change of a
 watches: added or changed (pending or bound), and gone (deleted, or finished: Succeeded and
 Failed pods hold nothing, as kube-scheduler's own cache drops them). The gang feature
 subscribes, as Coscheduling's PodGroupManager is fed by the pod informer, and so do the
-verbs' record of filtered pods and the requeue of pods turned away (extender.requeue).
+verbs' record of filtered pods and the requeue of pods turned away (extender.scheduling.requeue).
 Subscribers run on the event loop, in order, and must not block. Pure, no I/O.
 """
 

@@ -2,9 +2,10 @@
 
 Laid out as kube-scheduler's framework plugins: each plugin has a name and implements Filter
 and/or Score over a batch of nodes. Decisions are values: a filter returns a Verdict (a
-Rejection per node it turns away), a scorer an integer 0..10 per node. Implemented by
-extender.filters and extender.gang; run by extender.verbs in the registry's order
-(extender.filters.REGISTRY). Plugins read the ledger, never the Kubernetes API.
+Rejection per node it turns away), a scorer an integer 0..10 per node, which prioritize adds up
+with the scorer's weight. Implemented by extender.filters and extender.gang; built from the
+registries (extender.scheduling.registry) and run by extender.scheduling.verbs. Plugins read
+the ledger, never the Kubernetes API.
 """
 
 from __future__ import annotations
@@ -45,3 +46,11 @@ class ScorePlugin(Protocol):
         """A score in 0..10 for each of `nodes` (missing nodes score 0). It may hold other
         nodes too, as a live index does: callers read it for the nodes they offered only."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Weighted:
+    """An enabled scorer and its weight, as a kube-scheduler profile weighs a score plugin."""
+
+    plugin: ScorePlugin
+    weight: int

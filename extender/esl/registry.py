@@ -1,6 +1,6 @@
 """The explicit registry of ESLs (kind -> class) and the store of instances the service runs.
 
-REGISTRY is to ESLs what extender.filters.REGISTRY is to plugins: the /v1/esl endpoints and
+REGISTRY is to ESLs what extender.scheduling.registry is to plugins: the /v1/esl endpoints and
 compositions find an ESL by its NAME here. To add an ESL: write a module in this package
 with a NAME and a class following extender.esl.base.ESL, and list it below. `build` makes an
 instance from {kind, params}, compositions' parts included (the compose module itself knows

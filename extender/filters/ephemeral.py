@@ -4,7 +4,7 @@ The filter is kube-scheduler's NodeResourcesFit for the ephemeral resources the 
 owns, counted against the ledger, which also holds pods accepted at bind but not yet bound
 and is the truth when a capacity was lowered before the nodes show it. The scorer prefers
 nodes where the requested ephemeral resources are least used, as NodeResourcesFit's
-LeastAllocated does for cpu and memory. Run by extender.verbs through the registry.
+LeastAllocated does for cpu and memory. Run by extender.scheduling.verbs through the registry.
 """
 
 from __future__ import annotations

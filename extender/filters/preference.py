@@ -10,14 +10,14 @@ A pod states what it prefers in annotations under the resource domain (escher.io
   is full.
 
 kube-scheduler asks prioritize only about nodes that passed every filter, so "best
-feasible" is exact and a full node is never preferred; scoring 10 or 0 (x10 by the
-extender's weight: 100 points) outweighs the spread of NodeResourcesFit's least-allocated.
-This is the soft-constraint ESL's extender approach (extender.esl.soft, extender.esl.binpack):
-no timeout, no resubmission.
+feasible" is exact and a full node is never preferred. Its weight in the registry
+(extender.scheduling.registry) keeps a preferred node at 10 and the others at 0 once
+EphemeralResourceFit's score is added in, and 10 (x10 by the extender's weight: 100 points)
+outweighs the spread of NodeResourcesFit's least-allocated. This is the soft-constraint ESL's
+extender approach (extender.esl.soft, extender.esl.binpack): no timeout, no resubmission.
 
-Pods without these annotations get EphemeralResourceFit's least-allocated score (averaging
-two scorers would halve a preference, so this one plugin serves both). Run by extender.verbs
-through the registry; reads the ledger only.
+Pods without these annotations, or whose alternatives no offered node has, get no score from
+this plugin. Run by extender.scheduling.verbs through the registry; reads the ledger only.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 
 from extender.core.ledger import Ledger, NodeView
 from extender.core.pod import PodInfo
-from extender.filters.ephemeral import EphemeralResourceFit
 from extender.wire import MAX_SCORE
 
 NAME = "Preference"
@@ -44,22 +43,18 @@ def matches(alt: str, view: NodeView, prefix: str) -> bool:
 class Preference:
     name = NAME
 
-    def __init__(self) -> None:
-        self._fit = EphemeralResourceFit()
-
     def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
+        if not pod.marks:  # most pods: prioritize is called for every one
+            return {}
         pack = pod.marks.get(ledger.prefix + "pack", "").strip()
+        if pack:
+            return self._pack(pack, nodes, ledger)
         prefer = pod.marks.get(ledger.prefix + "prefer", "")
         alts = [a.strip() for a in prefer.split(",") if a.strip()]
-        scores = None
-        if pack:
-            scores = self._pack(pack, nodes, ledger)
-        elif alts:
-            scores = self._prefer(alts, nodes, ledger)
-        return scores if scores is not None else self._fit.score(pod, nodes, ledger)
+        return self._prefer(alts, nodes, ledger) if alts else {}
 
     @staticmethod
-    def _prefer(alts: list[str], nodes: Sequence[str], ledger: Ledger) -> dict[str, int] | None:
+    def _prefer(alts: list[str], nodes: Sequence[str], ledger: Ledger) -> dict[str, int]:
         rank: dict[str, int] = {}
         for n in nodes:
             view = ledger.node(n)
@@ -69,11 +64,11 @@ class Preference:
                 )
         best = min(rank.values(), default=len(alts))
         if best == len(alts):
-            return None  # no feasible node has any alternative: no preference to express
+            return {}  # no feasible node has any alternative: no preference to express
         return {n: MAX_SCORE if rank.get(n) == best else 0 for n in nodes}
 
     @staticmethod
-    def _pack(pack: str, nodes: Sequence[str], ledger: Ledger) -> dict[str, int] | None:
+    def _pack(pack: str, nodes: Sequence[str], ledger: Ledger) -> dict[str, int]:
         resource = pack if "/" in pack else ledger.prefix + pack
         used: dict[str, int] = {}
         for n in nodes:
@@ -81,6 +76,6 @@ class Preference:
             if view is not None and resource in view.ephemeral:
                 used[n] = view.used.get(resource, 0)
         if not used:
-            return None
+            return {}
         fullest = min(used, key=lambda n: (-used[n], n))
         return {n: MAX_SCORE if n == fullest else 0 for n in nodes}

@@ -4,7 +4,8 @@ kube-scheduler's NodeResourcesFit does not know the extender's reservations, so 
 exists, a pod's physical requests are checked against the ledger on the nodes that hold
 reservations (everywhere else kube-scheduler's own check is the same one). A gang member on
 its reserved place never gets here: the gang filter's verdict is final. With no reservation
-anywhere this plugin costs one dictionary lookup. Run by extender.verbs through the registry.
+anywhere this plugin costs one dictionary lookup. Run by extender.scheduling.verbs through the
+registry.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ appears and destroyed when its last member is gone.
   plan      a node for every member at once (pure)
   manager   the gangs' state: members from the pod informer, reservations, expiry
   barrier   members wait at bind until the gang's minimum is there
-  plugin    the filter plugin (registered in extender.filters)
+  plugin    the filter plugin (listed in extender.scheduling.registry)
   status    what GET /v1/gangs shows
 
 docs/gangs.md explains how all-or-nothing holds and how to declare a gang.

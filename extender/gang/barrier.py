@@ -5,7 +5,7 @@ member's bind waits here, on the event loop (no thread is held), until the gang'
 is at bind or bound; then every waiting member binds at once. A barrier belongs to one
 reservation of one gang: it is opened when the gang is ready, and cancelled (waking every
 waiter with the reason) when the reservation is released or the gang ends, so nothing
-outlives its gang. Created and driven by the gang manager; awaited by extender.verbs.
+outlives its gang. Created and driven by the gang manager; awaited by extender.scheduling.verbs.
 """
 
 from __future__ import annotations

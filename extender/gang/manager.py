@@ -29,8 +29,8 @@ rest of a partly bound gang is planned around them, so a gang is completed, neve
 
 Runs on the event loop only (informer events, filter and bind all arrive there), so it takes
 no lock; the ledger it reserves in is thread-safe. Fed by the cluster view, called by the
-gang filter (extender.gang.plugin), the bind verb (extender.verbs) and the service's expiry
-tick and gate lifter (which patches the pods `lift()` names); read by GET /v1/gangs.
+gang filter (extender.gang.plugin), the bind verb (extender.scheduling.verbs) and the service's
+expiry tick and gate lifter (which patches the pods `lift()` names); read by GET /v1/gangs.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Passes a gang member only the node reserved for it (a final verdict: the reservation
 already holds everything it requests, so no other filter need look), or turns every node
 away with why the gang waits. Pods of no gang, and members of a gang already bound, are left
-to the other filters. Registered in extender.filters.REGISTRY; run by extender.verbs.
+to the other filters. Listed in extender.scheduling.registry; run by extender.scheduling.verbs.
 """
 
 from __future__ import annotations

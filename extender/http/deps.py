@@ -19,9 +19,9 @@ from extender.esl.registry import Instances
 from extender.gang.manager import GangManager
 from extender.http.errors import Forbidden, NotConfirmed, NotReady, Unauthorized
 from extender.metrics import Metrics
+from extender.scheduling.verbs import Verbs
 from extender.settings import Settings
 from extender.store import PolicyStore
-from extender.verbs import Verbs
 
 
 class Runtime(Protocol):

@@ -3,7 +3,8 @@
 Each layer raises its own few typed errors (the core's in extender.core.errors, the wire's
 BadRequest, the ESLs' in extender.esl.errors, this layer's below); none of them knows HTTP.
 Here each type gets its status, and every error reply has one shape: {"error": message,
-"field": the offending field or absent}. The handlers are installed by extender.app.
+"field": the offending field or absent}. `render` answers an exception for both the routes
+(its handlers are installed by extender.app) and the verbs' endpoint (extender.http.verbs).
 """
 
 from __future__ import annotations
@@ -159,17 +160,31 @@ log = logging.getLogger(__name__)
 _METHODS = ("DELETE", "GET", "POST", "PUT")
 
 
-def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> None:
-    """Install the handlers: every error above by the table, FastAPI's validation errors as
-    422 naming the field, Starlette's 404 and 405 (with Allow) in the same shape."""
+def render(e: Exception, path: str) -> tuple[JSONResponse, bool]:
+    """The reply to `e`, raised while serving `path`, and whether it is the client's error
+    (a 4xx, which the caller counts). An error not in the table is a defect, not the
+    caller's fault: logged with its traceback, never sent."""
+    status = status_of(e)
+    if status == 500:
+        log.exception("internal error", extra={"path": path[:200]})
+        return error_response(500, "internal error (logged)"), False
+    return error_response(status, str(e), getattr(e, "field", None)), status < 500
 
-    async def known(request: Request, e: Exception) -> Response:
-        status = status_of(e)
-        on_client_error(request, status)
-        return error_response(status, str(e), getattr(e, "field", None))
+
+def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> None:
+    """Install the handlers: every error by `render`, FastAPI's validation errors as 422
+    naming the field, Starlette's 404 and 405 (with Allow) in the same shape."""
+
+    async def rendered(request: Request, e: Exception) -> Response:
+        response, client = render(e, request.url.path)
+        if client:
+            on_client_error(request, response.status_code)
+        return response
 
     for cls in STATUS:
-        app.add_exception_handler(cls, known)
+        app.add_exception_handler(cls, rendered)
+    # Anything else reaches Starlette's outermost middleware, which re-raises it once answered.
+    app.add_exception_handler(Exception, rendered)
 
     async def validation(request: Request, e: Exception) -> Response:
         assert isinstance(e, RequestValidationError)
@@ -188,7 +203,7 @@ def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> No
             # The edge's checks of the body, raised while FastAPI read it: it wraps whatever
             # reading raises in a 400 ("error parsing the body"), hiding the 413, the 408, or
             # which field is wrong.
-            return await known(request, e.__cause__)
+            return await rendered(request, e.__cause__)
         on_client_error(request, e.status_code)
         path = request.url.path[:200]
         if e.status_code == 404:
@@ -211,10 +226,3 @@ def install(app: FastAPI, on_client_error: Callable[[Request, int], None]) -> No
         return error_response(e.status_code, str(e.detail))
 
     app.add_exception_handler(StarletteHTTPException, http)
-
-    async def internal(request: Request, e: Exception) -> Response:
-        # A defect, not the caller's fault: logged with its traceback, never sent.
-        log.exception("internal error", extra={"path": request.url.path[:200]})
-        return error_response(500, "internal error (logged)")
-
-    app.add_exception_handler(Exception, internal)

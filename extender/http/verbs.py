@@ -5,9 +5,10 @@ any routing: kube-scheduler calls filter and prioritize for every pod, one pod a
 inside its scheduling cycle, and the web framework's routing, request objects and dependency
 machinery cost as much as the decision itself. The body is read once and decoded with
 msgspec into only the fields decided on (extender.wire), the decision is taken on the event
-loop without a thread hop (extender.verbs), and the reply is encoded with msgspec. Errors
-are answered from the same table as every other route (extender.http.errors). Each reply
-carries `Server-Timing: app;dur=<ms>` (read, decide and encode), which the benchmarks read.
+loop without a thread hop (extender.scheduling.verbs), and the reply is encoded with msgspec.
+Errors are answered by the same function as on every route (extender.http.errors.render).
+Each reply carries `Server-Timing: app;dur=<ms>` (read, decide and encode), which the
+benchmarks read.
 
 The verbs are documented in the OpenAPI document like every route (`openapi_paths`, added by
 extender.app), with the msgspec types' schemas.
@@ -26,7 +27,7 @@ from extender import wire
 from extender.http import errors
 from extender.http.errors import NotReady
 from extender.metrics import Metrics
-from extender.verbs import Verbs
+from extender.scheduling.verbs import Verbs
 
 log = logging.getLogger(__name__)
 
@@ -86,17 +87,11 @@ class VerbEndpoints:
             if not ok:
                 raise NotReady(f"not ready: {why}")
             body = await decide(await _read(receive))
-        except Exception as e:  # the one table decides the status, as for every route
-            status = errors.status_of(e)
-            if status >= 500 and not isinstance(e, NotReady):
-                log.exception("internal error", extra={"path": path})
-                await errors.error_response(500, "internal error (logged)")(scope, receive, send)
-                return
-            if status < 500:
-                self.metrics.client_errors.labels(path, str(status)).inc()
-            await errors.error_response(status, str(e), getattr(e, "field", None))(
-                scope, receive, send
-            )
+        except Exception as e:  # answered as on every route
+            response, client = errors.render(e, path)
+            if client:
+                self.metrics.client_errors.labels(path, str(response.status_code)).inc()
+            await response(scope, receive, send)
             return
         elapsed = time.perf_counter() - start
         seconds.observe(elapsed)

@@ -487,7 +487,8 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
             RBAC_REFUSAL,
         ),
         # Pure mode writes to no pod; extender mode may touch a pod it turned away
-        # (extender/requeue.py), and the admission policy holds it to that one annotation.
+        # (extender/scheduling/requeue.py), and the admission policy holds it to that one
+        # annotation.
         "change a pod's labels": (
             lambda: core.patch_namespaced_pod(pod, "default", relabel),
             RBAC_REFUSAL if env.mode == "pure" else TOUCH_REFUSAL,

@@ -13,7 +13,7 @@ from fakeapi import Cluster, connected
 
 from extender.adapters.binder import Binder
 from extender.metrics import Metrics
-from extender.verbs import BindError
+from extender.scheduling.verbs import BindError
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ LedgerBackend, and a tiny scheduler that places pods one at a time as kube-sched
 A pod fits a node when the node has every resource it requests available (NodeResourcesFit,
 over the ephemeral resources as over cpu, memory and pods); among the nodes it fits, the one
 with the fewest pods wins (least allocated), then the name. When the backend is in
-kube-scheduler's path (`in_path`), the extender's Preference scorer ranks the nodes first, as
-its prioritize verb would. Placed pods are recorded in the ledger as bound; `finish` releases
+kube-scheduler's path (`in_path`), the extender's scorers rank the nodes first, as its
+prioritize verb does. Placed pods are recorded in the ledger as bound; `finish` releases
 one. Imported by the tests of this directory (pytest's prepend mode puts it on the path).
 """
 
@@ -22,7 +22,9 @@ from extender.core.names import CPU
 from extender.core.pod import Keys
 from extender.esl.backends import LedgerBackend
 from extender.esl.base import PodRequest
-from extender.filters.preference import Preference
+from extender.gang.manager import GangManager
+from extender.scheduling import registry
+from extender.scheduling.verbs import weighted_scores
 
 D = "escher.io"
 KEYS = Keys.for_domain(D)
@@ -46,7 +48,9 @@ class Sim:
             self.ledger.upsert_node(name, dict((labels or {}).get(name, {})), physical)
         self.backend = LedgerBackend(self.ledger, D, in_path=in_path)
         self.where: dict[str, str] = {}  # pod -> node
-        self._preference = Preference()
+        self._scorers = registry.build_scorers(
+            registry.Handle(self.ledger, KEYS, GangManager(self.ledger, KEYS))
+        )
 
     def place(self, req: PodRequest, cpu: str | None = None) -> str | None:
         """Place one pod asking `req` (and `cpu`, unless `req` sets it); its node, or None
@@ -67,7 +71,9 @@ class Sim:
             return None
         scores: Mapping[str, int] = {}
         if self.backend.in_path:
-            scores = self._preference.score(pod, feasible, self.ledger)
+            scores = {
+                h.Host: h.Score for h in weighted_scores(self._scorers, pod, feasible, self.ledger)
+            }
         node = min(feasible, key=lambda n: (-scores.get(n, 0), self.pods_on(n), n))
         self.ledger.observe_bound(name, node, pod.requests)
         self.where[name] = node

@@ -2,7 +2,7 @@
 (tests/unit/service/fakeapi.py): the filter turns a pod away while another holds the only unit of
 escher.io/r; the holder's Succeeded arrives on the pod watch; the turned-away pod is then
 patched with the requeued-at annotation, naming its UID, so that kube-scheduler retries it.
-The race this closes, and why: extender/requeue.py."""
+The race this closes, and why: extender/scheduling/requeue.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Requeue (extender.requeue): a pod the filter turned away from every node for want of an
-ephemeral resource is woken, once, when a holding of that resource is released within the
+"""Requeue (extender.scheduling.requeue): a pod the filter turned away from every node for want
+of an ephemeral resource is woken, once, when a holding of that resource is released within the
 window; not for another resource, not after the window, not once bound or gone; bounded by
 count. (That the filter notes exactly the pods it turns away everywhere: test_verbs.)"""
 
@@ -10,7 +10,7 @@ from builders import Clock
 
 from extender.core.events import PodChange, PodEvent
 from extender.core.pod import PodInfo
-from extender.requeue import Requeue
+from extender.scheduling.requeue import Requeue
 
 R, S = "escher.io/r", "escher.io/s"
 

@@ -1,25 +1,30 @@
 """The verbs over a real ledger and gang manager: the filter's fast path gives exactly the
-full path's answers, prioritize stays neutral when it has nothing to say, bind binds only
-what was filtered (and holds first), preempt picks victims that free what is needed."""
+full path's answers, prioritize weighs its scorers, ranks preferred nodes first and stays
+neutral when it has nothing to say, bind binds only what was filtered (and holds first),
+preempt picks victims that free what is needed."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+import itertools
+from collections.abc import Sequence
+from typing import Any
 
 import builders
 import msgspec
 import pytest
 
-from extender import filters
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.objects import Pod
-from extender.core.plugins import FilterPlugin, ScorePlugin
-from extender.core.pod import Keys, Rejection
+from extender.core.plugins import Weighted
+from extender.core.pod import Keys, PodInfo, Rejection
+from extender.filters import ephemeral, preference
 from extender.gang.manager import GangManager
-from extender.requeue import Requeue
-from extender.verbs import BindError, FilteredPods, Verbs, _filter_reply
+from extender.scheduling import registry
+from extender.scheduling.requeue import Requeue
+from extender.scheduling.verbs import BindError, FilteredPods, Verbs, _filter_reply, weighted_scores
 from extender.wire import (
+    MAX_SCORE,
     BadRequest,
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -57,13 +62,13 @@ def ledger(reserve: bool = False) -> Ledger:
 
 
 def verbs(lg: Ledger, binder: Binder | None = None, requeue: Requeue | None = None) -> Verbs:
-    gangs = GangManager(lg, KEYS)
+    handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS))
     return Verbs(
         lg,
         KEYS,
-        gangs,
-        [cast(FilterPlugin, filters.REGISTRY[n](gangs)) for n in filters.DEFAULT_FILTERS],
-        [cast(ScorePlugin, filters.REGISTRY[n](gangs)) for n in filters.DEFAULT_SCORERS],
+        handle.gangs,
+        registry.build_filters(handle),
+        registry.build_scorers(handle),
         binder,
         requeue=requeue,
     )
@@ -188,7 +193,7 @@ class Fixed:
     def __init__(self, scores: dict[str, int]) -> None:
         self.scores = scores
 
-    def score(self, *_: object) -> dict[str, int]:
+    def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> dict[str, int]:
         return self.scores
 
 
@@ -196,30 +201,99 @@ class Fixed:
     ("scorers", "offered", "expected"),
     [
         # One scorer: only the offered nodes, 0 left out, over 10 clamped.
-        ([{"n0": 4, "n1": 0, "n2": 12, "n3": 7}], ["n0", "n1", "n2"], {"n0": 4, "n2": 10}),
+        ([({"n0": 4, "n1": 0, "n2": 12, "n3": 7}, 1)], ["n0", "n1", "n2"], {"n0": 4, "n2": 10}),
+        # One scorer's weight cancels out.
+        ([({"n0": 7}, 5)], ["n0", "n1"], {"n0": 7}),
         # The ledger's own scores: its cache holds n0 and n1, and only n1 is offered.
         (None, ["n1", "n3"], {"n1": 8}),
-        # Two scorers: the rounded mean, a node one of them does not score counting 0.
-        ([{"n0": 10, "n1": 3}, {"n0": 6}], ["n0", "n1", "n2"], {"n0": 8, "n1": 2}),
+        # Two scorers of equal weight: the rounded mean, a node one does not score counting 0.
+        ([({"n0": 10, "n1": 3}, 1), ({"n0": 6}, 1)], ["n0", "n1", "n2"], {"n0": 8, "n1": 2}),
+        # Weighed: (3 x 10) / 4, (3 x 4 + 10) / 4, 10 / 4, rounded.
+        (
+            [({"n0": 10, "n1": 4}, 3), ({"n1": 10, "n2": 10}, 1)],
+            ["n0", "n1", "n2"],
+            {"n0": 8, "n1": 6, "n2": 2},
+        ),
+        # A scorer with nothing to say does not dilute the others.
+        ([({"n0": 10, "n1": 5}, 1), ({}, 20)], ["n0", "n1"], {"n0": 10, "n1": 5}),
     ],
-    ids=["one-scorer", "ledger-cache", "mean-of-two"],
+    ids=["one-scorer", "one-weighted", "ledger-cache", "mean-of-two", "weighed", "silent"],
 )
-def test_prioritize_scores_the_offered_nodes_only(
-    scorers: list[dict[str, int]] | None, offered: list[str], expected: dict[str, int]
+def test_prioritize_weighs_the_scorers_over_the_offered_nodes_only(
+    scorers: list[tuple[dict[str, int], int]] | None,
+    offered: list[str],
+    expected: dict[str, int],
 ) -> None:
     lg = ledger()
     lg.set_capacity(R, {"n0": 4, "n1": 4})  # n0 holds 2 of 4: both have room, n1 more
     v = verbs(lg)
     if scorers is not None:
-        v.scorers = [cast(ScorePlugin, Fixed(s)) for s in scorers]
+        v.scorers = [Weighted(Fixed(s), w) for s, w in scorers]
     scores = v.prioritize(args(PODS["ephemeral"], offered))
     assert {s.Host: s.Score for s in scores} == expected
     assert len(scores) == len(expected)
 
 
-def test_a_preference_scores_the_best_alternative_ten() -> None:
-    scores = verbs(ledger()).prioritize(args(PODS["preference"]))
-    assert {s.Host: s.Score for s in scores} == {"n3": 10}  # the others score 0: left out
+LEAST_ALLOCATED = [("n1", 8), ("n2", 5), ("n0", 3)]  # most room first; n3 has no R
+
+
+@pytest.mark.parametrize(
+    ("limits", "marks", "ranked"),
+    [
+        ({R: "1"}, {}, LEAST_ALLOCATED),
+        # The preferred node first, and alone: the others score 0 whatever their room.
+        ({R: "1"}, {"prefer": "zone=n0"}, [("n0", 10)]),
+        # No node has the first alternative: the nodes with a unit of r free, alike.
+        ({R: "1"}, {"prefer": "zone=n9, r"}, [("n0", 10), ("n1", 10), ("n2", 10)]),
+        # No node has any alternative: least-allocated, as for a pod without a preference.
+        ({R: "1"}, {"prefer": "zone=n9"}, LEAST_ALLOCATED),
+        ({"cpu": "1"}, {"prefer": "zone=n2"}, [("n2", 10)]),
+        # The fullest node holding r first, and alone, though it has the least room.
+        ({R: "1"}, {"pack": "r"}, [("n0", 10)]),
+        ({"cpu": "1"}, {"pack": "r"}, [("n0", 10)]),
+        # The early return: no ephemeral request, no mark.
+        ({"cpu": "1"}, {}, []),
+    ],
+    ids=[
+        "ephemeral",
+        "prefer-label",
+        "prefer-resource",
+        "prefer-nowhere",
+        "prefer-no-ephemeral",
+        "pack",
+        "pack-no-ephemeral",
+        "plain",
+    ],
+)
+def test_prioritize_ranks_the_nodes_as_the_pod_asks(
+    limits: dict[str, str], marks: dict[str, str], ranked: list[tuple[str, int]]
+) -> None:
+    lg = ledger()
+    lg.set_capacity(R, {"n0": 4, "n1": 4, "n2": 4})
+    lg.hold("more", "n2", {R: 1})  # r used: n0 2 of 4, n1 0 of 4, n2 1 of 4
+    annotations = {f"escher.io/{k}": v for k, v in marks.items()}
+    scores = verbs(lg).prioritize(args(pod(limits=limits, annotations=annotations)))
+    assert [(s.Host, s.Score) for s in sorted(scores, key=lambda s: (-s.Score, s.Host))] == ranked
+
+
+def test_prioritize_asks_no_scorer_about_a_pod_with_no_ephemeral_request_and_no_mark() -> None:
+    v = verbs(ledger())
+    v.scorers = [Weighted(Fixed({"n0": 10}), 1)]
+    assert v.prioritize(args(PODS["plain"])) == []
+
+
+def test_the_default_weights_keep_a_preferred_node_above_every_other() -> None:
+    """Whatever least-allocated says of either: the preferred node scores 10, the other 0, as
+    when Preference scored alone."""
+    weight = {e.name: e.weight for e in registry.SCORERS}
+    p = builders.info(pod(limits={R: "1"}, annotations={"escher.io/prefer": "zone=n0"}))
+    for fit_p, fit_q in itertools.product(range(MAX_SCORE + 1), repeat=2):
+        scorers = [
+            Weighted(Fixed({"p": fit_p, "q": fit_q}), weight[ephemeral.NAME]),
+            Weighted(Fixed({"p": MAX_SCORE, "q": 0}), weight[preference.NAME]),
+        ]
+        scores = weighted_scores(scorers, p, ["p", "q"], ledger())
+        assert [(s.Host, s.Score) for s in scores] == [("p", MAX_SCORE)], (fit_p, fit_q)
 
 
 def bind_args(uid: str, node: str, name: str | None = None) -> ExtenderBindingArgs:

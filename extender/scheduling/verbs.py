@@ -1,9 +1,9 @@
 """The extender verbs: filter, prioritize, bind and preempt, decided over the ledger.
 
-Called by the HTTP routes (extender.http.verbs) with decoded wire types; runs the enabled
-filter and score plugins (extender.filters), the gang barrier at bind (extender.gang), and
-preemption (extender.preemption). The Binder (extender.adapters.binder in kube mode, none in
-standalone mode) creates the Binding.
+Called by the HTTP routes (extender.http.verbs) with decoded wire types; runs the filter
+and score plugins it is given (extender.scheduling.registry builds them), the gang barrier at
+bind (extender.gang), and preemption (extender.scheduling.preemption). The Binder
+(extender.adapters.binder in kube mode, none in standalone mode) creates the Binding.
 
 The hot path. kube-scheduler calls filter and prioritize for every pod of its profile, one
 pod at a time, inside its scheduling cycle, so whatever they cost is taken from the cluster's
@@ -23,20 +23,20 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
-from extender import preemption
 from extender.core.errors import CoreError
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.names import check_node_name
 from extender.core.objects import Pod
-from extender.core.plugins import FilterPlugin, ScorePlugin
+from extender.core.plugins import FilterPlugin, Weighted
 from extender.core.pod import Keys, PodInfo, Rejection, pod_info
 from extender.core.quantity import InvalidQuantity
 from extender.gang.manager import GangManager, Ticket
-from extender.requeue import Requeue
+from extender.scheduling import preemption
+from extender.scheduling.requeue import Requeue
 from extender.wire import (
     MAX_SCORE,
     BadRequest,
@@ -138,7 +138,7 @@ class Verbs:
         keys: Keys,
         gangs: GangManager,
         filters: Sequence[FilterPlugin],
-        scorers: Sequence[ScorePlugin],
+        scorers: Sequence[Weighted],
         binder: Binder | None,
         *,
         learn_nodes: bool = False,
@@ -216,25 +216,9 @@ class Verbs:
     # ---- prioritize ------------------------------------------------------------------------
 
     def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
-        """Scores 0..MAX_SCORE, the mean of the enabled scorers, for the nodes scoring above 0:
-        kube-scheduler adds an extender's scores to its own, so a node left out and a node
-        scoring 0 are the same to it, and an empty list is neutral. Empty at once for a pod no
-        scorer has anything to say about."""
         pod = self.pod(args.Pod)
         names = node_names(args)  # checked even when unread: a malformed request is a 400
-        if not (pod.ephemeral or pod.marks) or not self.scorers:
-            return []
-        if len(self.scorers) == 1:  # the common case: one pass, one lookup per offered node
-            scores = self.scorers[0].score(pod, names, self.ledger)
-            pairs: Iterable[tuple[str, int | None]] = zip(
-                names, map(scores.get, names), strict=True
-            )
-        else:
-            maps = [plugin.score(pod, names, self.ledger) for plugin in self.scorers]
-            pairs = ((n, round(sum(m.get(n, 0) for m in maps) / len(maps))) for n in names)
-        return [
-            HostPriority(Host=n, Score=s if s <= MAX_SCORE else MAX_SCORE) for n, s in pairs if s
-        ]
+        return weighted_scores(self.scorers, pod, names, self.ledger)
 
     # ---- bind ------------------------------------------------------------------------------
 
@@ -296,6 +280,32 @@ class Verbs:
             if chosen:
                 out[node] = MetaVictims(Pods=[MetaPod(UID=u) for u in chosen], NumPDBViolations=pdb)
         return ExtenderPreemptionResult(NodeNameToMetaVictims=out)
+
+
+def weighted_scores(
+    scorers: Sequence[Weighted], pod: PodInfo, nodes: Sequence[str], ledger: Ledger
+) -> list[HostPriority]:
+    """Prioritize's answer: per node, the sum of weight x score over the scorers that had
+    something to say (a non-empty answer), divided by the sum of their weights and rounded,
+    so 0..MAX_SCORE, as kube-scheduler weighs its score plugins; only the nodes scoring above
+    0 (kube-scheduler adds an extender's scores to its own: a node left out and a node scoring
+    0 are the same to it, and an empty list is neutral). Empty at once for a pod no scorer has
+    anything to say about."""
+    if not (pod.ephemeral or pod.marks):
+        return []
+    said: list[tuple[int, Mapping[str, int]]] = [
+        (w.weight, m) for w in scorers if (m := w.plugin.score(pod, nodes, ledger))
+    ]
+    pairs: Iterable[tuple[str, int | None]]
+    if len(said) == 1:  # the common case: one lookup per offered node, the weight cancels out
+        scores = said[0][1]
+        pairs = zip(nodes, map(scores.get, nodes), strict=True)
+    elif said:
+        total = sum(w for w, _ in said)
+        pairs = ((n, round(sum(w * m.get(n, 0) for w, m in said) / total)) for n in nodes)
+    else:
+        return []
+    return [HostPriority(Host=n, Score=s if s <= MAX_SCORE else MAX_SCORE) for n, s in pairs if s]
 
 
 def _filter_reply(

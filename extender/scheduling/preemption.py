@@ -8,7 +8,7 @@ before the nodes show it: if the proposed victims free enough of every ephemeral
 the preemptor requests, they stand; if not, more holders of lower priority than the
 preemptor are added, fewest first by priority; if even evicting all of those cannot help,
 the node is dropped. kube-scheduler only accepts victims that are on the node, and a node
-must keep at least one. Called by extender.verbs; reads the ledger only.
+must keep at least one. Called by extender.scheduling.verbs; reads the ledger only.
 """
 
 from __future__ import annotations
