@@ -855,19 +855,24 @@ def test_the_api_budgets_default_equal_and_each_can_be_set() -> None:
 def test_another_resource_domain_reaches_every_key_that_names_it() -> None:
     docs = render({"resourceDomain": "example.com"})
     assert serve_args(docs).resource_domain == "example.com"
-    managed = scheduler_config(docs)["extenders"][0]["managedResources"]
-    assert managed == [{"name": "scheduling.example.com/extender", "ignoredByScheduler": True}]
+    managed = [e["managedResources"] for e in scheduler_config(docs)["extenders"]]
+    assert managed == [
+        [{"name": "scheduling.example.com/gang", "ignoredByScheduler": True}],
+        [{"name": "scheduling.example.com/score", "ignoredByScheduler": True}],
+    ]
     policies = [d for d in docs if d["kind"].endswith("AdmissionPolicy")]
     assert len(policies) == 3
     text = json.dumps(policies)
     assert "escher.io" not in text
-    for key_ in ("example.com/gang", "example.com/gang-min", "example.com/prefer",
-                 "example.com/requeued-at", "scheduling.example.com/extender"):  # fmt: skip
+    for key_ in ("example.com/gang", "example.com/pack", "example.com/prefer",
+                 "example.com/requeued-at", "scheduling.example.com/gang",
+                 "scheduling.example.com/score"):  # fmt: skip
         assert key_ in text, key_
-    # The marker policy names the marker twice (limits, requests), the gate policy its gate.
+    # The marker policy names each marker once (its variables), the gate policy its gate.
     marker = find(docs, "MutatingAdmissionPolicy", f"{RELEASE}-marker")
-    (mutation,) = marker["spec"]["mutations"]
-    assert mutation["jsonPatch"]["expression"].count('"scheduling.example.com/extender"') == 2
+    markers = {v["name"]: v["expression"] for v in marker["spec"]["variables"]}["markers"]
+    for name in ("scheduling.example.com/gang", "scheduling.example.com/score"):
+        assert markers.count(f'"{name}"') == 1, name
     gate = find(docs, "MutatingAdmissionPolicy", f"{RELEASE}-gang-gate")
     (mutation,) = gate["spec"]["mutations"]
     assert mutation["jsonPatch"]["expression"].count('"example.com/gang"') == 2

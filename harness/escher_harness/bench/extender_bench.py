@@ -146,11 +146,22 @@ def _machine() -> dict[str, Any]:
     }
 
 
+def _budgets(parameters: Mapping[str, Any]) -> str:
+    """Both API budgets, said in words: the extender binds (gang members, or every pod it is
+    sent) with its own, so a budget below kube-scheduler's caps binds."""
+    qps, burst = parameters["client_qps"], parameters["client_burst"]
+    return (
+        f"API budgets: kube-scheduler's clientConnection qps {qps:g} / burst {burst}; the "
+        f"extender's (--kube-qps / --kube-burst) qps {qps:g} / burst {burst}."
+    )
+
+
 def _report(results: Mapping[str, Any]) -> str:
     parts = [
         f"# bench extender, {results['started']}",
         f"machine: {json.dumps(results['machine'])}",
         f"parameters: {json.dumps(results['parameters'])}",
+        _budgets(results["parameters"]),
     ]
     if results["latency"]:
         parts.append(
