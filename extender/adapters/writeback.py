@@ -1,7 +1,9 @@
 """Write-back: keeps the ephemeral resources on the Node objects equal to the ledger.
 
 The ledger decides ephemeral resources in memory; this makes them durable and visible to
-kube-scheduler by writing each node's set to its `status.capacity` and `status.allocatable`
+kube-scheduler by writing each node's set (NodeView.shown: the capacities, or what bound pods
+hold where that is more, after a decrease raced with kube-scheduler's own binds) to its
+`status.capacity` and `status.allocatable`
 (no kubelet copies one into the other for these names): a JSON merge patch of the status
 subresource that names only the domain's keys (null deletes one), so other writers' extended
 resources are never touched.
@@ -35,7 +37,7 @@ import msgspec
 from extender.adapters.kubeapi import ApiError, KubeAPI, merge_patch
 from extender.adapters.view import Owned
 from extender.core import quantity
-from extender.core.ledger import Ledger
+from extender.core.ledger import Ledger, NodeView
 from extender.metrics import Metrics
 from extender.settings import Settings
 
@@ -147,7 +149,7 @@ class WriteBack:
         view = self._ledger.node(node)
         if view is None or not self._may_write():
             return
-        want = self._desired(view.ephemeral)
+        want = self._desired(view)
         if capacity != want or allocatable != want:
             with self._lock:
                 self._note(node, _Dirty(0, time.monotonic()))
@@ -297,7 +299,7 @@ class WriteBack:
             view = self._ledger.node(node)
             if view is None:
                 return wrote  # gone from the ledger: nothing to write
-            desired = self._desired(view.ephemeral)
+            desired = self._desired(view)
             seen = self._seen.get(node)
             if seen is None or seen.stale:
                 seen = await self._read(node)
@@ -324,8 +326,8 @@ class WriteBack:
             wrote = True
         return wrote
 
-    def _desired(self, ephemeral: Mapping[str, int]) -> dict[str, int]:
-        return {**ephemeral, **self._advertised}
+    def _desired(self, view: NodeView) -> dict[str, int]:
+        return {**view.shown(), **self._advertised}
 
     async def _read(self, node: str) -> _Seen:
         reply = await self._api.request(

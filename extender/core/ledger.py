@@ -104,6 +104,17 @@ class NodeView(NamedTuple):
     def available(self, resource: str) -> int:
         return max(0, self.capacity(resource) - self.used.get(resource, 0))
 
+    def shown(self) -> dict[str, int]:
+        """What the node must show of its ephemeral resources: each one's capacity, or what
+        its pods hold if that is more. Pods can be bound beyond a capacity just lowered: the
+        ledger refuses a decrease below what it has seen allocated, but kube-scheduler may
+        have placed pods against the old capacity that the pod watch has not reported yet
+        (a pod that needs no exchange never tells the extender first). The node then shows
+        what they hold until they leave, so it is never over capacity, and kube-scheduler
+        places no more pods there: the decrease is deferred, not half applied."""
+        used = self.used
+        return {r: max(cap, used.get(r, 0)) for r, cap in self.ephemeral.items()}
+
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
@@ -157,6 +168,9 @@ class Ledger:
         self._on_node: dict[str, set[str]] = {}
         self._kinds = dict.fromkeys(HolderKind, 0)
         self._listeners: list[Listener] = []
+        # Nodes whose shown() changed with their holdings (a pod bound beyond a capacity, or
+        # one of those leaving): told to the listeners with the next change.
+        self._reshown: set[str] = set()
 
     # ---- observation (no lock) ----------------------------------------------------------
 
@@ -165,7 +179,7 @@ class Ledger:
         return self._version
 
     def subscribe(self, listener: Listener) -> None:
-        """Call `listener(version, nodes whose ephemeral capacity changed)` after changes.
+        """Call `listener(version, nodes whose shown() changed)` after changes.
 
         Called with the lock held, on whatever thread made the change: a listener only
         records and wakes, never blocks.
@@ -440,7 +454,7 @@ class Ledger:
             if node not in self._nodes:
                 self._nodes[node] = NodeView(node)
             self._put(Holding(holder, node, dict(amounts), HolderKind.POD, priority=priority))
-            self._changed(frozenset())
+            self._changed(frozenset())  # with the node if the pod is held beyond a capacity
 
     def convert(self, old: str, new: str, amounts: Mapping[str, int]) -> bool:
         """Hand `old`'s place to `new` (assumed, on the same node), in one step: a reserved
@@ -505,11 +519,15 @@ class Ledger:
         view = self._nodes[node]
         used = dict(view.used)
         for res, v in amounts.items():
-            left = used.get(res, 0) + sign * v
+            before = used.get(res, 0)
+            left = before + sign * v
             if left > 0:
                 used[res] = left
             else:
                 used.pop(res, None)
+            cap = view.ephemeral.get(res)
+            if cap is not None and max(before, left) > cap:
+                self._reshown.add(node)
         self._set_view(view._replace(used=used))
 
     def _set_view(self, view: NodeView) -> None:
@@ -676,6 +694,9 @@ class Ledger:
 
     def _changed(self, nodes: frozenset[str]) -> None:
         self._version += 1
+        if self._reshown:
+            nodes = nodes | self._reshown
+            self._reshown = set()
         for listener in self._listeners:
             listener(self._version, nodes)
 

@@ -17,15 +17,17 @@ gang time, never its all-or-nothing or a node's capacity.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 
 import httpx
 import pytest
+from kubernetes import client
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload, pod_manifest
-from extender.esl.client import PolicyClient
+from extender.esl.client import PolicyAPIError, PolicyClient
 
 pytestmark = [
     pytest.mark.e2e,
@@ -35,6 +37,11 @@ pytestmark = [
 _names = itertools.count()
 # How soon a pod waiting for an ephemeral resource must be bound once it is set (issue 29).
 WAKE_SECONDS = 5.0
+# When the decrease starts after its round's pods, seconds: across the window in which it
+# sees fewer pods allocated than kube-scheduler is binding (a few ms to a few tens of ms
+# here, by the machine's load).
+DELAYS = tuple(i * 0.005 for i in range(14))
+PODS, SPACING = 12, 0.008
 
 
 def calls(info: localcluster.ClusterInfo) -> dict[str, float]:
@@ -243,3 +250,60 @@ def test_pods_that_need_no_exchange_are_scheduled_while_the_extender_is_down(
     finally:
         localcluster.start_component(cluster.dir, "extender", timeout=120)
         work.delete([plain, eph])
+
+
+def test_a_capacity_decrease_racing_with_binds_never_over_commits(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """Pods that request an ephemeral resource are kube-scheduler's alone: the ledger learns
+    of them from the pod watch, after the bind. A decrease it takes while kube-scheduler is
+    placing pods against the old capacity can then land below what gets bound. Each round:
+    12 pods of one unit arrive 8 ms apart for the one node that has 12 units, and the
+    capacity is lowered to 2 a few milliseconds in (later each round). Without the deferral
+    4 of the 14 rounds ended with 4 pods bound on a node showing 2. The decrease is refused
+    (409, below what the ledger saw allocated) or taken; either way the node never ends over
+    capacity (it shows what its pods hold until they leave: the decrease is deferred), and
+    once the pods are gone it shows the capacity asked for."""
+    api = api_client(cluster.kubeconfig)
+    work = Workload(api)
+    core = client.CoreV1Api(api)
+    n = next(_names)
+    node = cluster.nodes[0]
+    short = f"race-{n}"
+    resource = one_unit_on(cluster, short, node, units=PODS)
+    assert cluster.extender_url is not None and cluster.token is not None
+    with PolicyClient(cluster.extender_url, cluster.token) as policy:
+        for r, delay in enumerate(DELAYS):
+            names = [f"{short}-{r}-{i}" for i in range(PODS)]
+            lowered: list[int] = []
+
+            def lower(delay: float, lowered: list[int] = lowered) -> None:
+                time.sleep(delay)
+                try:
+                    policy.set_resource(short, 2, node=node)
+                    lowered.append(200)
+                except PolicyAPIError as e:
+                    lowered.append(e.status)
+
+            # The pods arrive one by one while the decrease is on its way: checked against
+            # the allocations the ledger has seen, written as an object, applied, patched
+            # onto the node, and seen by kube-scheduler's node watch.
+            lowering = threading.Thread(target=lower, args=(delay,))
+            lowering.start()
+            for name in names:
+                work.create(pod_manifest(name, limits={resource: "1"}))
+                time.sleep(SPACING)
+            lowering.join()
+            assert lowered in ([200], [409]), lowered
+            placed = work.wait(names, timeout=30, bound=2, settle=2.0)
+            bound = sum(1 for p in placed.values() if p.node == node)
+            shows = int(core.read_node(node).status.allocatable.get(resource, "0"))
+            assert bound <= shows, f"round {r}: {bound} pods bound, the node shows {shows}"
+            work.delete(names)
+            deadline = time.monotonic() + 30
+            want = 2 if lowered == [200] else PODS
+            while int(core.read_node(node).status.allocatable.get(resource, "0")) != want:
+                assert time.monotonic() < deadline, f"round {r}: the node never showed {want}"
+                time.sleep(0.2)
+            policy.set_resource(short, PODS, node=node)
+        policy.delete_resource(short)

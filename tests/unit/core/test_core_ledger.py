@@ -304,3 +304,34 @@ def test_adopting_a_nodes_capacities_is_not_something_to_write_back() -> None:
     lg.upsert_node("a", {}, {"cpu": 1000}, {R: 3})
     lg.set_capacity(R, {"a": 4})
     assert seen == [frozenset(), frozenset({"a"})]
+
+
+def test_pods_bound_beyond_a_lowered_capacity_are_shown_until_they_leave() -> None:
+    """A decrease races with kube-scheduler's own binds: the pod watch reports pods bound
+    against the old capacity after the ledger lowered it. The node must then show what they
+    hold (never over capacity, and no room for more), and the capacity once they are gone;
+    each change of what it shows is told to the listeners with the node."""
+    lg = ledger("n1", cap=3)
+    told: list[frozenset[str]] = []
+    lg.subscribe(lambda _version, nodes: told.append(nodes))
+    lg.observe_bound("a", "n1", {R: 1})
+    lg.set_capacity(R, {"n1": 1})  # the ledger had seen one pod: the decrease is allowed
+    assert shown(lg, "n1") == {R: 1}
+    told.clear()
+    for pod in ("b", "c"):  # bound against the old capacity, reported late
+        lg.observe_bound(pod, "n1", {R: 1})
+    assert shown(lg, "n1") == {R: 3} and told == [frozenset({"n1"})] * 2
+    told.clear()
+    lg.release("b")
+    assert shown(lg, "n1") == {R: 2} and told == [frozenset({"n1"})]
+    lg.release("c")
+    assert shown(lg, "n1") == {R: 1}
+    told.clear()
+    lg.release("a")  # within the capacity: nothing to show differently
+    assert shown(lg, "n1") == {R: 1} and told == [frozenset()]
+
+
+def shown(lg: Ledger, node: str) -> dict[str, int]:
+    view = lg.node(node)
+    assert view is not None
+    return view.shown()
