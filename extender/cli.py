@@ -1,4 +1,5 @@
-"""The `escher-extender` command line: `serve`, and the command groups of installed plugins.
+"""The `escher-extender` command line: `serve`, `check-scheduler-config`, and the command groups
+of installed plugins.
 
 The console-script entry point (pyproject [project.scripts]) and `python -m extender`.
 `serve`'s flags are generated from the one typed Settings object (one flag per field);
@@ -67,6 +68,62 @@ def _add_serve(sub: Any) -> None:
     p.set_defaults(func=_serve, settings=source)
 
 
+def _check_scheduler_config(args: argparse.Namespace) -> int:
+    import yaml
+
+    from extender.core.pod import Keys
+    from extender.scheduling.profile import extender_entries, problems
+
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            config = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        print(f"escher-extender check-scheduler-config: {args.file}: {e}", file=sys.stderr)
+        return 2
+    if not isinstance(config, dict):
+        print(
+            f"escher-extender check-scheduler-config: {args.file}: not a "
+            "KubeSchedulerConfiguration (a mapping)",
+            file=sys.stderr,
+        )
+        return 2
+    keys = Keys.for_domain(args.resource_domain)
+    found = problems(config, keys, args.gang_wait_seconds)
+    for p in found:
+        print(f"{args.file}: {p}", file=sys.stderr)
+    if found:
+        return 1
+    if extender_entries(config, keys):
+        print(f"{args.file}: the extender's entries are as it needs them")
+    else:
+        print(f"{args.file}: no entry calls the extender (kube-scheduler alone, as in pure mode)")
+    return 0
+
+
+def _add_check_scheduler_config(sub: Any) -> None:
+    defaults = Settings.model_fields
+    p = sub.add_parser(
+        "check-scheduler-config",
+        help="check a KubeSchedulerConfiguration against what the extender needs of it",
+        description="Say each mistake in kube-scheduler's configuration that would send the "
+        "extender's exchanges to the wrong pods (gang members bound without their barrier, "
+        "a marker it does not know, preferences never scored...). Exit status 1 if any.",
+    )
+    p.add_argument("file", help="the KubeSchedulerConfiguration file (YAML or JSON)")
+    p.add_argument(
+        "--resource-domain",
+        default=defaults["resource_domain"].default,
+        help="the extender's --resource-domain (default %(default)s)",
+    )
+    p.add_argument(
+        "--gang-wait-seconds",
+        type=float,
+        default=defaults["gang_wait_seconds"].default,
+        help="the extender's --gang-wait-seconds (default %(default)s)",
+    )
+    p.set_defaults(func=_check_scheduler_config)
+
+
 COMMANDS_GROUP = "escher_extender.commands"
 
 
@@ -78,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
+    _add_check_scheduler_config(sub)
     for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(sub)
     return parser

@@ -44,6 +44,7 @@ from escher_harness.localcluster.binaries import find_kubectl, find_tool
 from escher_harness.localcluster.errors import MissingBinaryError
 from extender.cli import build_parser, settings_of
 from extender.core.pod import Keys
+from extender.scheduling.profile import problems
 from extender.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -314,6 +315,16 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     # each managing its marker; every-pod: one entry with every verb, managing nothing.
     verbs = [sorted(k for k in e if k.endswith("Verb")) for e in extenders]
     managed = [e.get("managedResources") for e in extenders]
+    # What the scheduler's init container checks before it starts (check-scheduler-config).
+    keys_ = Keys.for_domain(values["resourceDomain"])
+    assert problems(config, keys_, args.gang_wait_seconds) == []
+    (check,) = deployment(docs, scheduler)["spec"]["template"]["spec"]["initContainers"]
+    domain_flag = [a for a in check["command"] if a.startswith("--resource-domain=")]
+    assert domain_flag == (
+        []
+        if values["resourceDomain"] == "escher.io"
+        else [f"--resource-domain={values['resourceDomain']}"]
+    )
     if split:
         keys = Keys.for_domain(values["resourceDomain"])
         assert verbs == [["bindVerb", "filterVerb", "preemptVerb"], ["prioritizeVerb"]]

@@ -70,3 +70,35 @@ def test_the_standalone_service_loads_no_kubernetes_client() -> None:
         [sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("config", "status", "out", "err"),
+    [
+        ("scheduler-config/extender-split.yaml", 0, "the extender's entries are as it needs them",
+         ""),
+        ("scheduler-config/pure.yaml", 0, "no entry calls the extender", ""),
+        ("bad.yaml", 1, "", "extenders[0].bindVerb: missing"),
+        ("missing.yaml", 2, "", "No such file"),
+        ("list.yaml", 2, "", "not a KubeSchedulerConfiguration"),
+    ],
+)  # fmt: skip
+def test_check_scheduler_config_says_each_mistake_and_fails(
+    config: str, status: int, out: str, err: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from extender.cli import main
+
+    repo = Path(__file__).resolve().parents[2]
+    (tmp_path / "scheduler-config").symlink_to(repo / "scheduler-config")
+    (tmp_path / "bad.yaml").write_text(
+        "extenders:\n- {urlPrefix: x, filterVerb: filter, httpTimeout: 15s,\n"
+        "   managedResources: [{name: scheduling.escher.io/gang, ignoredByScheduler: true}]}\n"
+        "percentageOfNodesToScore: 100\n"
+    )
+    (tmp_path / "list.yaml").write_text("- 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check-scheduler-config", config]) == status
+    got = capsys.readouterr()
+    assert out in got.out and err in got.err
+    assert (got.out == "") == (out == "")

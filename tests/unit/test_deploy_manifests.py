@@ -25,6 +25,7 @@ from rbac import EXPECTED, PLACEMENT, triples
 from escher_harness.localcluster.config import SCHEDULER_ENV
 from extender.cli import build_parser, settings_of
 from extender.core.pod import COSCHEDULING_LABEL, Keys
+from extender.scheduling.profile import problems
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -479,3 +480,19 @@ def test_a_network_policy_lets_only_the_scheduler_at_the_verbs_and_labelled_name
     assert api_rule["ports"] == [{"port": ports["https"], "protocol": "TCP"}]
     if mode == "extender":
         assert verbs_rule["ports"][0]["port"] == ports["verbs"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_scheduler_checks_its_configuration_before_it_starts(mode: str) -> None:
+    """deploy/'s scheduler configuration has no mistake the extender's check finds, and the
+    scheduler's pod runs the check on the file kube-scheduler reads, in an init container."""
+    assert problems(scheduler_config(mode), KEYS, gang_wait_seconds=10.0) == []
+    spec = pod_spec(overlay(mode), "escher-scheduler")
+    (check,) = spec["initContainers"]
+    (scheduler,) = spec["containers"]
+    config = next(a for a in scheduler["command"] if a.startswith("--config=")).split("=", 1)[1]
+    assert check["command"] == ["escher-extender", "check-scheduler-config", config]
+    mount = {m["name"]: m["mountPath"] for m in check["volumeMounts"]}
+    assert config.startswith(mount["config"] + "/")
+    (extender,) = pod_spec(overlay(mode), "escher-extender")["containers"]
+    assert check["image"] == extender["image"]

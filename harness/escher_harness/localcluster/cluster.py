@@ -65,6 +65,9 @@ from escher_harness.localcluster.processes import (
     spawn,
     stop,
 )
+from extender.core.pod import Keys
+from extender.scheduling import profile
+from extender.settings import Settings
 
 _EXTENDED_RESOURCE = re.compile(
     r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -520,6 +523,13 @@ def _start(
         verbs_tls=verbs_tls,
         split=spec.resource_domain if spec.split else None,
     )
+    if spec.mode == "extender":
+        # As deploy/'s scheduler checks its configuration before it starts (a user's file
+        # above all): said, not refused, so an experiment can still run.
+        keys = Keys.for_domain(spec.resource_domain)
+        wait = Settings.model_fields["gang_wait_seconds"].default
+        for problem in profile.problems(scheduler_config, keys, wait):
+            say(f"warning: kube-scheduler's configuration: {problem}")
     _write_private(cdir.tokens, config.render_tokens_csv(admin_token))
     _write_private(cdir.kubeconfig, config.render_kubeconfig(apiserver_url, admin_token))
     cdir.scheduler_config.write_text(config.dump_yaml(scheduler_config))

@@ -1,0 +1,204 @@
+"""The check of kube-scheduler's configuration against what this extender needs of it.
+
+A scheduler profile that sends the extender's exchanges to the wrong pods fails silently: a
+gang member bound by kube-scheduler itself skips the gang barrier, a marker the extender does
+not know is counted by NodeResourcesFit, a preference is never scored. `problems()` reads a
+KubeSchedulerConfiguration (as its YAML or JSON decodes) and says each such mistake in a
+sentence, so it is found where the configuration is started, not in the cluster later:
+`escher-extender check-scheduler-config FILE` (deploy/'s scheduler runs it as an init
+container) and the embedded cluster's launcher call it. Pure: no I/O.
+
+The extender's entries are those whose `managedResources` name a marker of the domain
+(`scheduling.<domain>/...`), or, with no `managedResources`, whose urlPrefix is one of those
+entries' or who call the verbs by the extender's names. Other extenders are left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from extender.core.pod import Keys
+
+VERBS = ("filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb")
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|ms|m|s))+$")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One mistake: where (`extenders[1].bindVerb`) and why it matters."""
+
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+def extender_entries(
+    config: Mapping[str, Any], keys: Keys
+) -> list[tuple[int, Mapping[str, Any], set[str]]]:
+    """The extender's entries of `config`: (index, entry, the names it manages)."""
+    entries = config.get("extenders") or []
+    if not isinstance(entries, Sequence) or isinstance(entries, str | bytes):
+        return []
+    domain = keys.gang_marker.split("/")[0] + "/"
+    found: list[tuple[int, Mapping[str, Any], set[str]]] = []
+    urls = set()
+    for i, e in enumerate(entries):
+        if not isinstance(e, Mapping):
+            continue
+        managed = {
+            str(m.get("name", ""))
+            for m in e.get("managedResources") or []
+            if isinstance(m, Mapping)
+        }
+        if any(m.startswith(domain) for m in managed):
+            urls.add(e.get("urlPrefix"))
+            found.append((i, e, managed))
+    for i, e in enumerate(entries):
+        if (
+            isinstance(e, Mapping)
+            and not e.get("managedResources")
+            and (e.get("urlPrefix") in urls or e.get("filterVerb") == "filter")
+        ):
+            found.append((i, e, set()))
+    return sorted(found, key=lambda t: t[0])
+
+
+def problems(config: Mapping[str, Any], keys: Keys, gang_wait_seconds: float) -> list[Problem]:
+    """Every mistake in `config` for an extender with `keys` whose gang members wait up to
+    `gang_wait_seconds` at bind; [] for a configuration the extender works with, or one that
+    names no entry of it (pure mode)."""
+    entries = config.get("extenders") or []
+    if not isinstance(entries, Sequence) or isinstance(entries, str | bytes):
+        return [Problem("extenders", "must be a list")]
+    domain = keys.gang_marker.split("/")[0] + "/"
+    out = [
+        Problem(f"extenders[{i}]", "must be a mapping")
+        for i, e in enumerate(entries)
+        if not isinstance(e, Mapping)
+    ]
+    ours = extender_entries(config, keys)
+    if not ours:
+        return out
+    markers = set(keys.markers)
+    gang_entries = []
+    scored = False
+    for i, e, managed in ours:
+        at = f"extenders[{i}]"
+        verbs = {v for v in VERBS if e.get(v)}
+        every_pod = not managed
+        for name in sorted(managed):
+            if name.startswith(domain) and name not in markers:
+                out.append(
+                    Problem(
+                        f"{at}.managedResources",
+                        f"{name} is no marker of this extender (its markers are "
+                        f"{', '.join(keys.markers)}): the admission policy does not add it, "
+                        "so the entry is sent no pod (an old marker, or another "
+                        "--resource-domain?)",
+                    )
+                )
+        for m in e.get("managedResources") or []:
+            if (
+                isinstance(m, Mapping)
+                and m.get("name") in markers
+                and not m.get("ignoredByScheduler")
+            ):
+                out.append(
+                    Problem(
+                        f"{at}.managedResources",
+                        f"{m.get('name')} needs ignoredByScheduler: true: NodeResourcesFit "
+                        "would refuse a node the extender has not written the marker to yet",
+                    )
+                )
+        if e.get("ignorable"):
+            out.append(
+                Problem(
+                    f"{at}.ignorable",
+                    "must be false: kube-scheduler would place the pods without the "
+                    "extender's say whenever it does not answer (gang members without their "
+                    "barrier, over a reservation)",
+                )
+            )
+        if every_pod or keys.gang_marker in managed:
+            gang_entries.append(i)
+            for verb, why in (
+                ("filterVerb", "gang members would be placed without their reserved places"),
+                ("bindVerb", "kube-scheduler would bind gang members one by one, not whole"),
+            ):
+                if verb not in verbs:
+                    out.append(Problem(f"{at}.{verb}", f"missing: {why}"))
+            timeout = _seconds(e.get("httpTimeout", "5s"))
+            if "bindVerb" in verbs and timeout is not None and timeout <= gang_wait_seconds:
+                out.append(
+                    Problem(
+                        f"{at}.httpTimeout",
+                        f"{e.get('httpTimeout')} is not longer than gang_wait_seconds "
+                        f"({gang_wait_seconds:g} s): kube-scheduler gives up a member's bind "
+                        "while it waits for its gang",
+                    )
+                )
+        elif "bindVerb" in verbs or "filterVerb" in verbs:
+            sent = [v for v in ("filterVerb", "bindVerb") if v in verbs]
+            out.append(
+                Problem(
+                    f"{at}.{sent[0]}",
+                    f"{' and '.join(sent)} sent for pods that are not gang members "
+                    f"(managedResources {', '.join(sorted(managed))}): only "
+                    f"{keys.gang_marker} pods need them; each costs an exchange",
+                )
+            )
+        if "prioritizeVerb" in verbs and (every_pod or keys.score_marker in managed):
+            scored = True
+            if not e.get("weight"):
+                out.append(Problem(f"{at}.weight", "must be > 0 with a prioritizeVerb"))
+    if not gang_entries:
+        out.append(
+            Problem(
+                "extenders",
+                f"no entry manages {keys.gang_marker}: gang members would be placed and "
+                "bound by kube-scheduler alone, one by one",
+            )
+        )
+    if not scored:
+        out.append(
+            Problem(
+                "extenders",
+                f"no entry scores {keys.score_marker} pods (prioritizeVerb): their "
+                "preferences would be ignored",
+            )
+        )
+    top = config.get("percentageOfNodesToScore")
+    profiles = config.get("profiles") or [{}]
+    for i, profile in enumerate(profiles if isinstance(profiles, Sequence) else [{}]):
+        own = profile.get("percentageOfNodesToScore") if isinstance(profile, Mapping) else None
+        pct = own if own is not None else top
+        if pct != 100:
+            where = (
+                f"profiles[{i}].percentageOfNodesToScore"
+                if own is not None
+                else ("percentageOfNodesToScore")
+            )
+            out.append(
+                Problem(
+                    where,
+                    f"{'adaptive' if pct in (None, 0) else pct}: kube-scheduler stops looking "
+                    "after a share of the feasible nodes, so a gang member's reserved node is "
+                    "often not among those it sends, and the member waits for a retry; 100 "
+                    "sends them all",
+                )
+            )
+    return out
+
+
+def _seconds(text: object) -> float | None:
+    """A Go duration ("15s", "1m30s", "500ms") in seconds; None if it is not one."""
+    if not isinstance(text, str) or not _DURATION.match(text):
+        return None
+    return sum(float(n) * _UNIT[u] for n, u in _PART.findall(text))

@@ -1,0 +1,100 @@
+"""extender.scheduling.profile: each mistake in kube-scheduler's configuration is said, with
+where it is, and the shipped configurations have none (tests/unit/test_deploy_manifests.py
+checks deploy/'s and the chart's)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from extender.core.pod import Keys
+from extender.scheduling.profile import extender_entries, problems
+
+KEYS = Keys.for_domain("escher.io")
+REPO = Path(__file__).resolve().parents[3]
+SPLIT = yaml.safe_load((REPO / "scheduler-config" / "extender-split.yaml").read_text())
+EVERY_POD = yaml.safe_load((REPO / "scheduler-config" / "extender.yaml").read_text())
+
+
+def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """`base` with the value at dotted `path` (list indexes as numbers) set, or deleted if
+    `value` is ...; a copy."""
+    out = copy.deepcopy(base)
+    *parents, last = path.split(".")
+    node: Any = out
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    key_: Any = int(last) if isinstance(node, list) else last
+    if value is ...:
+        del node[key_]
+    else:
+        node[key_] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    ("config", "where", "says"),
+    [
+        (changed(SPLIT, "extenders.0.managedResources.0.name", "scheduling.escher.io/extender"),
+         "extenders[0].managedResources", "is no marker of this extender"),
+        (changed(SPLIT, "extenders.0.managedResources.0.ignoredByScheduler", False),
+         "extenders[0].managedResources", "needs ignoredByScheduler: true"),
+        (changed(SPLIT, "extenders.1.ignorable", True), "extenders[1].ignorable",
+         "must be false"),
+        (changed(SPLIT, "extenders.0.bindVerb", ...), "extenders[0].bindVerb",
+         "bind gang members one by one"),
+        (changed(SPLIT, "extenders.0.filterVerb", ...), "extenders[0].filterVerb",
+         "without their reserved places"),
+        (changed(SPLIT, "extenders.1.bindVerb", "bind"), "extenders[1].bindVerb",
+         "sent for pods that are not gang members"),
+        (changed(SPLIT, "extenders.0.httpTimeout", "10s"), "extenders[0].httpTimeout",
+         "not longer than gang_wait_seconds"),
+        (changed(EVERY_POD, "extenders.0.httpTimeout", "9500ms"), "extenders[0].httpTimeout",
+         "not longer than gang_wait_seconds"),
+        (changed(SPLIT, "extenders.1.weight", 0), "extenders[1].weight", "must be > 0"),
+        (changed(SPLIT, "extenders.1.managedResources.0.name", KEYS.gang_marker), "extenders",
+         "no entry scores"),
+        (changed(SPLIT, "extenders.0.managedResources.0.name", KEYS.score_marker), "extenders",
+         "no entry manages scheduling.escher.io/gang"),
+        (changed(SPLIT, "percentageOfNodesToScore", ...), "percentageOfNodesToScore",
+         "adaptive"),
+        (changed(EVERY_POD, "percentageOfNodesToScore", 50), "percentageOfNodesToScore", "50"),
+        (changed(SPLIT, "profiles.0.percentageOfNodesToScore", 30),
+         "profiles[0].percentageOfNodesToScore", "30"),
+        ({"extenders": "x"}, "extenders", "must be a list"),
+    ],
+)  # fmt: skip
+def test_each_mistake_is_said_where_it_is(config: dict[str, Any], where: str, says: str) -> None:
+    found = problems(config, KEYS, gang_wait_seconds=10.0)
+    assert [p.where for p in found if says in p.message] == [where], found
+
+
+@pytest.mark.parametrize("config", [SPLIT, EVERY_POD], ids=["split", "every-pod"])
+def test_the_shipped_local_configurations_have_no_mistake(config: dict[str, Any]) -> None:
+    assert problems(config, KEYS, gang_wait_seconds=10.0) == []
+    assert extender_entries(config, KEYS)
+
+
+def test_another_extender_and_a_configuration_without_this_one_are_left_alone() -> None:
+    other = {"urlPrefix": "http://gpu", "filterVerb": "gpu-filter", "ignorable": True}
+    mixed = copy.deepcopy(SPLIT)
+    mixed["extenders"].append(other)
+    assert problems(mixed, KEYS, gang_wait_seconds=10.0) == []
+    pure = {"profiles": [{"schedulerName": "x"}], "extenders": [other]}
+    assert problems(pure, KEYS, gang_wait_seconds=10.0) == []
+    assert extender_entries(pure, KEYS) == []
+
+
+def test_the_markers_follow_the_resource_domain() -> None:
+    keys = Keys.for_domain("example.com")
+    found = problems(SPLIT, keys, gang_wait_seconds=10.0)
+    assert found == []  # escher.io's markers are no entry of an example.com extender
+    renamed = copy.deepcopy(SPLIT)
+    for e, marker in zip(renamed["extenders"], keys.markers, strict=True):
+        e["managedResources"][0]["name"] = marker
+    assert problems(renamed, keys, gang_wait_seconds=10.0) == []
+    assert len(extender_entries(renamed, keys)) == 2
