@@ -88,7 +88,7 @@ def _check_scheduler_config(args: argparse.Namespace) -> int:
         )
         return 2
     keys = Keys.for_domain(args.resource_domain)
-    found = problems(config, keys, args.gang_wait_seconds)
+    found = problems(config, keys, args.gang_wait_seconds, args.kube_qps)
     for p in found:
         print(f"{args.file}: {p}", file=sys.stderr)
     if found:
@@ -120,6 +120,12 @@ def _add_check_scheduler_config(sub: Any) -> None:
         type=float,
         default=defaults["gang_wait_seconds"].default,
         help="the extender's --gang-wait-seconds (default %(default)s)",
+    )
+    p.add_argument(
+        "--kube-qps",
+        type=float,
+        default=defaults["kube_qps"].default,
+        help="the extender's --kube-qps, its API budget for binds (default %(default)s)",
     )
     p.set_defaults(func=_check_scheduler_config)
 

@@ -70,10 +70,20 @@ def extender_entries(
     return sorted(found, key=lambda t: t[0])
 
 
-def problems(config: Mapping[str, Any], keys: Keys, gang_wait_seconds: float) -> list[Problem]:
+# kube-scheduler's client budget when clientConnection leaves it out (its defaults).
+SCHEDULER_QPS = 50.0
+
+
+def problems(
+    config: Mapping[str, Any],
+    keys: Keys,
+    gang_wait_seconds: float,
+    extender_qps: float | None = None,
+) -> list[Problem]:
     """Every mistake in `config` for an extender with `keys` whose gang members wait up to
-    `gang_wait_seconds` at bind; [] for a configuration the extender works with, or one that
-    names no entry of it (pure mode)."""
+    `gang_wait_seconds` at bind (and, given `extender_qps`, which binds with that API budget);
+    [] for a configuration the extender works with, or one that names no entry of it (pure
+    mode)."""
     entries = config.get("extenders") or []
     if not isinstance(entries, Sequence) or isinstance(entries, str | bytes):
         return [Problem("extenders", "must be a list")]
@@ -172,6 +182,17 @@ def problems(config: Mapping[str, Any], keys: Keys, gang_wait_seconds: float) ->
                 "extenders",
                 f"no entry scores {keys.score_marker} pods (prioritizeVerb): their "
                 "preferences would be ignored",
+            )
+        )
+    client = config.get("clientConnection") or {}
+    qps = float(client.get("qps") or SCHEDULER_QPS) if isinstance(client, Mapping) else None
+    binds = any(e.get("bindVerb") for _, e, _ in ours)
+    if binds and extender_qps is not None and qps is not None and extender_qps < qps:
+        out.append(
+            Problem(
+                "clientConnection.qps",
+                f"{qps:g}, above the extender's --kube-qps {extender_qps:g}: the pods it binds "
+                "are bound at its budget, not kube-scheduler's; give both the same",
             )
         )
     top = config.get("percentageOfNodesToScore")

@@ -319,6 +319,7 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     keys_ = Keys.for_domain(values["resourceDomain"])
     assert problems(config, keys_, args.gang_wait_seconds) == []
     (check,) = deployment(docs, scheduler)["spec"]["template"]["spec"]["initContainers"]
+    assert f"--kube-qps={args.kube_qps:g}" in check["command"]
     domain_flag = [a for a in check["command"] if a.startswith("--resource-domain=")]
     assert domain_flag == (
         []

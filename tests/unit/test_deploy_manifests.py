@@ -491,8 +491,14 @@ def test_the_scheduler_checks_its_configuration_before_it_starts(mode: str) -> N
     (check,) = spec["initContainers"]
     (scheduler,) = spec["containers"]
     config = next(a for a in scheduler["command"] if a.startswith("--config=")).split("=", 1)[1]
-    assert check["command"] == ["escher-extender", "check-scheduler-config", config]
+    (extender,) = pod_spec(overlay(mode), "escher-extender")["containers"]
+    budget = settings_of(build_parser().parse_args(["serve", *extender["args"]])).kube_qps
+    assert check["command"] == [
+        "escher-extender",
+        "check-scheduler-config",
+        config,
+        f"--kube-qps={budget:g}",
+    ]
     mount = {m["name"]: m["mountPath"] for m in check["volumeMounts"]}
     assert config.startswith(mount["config"] + "/")
-    (extender,) = pod_spec(overlay(mode), "escher-extender")["containers"]
     assert check["image"] == extender["image"]

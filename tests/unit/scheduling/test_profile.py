@@ -98,3 +98,23 @@ def test_the_markers_follow_the_resource_domain() -> None:
         e["managedResources"][0]["name"] = marker
     assert problems(renamed, keys, gang_wait_seconds=10.0) == []
     assert len(extender_entries(renamed, keys)) == 2
+
+
+@pytest.mark.parametrize(
+    ("client", "extender_qps", "flagged"),
+    [
+        (None, 50.0, False),  # both at their defaults
+        ({"qps": 1000}, 50.0, True),  # busy clusters raise the scheduler's: binds stay at 50
+        ({"qps": 1000}, 1000.0, False),
+        ({"qps": 100}, 1000.0, False),
+        ({"qps": 1000}, None, False),  # the extender's budget not given: not judged
+    ],
+)
+def test_an_extender_budget_below_the_schedulers_is_said(
+    client: dict[str, Any] | None, extender_qps: float | None, flagged: bool
+) -> None:
+    config = copy.deepcopy(SPLIT)
+    if client is not None:
+        config["clientConnection"] = client
+    found = problems(config, KEYS, gang_wait_seconds=10.0, extender_qps=extender_qps)
+    assert [p.where for p in found] == (["clientConnection.qps"] if flagged else [])
