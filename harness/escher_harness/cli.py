@@ -249,8 +249,9 @@ def _add_bench(sub: Any) -> None:
         "--modes",
         type=_modes,
         help="comma-separated of none,pure,extender (default: these three), extender-http "
-        "(the verbs over plain HTTP instead of mutual TLS) and extender-split (each exchange "
-        "only for the pods that need it, as deploy/ runs it)",
+        "(the verbs over plain HTTP instead of mutual TLS), extender-split (each exchange "
+        "only for the pods that need it, as deploy/ runs it) and extender-split-http (the "
+        "same over plain HTTP on loopback, as a sidecar would be called)",
     )
     e.add_argument(
         "--qps", type=float, help="API budget of every client, burst twice it (default 1000)"

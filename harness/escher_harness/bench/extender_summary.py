@@ -27,9 +27,15 @@ RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("pure", "none"),
         ("extender-http", "none"),
         ("extender-split", "none"),
+        ("extender-split-http", "none"),
     ),
-    "ephemeral": (("extender", "pure"), ("extender-http", "pure"), ("extender-split", "pure")),
-    "prefer": (("extender", "pure"), ("extender-http", "pure"), ("extender-split", "pure")),
+    **{
+        kind: tuple(
+            (mode, "pure")
+            for mode in ("extender", "extender-http", "extender-split", "extender-split-http")
+        )
+        for kind in ("ephemeral", "prefer")
+    },
 }
 # The modes the regression guard watches: every pod through the extender, and as deploy/
 # runs it (each exchange only for the pods that need it).

@@ -49,14 +49,21 @@ from extender.core import quantity
 from extender.core.pod import Keys
 from extender.esl.client import PolicyClient
 
-Mode = Literal["none", "pure", "extender", "extender-http", "extender-split"]
+Mode = Literal["none", "pure", "extender", "extender-http", "extender-split", "extender-split-http"]
 Kind = Literal["plain", "ephemeral", "prefer"]
 MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
 # extender-http: extender mode with kube-scheduler calling the verbs over plain HTTP instead of
 # mutual TLS (what deploy/ and the embedded cluster run), to measure what TLS costs.
 # extender-split: extender mode as deploy/ runs it (ClusterSpec.split): each exchange only for
 # the pods marked for it by deploy's admission policy; here only `prefer` pods get one.
-ALL_MODES: Final[tuple[Mode, ...]] = (*MODES, "extender-http", "extender-split")
+# extender-split-http: the same over plain HTTP on loopback, as a sidecar of kube-scheduler
+# would be called (no TLS, no Service).
+ALL_MODES: Final[tuple[Mode, ...]] = (
+    *MODES,
+    "extender-http",
+    "extender-split",
+    "extender-split-http",
+)
 RESOURCE: Final = "tput"
 PACK: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).pack
 MARKERS: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).markers
@@ -121,8 +128,8 @@ def _cluster(
             dir=Path(tmp),
             nodes=setup.nodes,
             mode="extender" if mode.startswith("extender") else mode,  # type: ignore[arg-type]
-            verbs_tls=mode != "extender-http",
-            split=mode == "extender-split",
+            verbs_tls=not mode.endswith("-http"),
+            split=mode.startswith("extender-split"),
             kwok=False,
             client_qps=setup.qps,
             client_burst=setup.burst,
