@@ -208,6 +208,12 @@ class Ledger:
     def has_resource(self, resource: str) -> bool:
         return bool(self._free.get(resource))
 
+    def used_on(self, resource: str, nodes: Iterable[str]) -> dict[str, int]:
+        """Units of an ephemeral resource in use on each of `nodes` that has it, from the
+        indexes (no view per node: prioritize asks it of thousands)."""
+        caps, free = self._caps.get(resource, {}), self._free.get(resource, {})
+        return {n: caps[n] - free[n] for n in nodes if n in caps}
+
     def nodes_with(self, resource: str) -> Mapping[str, int]:
         """Free units of an ephemeral resource, per node that has it (a live read-only view:
         copy it before iterating while others may change the ledger)."""

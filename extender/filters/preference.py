@@ -65,17 +65,13 @@ class Preference:
         best = min(rank.values(), default=len(alts))
         if best == len(alts):
             return {}  # no feasible node has any alternative: no preference to express
-        return {n: MAX_SCORE if rank.get(n) == best else 0 for n in nodes}
+        return {n: MAX_SCORE for n, r in rank.items() if r == best}
 
     @staticmethod
     def _pack(pack: str, nodes: Sequence[str], ledger: Ledger) -> dict[str, int]:
         resource = pack if "/" in pack else ledger.prefix + pack
-        used: dict[str, int] = {}
-        for n in nodes:
-            view = ledger.node(n)
-            if view is not None and resource in view.ephemeral:
-                used[n] = view.used.get(resource, 0)
+        used = ledger.used_on(resource, nodes)
         if not used:
             return {}
-        fullest = min(used, key=lambda n: (-used[n], n))
-        return {n: MAX_SCORE if n == fullest else 0 for n in nodes}
+        most = max(used.values())
+        return {min(n for n, u in used.items() if u == most): MAX_SCORE}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -415,3 +416,35 @@ def test_the_filter_notes_only_a_pod_it_turns_away_from_every_node() -> None:
     lg.release("holder")
     requeue.released({R: 1})
     assert woken == ["default/p-w"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_weighted_scores_over_the_named_nodes_alone_equal_the_sum_over_every_node(
+    seed: int,
+) -> None:
+    """The shortcut (only nodes a smaller answer names, when the largest alone rounds to 0)
+    gives exactly the sum over every offered node, for answers dense and sparse, including
+    nodes that were not offered."""
+    rng = random.Random(seed)
+    offered = [f"n{i}" for i in range(rng.choice([3, 80, 200]))]
+    everyone = [*offered, "stranger-0", "stranger-1"]
+    maps = [
+        {n: rng.randint(0, MAX_SCORE) for n in everyone if rng.random() < density}
+        for density in (1.0, rng.choice([0.01, 0.2, 1.0]), rng.choice([0.0, 0.05]))
+    ]
+    weights = [rng.choice([1, 2]), rng.choice([1, 5, 20, 40]), rng.choice([1, 3])]
+    scorers = [Weighted(Fixed(m), w) for m, w in zip(maps, weights, strict=True)]
+    p = builders.info(pod(limits={R: "1"}, annotations={"escher.io/pack": "r"}))
+    got = {s.Host: s.Score for s in weighted_scores(scorers, p, offered, ledger())}
+    said = [(w, m) for w, m in zip(weights, maps, strict=True) if m]
+    total = sum(w for w, _ in said)
+    want: dict[str, int] = {}
+    for n in offered:
+        s = (
+            round(sum(w * m.get(n, 0) for w, m in said) / total)
+            if len(said) > 1
+            else (said[0][1].get(n, 0) if said else 0)
+        )
+        if s:
+            want[n] = min(s, MAX_SCORE)
+    assert got == want
