@@ -50,3 +50,27 @@ def test_top_frames_rank_self_samples_and_count_each_frame_once_per_stack() -> N
     assert frames[1].total_share == pytest.approx(0.3)
     (rec,) = [f for f in profile.top_frames(collapsed) if f.frame == "rec (a.py:5)"]
     assert rec.total_share == pytest.approx(0.1)  # recursion is not counted twice
+
+
+def test_the_measurement_waits_for_the_extenders_writes_to_the_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In extender mode the markers go to every node once at start: not in a measured
+    window. The wait reads the extender's escher_writeback_pending_nodes until it is 0."""
+    scrapes = iter(
+        [
+            "# HELP x\nescher_writeback_pending_nodes 4200.0\n",
+            "escher_writeback_pending_nodes 12.0\n",
+            "escher_writeback_pending_nodes 0.0\n",
+        ]
+    )
+    seen: list[str] = []
+
+    def scrape(_info: object) -> str:
+        seen.append(text := next(scrapes))
+        return text
+
+    monkeypatch.setattr(throughput, "_extender_metrics", scrape)
+    monkeypatch.setattr(throughput.time, "sleep", lambda _s: None)
+    throughput._writeback_idle(object(), timeout=60)  # type: ignore[arg-type]
+    assert len(seen) == 3
