@@ -206,6 +206,7 @@ def _plots(out: Path, results: Mapping[str, Any], samples: Mapping[str, list[flo
         fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups)), 4.5))
         width = 0.8 / len(modes)
         for j, mode in enumerate(modes):
+            labelled = False  # the mode's first bar names it (not every group has every mode)
             for i, group in enumerate(groups):
                 values = [
                     r["pods_per_s"]
@@ -218,7 +219,8 @@ def _plots(out: Path, results: Mapping[str, Any], samples: Mapping[str, list[flo
                 x = i + (j - (len(modes) - 1) / 2) * width
                 values.sort()
                 ax.bar(x, values[len(values) // 2], width, color=f"C{j}",
-                       label=mode if i == 0 else None)  # fmt: skip
+                       label=None if labelled else mode)  # fmt: skip
+                labelled = True
                 ax.scatter([x] * len(values), values, color="black", s=10, zorder=3)
         ax.set_xticks(range(len(groups)), [f"{n} nodes\n{w}" for n, w in groups])
         ax.set_ylabel("pods/s (10-90% bind window)")
