@@ -48,6 +48,7 @@ from escher_harness.localcluster.pki import make_pki
 from escher_harness.localcluster.ports import allocate_ports
 from escher_harness.localcluster.processes import ProcessRecord, spawn, stop
 from escher_harness.workload import Workload, pod_manifest
+from extender.core import quantity
 from extender.core.pod import MARKER_CAPACITY, Keys
 from extender.esl.client import PolicyClient
 
@@ -71,6 +72,14 @@ BOOTSTRAP_GRANTS = {
 }
 _names = itertools.count()
 KEYS = Keys.for_domain("escher.io")
+
+
+def gang_of_one(name: str, **kwargs: Any) -> dict[str, Any]:
+    """A pod the extender's exchanges are for, as deploy/ splits them: a gang member (of a
+    gang of one), which the marker policy marks for filter and bind."""
+    return pod_manifest(
+        name, labels={"escher.io/gang": name}, annotations={"escher.io/gang-min": "1"}, **kwargs
+    )
 
 
 @dataclass(frozen=True)
@@ -440,8 +449,10 @@ def test_a_scheduling_round_needs_nothing_beyond_the_role(env: Env) -> None:
         assert result.durable  # on the Node object, written with the ServiceAccount's token
     work = Workload(admin)
     pod = f"p{next(_names)}"
+    # A gang member: in extender mode bound by the extender (pods/binding), as deploy/ sends
+    # only gang members its bind.
     work.create(
-        pod_manifest(pod, limits={result.resource: "1"}, scheduler_name=env.info.scheduler_name)
+        gang_of_one(pod, limits={result.resource: "1"}, scheduler_name=env.info.scheduler_name)
     )
     placed = work.wait([pod], timeout=60)
     assert placed[pod].node == late, placed[pod].reason
@@ -653,25 +664,26 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
         assert markers(f"plain-{n}") == {"limits": {}, "requests": {}}
         for name, marks, sent in (
             (f"gang-{n}", [gang_marker], gang_member),
-            (f"cos-{n}", [gang_marker], gang_member),
             (f"prefer-{n}", [score_marker], {"filter": False, "prioritize": True, "bind": False}),
             # Sent prioritize too, but the gang's filter passes one node (its reserved place),
             # and kube-scheduler scores no single feasible node.
             (f"both-{n}", [gang_marker, score_marker], gang_member),
         ):
-            if name == f"cos-{n}":  # a Coscheduling label is marked, but only Coscheduling
-                work.create(pods[name])  # places a PodGroup: not waited for here
-            else:
-                assert exchanges(name) == (sent if extender else none), name
+            assert exchanges(name) == (sent if extender else none), name
             want = dict.fromkeys(marks, "1") if extender else {}
             assert markers(name) == {"limits": want, "requests": want}, name
+        # Last: a Coscheduling member waits for its PodGroup, retried (filtered) meanwhile.
+        work.create(pods[f"cos-{n}"])
+        want = {KEYS.gang_marker: "1"} if extender else {}
+        assert markers(f"cos-{n}") == {"limits": want, "requests": want}
         work.create(pods[f"other-{n}"])
         assert markers(f"other-{n}") == {"limits": {}, "requests": {}}
         if extender:  # every node advertises the markers, which occupy nothing
             node = core.read_node(work.wait([f"gang-{n}"], timeout=5)[f"gang-{n}"].node)
-            assert {m: node.status.allocatable.get(m) for m in KEYS.markers} == dict.fromkeys(
-                KEYS.markers, str(MARKER_CAPACITY)
-            )
+            shown = {m: node.status.allocatable.get(m, "0") for m in KEYS.markers}
+            assert {m: quantity.capacity(q, field=m) for m, q in shown.items()} == dict.fromkeys(
+                KEYS.markers, MARKER_CAPACITY
+            )  # the API server says "1M"
     finally:
         work.delete(list(pods))
 
@@ -708,8 +720,8 @@ def test_kube_scheduler_refuses_a_certificate_from_another_ca(env: Env) -> None:
     work = Workload(admin)
     pod = f"p{next(_names)}"
     try:
-        work.create(
-            pod_manifest(pod, limits={resource: "1"}, scheduler_name=env.info.scheduler_name)
+        work.create(  # a gang member: deploy/ sends the extender only those (and preferences)
+            gang_of_one(pod, limits={resource: "1"}, scheduler_name=env.info.scheduler_name)
         )
         wait_for(
             "kube-scheduler to log the refused certificate",
@@ -732,8 +744,8 @@ def test_an_unreachable_extender_leaves_the_pod_pending_and_is_logged(env: Env) 
     work = Workload(admin)
     pod = f"p{next(_names)}"
     try:
-        work.create(
-            pod_manifest(pod, limits={resource: "1"}, scheduler_name=env.info.scheduler_name)
+        work.create(  # a gang member: deploy/ sends the extender only those (and preferences)
+            gang_of_one(pod, limits={resource: "1"}, scheduler_name=env.info.scheduler_name)
         )
         wait_for(
             "kube-scheduler to log the connection error",

@@ -37,4 +37,5 @@ def test_the_service_wheel_holds_the_service_and_nothing_else(tmp_path: Path) ->
     )
     assert run(python, "-c", check).strip() == "[]"
     usage = run(venv / "bin" / "escher-extender", "--help")
-    assert "{serve}" in usage  # no cluster, demo or bench without the harness
+    # No cluster, demo or bench without the harness.
+    assert "{serve,check-scheduler-config}" in usage

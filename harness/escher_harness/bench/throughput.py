@@ -163,11 +163,11 @@ def _warm_up(
     if work.bound(names, timeout=120) < len(names):
         raise RuntimeError(f"{info.mode}: the warm-up pods were not all bound in 120s")
     _delete_all(api, "warm")
-    _writeback_idle(info)
+    writeback_idle(info)
     progress(f"{info.mode}: warmed up with {WARMUP_PODS} pods")
 
 
-def _writeback_idle(info: localcluster.ClusterInfo, timeout: float = 300.0) -> None:
+def writeback_idle(info: localcluster.ClusterInfo, timeout: float = 300.0) -> None:
     """Wait until the extender has nothing left to write to the nodes: in extender mode it
     writes its markers to every node once at start (5,000 node patches at 5,000 nodes), which
     must not fall into the first measured window."""

@@ -72,5 +72,5 @@ def test_the_measurement_waits_for_the_extenders_writes_to_the_nodes(
 
     monkeypatch.setattr(throughput, "_extender_metrics", scrape)
     monkeypatch.setattr(throughput.time, "sleep", lambda _s: None)
-    throughput._writeback_idle(object(), timeout=60)  # type: ignore[arg-type]
+    throughput.writeback_idle(object(), timeout=60)  # type: ignore[arg-type]
     assert len(seen) == 3
