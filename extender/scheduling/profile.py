@@ -15,8 +15,9 @@ entries' or who call the verbs by the extender's names. Other extenders are left
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,7 @@ def extender_entries(
     entries = config.get("extenders") or []
     if not isinstance(entries, Sequence) or isinstance(entries, str | bytes):
         return []
-    domain = keys.gang_marker.split("/")[0] + "/"
+    domain = _marker_prefix(keys)
     found: list[tuple[int, Mapping[str, Any], set[str]]] = []
     urls = set()
     for i, e in enumerate(entries):
@@ -87,12 +88,8 @@ def problems(
     entries = config.get("extenders") or []
     if not isinstance(entries, Sequence) or isinstance(entries, str | bytes):
         return [Problem("extenders", "must be a list")]
-    domain = keys.gang_marker.split("/")[0] + "/"
-    out = [
-        Problem(f"extenders[{i}]", "must be a mapping")
-        for i, e in enumerate(entries)
-        if not isinstance(e, Mapping)
-    ]
+    domain = _marker_prefix(keys)
+    out = list(_misshapen(entries))
     ours = extender_entries(config, keys)
     if not ours:
         return out
@@ -185,7 +182,10 @@ def problems(
             )
         )
     client = config.get("clientConnection") or {}
-    qps = float(client.get("qps") or SCHEDULER_QPS) if isinstance(client, Mapping) else None
+    qps = (client.get("qps") or SCHEDULER_QPS) if isinstance(client, Mapping) else SCHEDULER_QPS
+    if not _positive(qps):
+        out.append(Problem("clientConnection.qps", f"{qps!r} is not a positive number"))
+        qps = None
     binds = any(e.get("bindVerb") for _, e, _ in ours)
     if binds and extender_qps is not None and qps is not None and extender_qps < qps:
         out.append(
@@ -216,6 +216,39 @@ def problems(
                 )
             )
     return out
+
+
+def _marker_prefix(keys: Keys) -> str:
+    """`scheduling.<domain>/`: what every marker of the extender starts with."""
+    return keys.gang_marker.rsplit("/", 1)[0] + "/"
+
+
+def _misshapen(entries: Sequence[Any]) -> Iterator[Problem]:
+    """The fields the checks read that are not of kube-scheduler's types: said, never a
+    traceback, and an entry whose managedResources is not a list is not silently skipped."""
+    for i, e in enumerate(entries):
+        at = f"extenders[{i}]"
+        if not isinstance(e, Mapping):
+            yield Problem(at, "must be a mapping")
+            continue
+        managed = e.get("managedResources")
+        if managed is not None and (
+            isinstance(managed, str | bytes)
+            or not isinstance(managed, Sequence)
+            or not all(isinstance(m, Mapping) and isinstance(m.get("name"), str) for m in managed)
+        ):
+            yield Problem(f"{at}.managedResources", "must be a list of {name, ignoredByScheduler}")
+        if "httpTimeout" in e and _seconds(e["httpTimeout"]) is None:
+            yield Problem(f"{at}.httpTimeout", f"{e['httpTimeout']!r} is not a duration (15s)")
+
+
+def _positive(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 def _seconds(text: object) -> float | None:

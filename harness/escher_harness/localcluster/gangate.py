@@ -9,10 +9,7 @@ escher_harness.localcluster.cluster.up.
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
-from escher_harness.localcluster.manifests import Manifest, load_manifests
+from escher_harness.localcluster.manifests import Manifest, for_scheduler, load_manifests
 from escher_harness.localcluster.paths import REPO_ROOT
 
 POLICY = REPO_ROOT / "deploy" / "overlays" / "extender" / "gang-gate-policy.yaml"
@@ -28,12 +25,8 @@ def switch_name() -> str:
 def manifests(scheduler_name: str) -> tuple[Manifest, ...]:
     out = []
     for m in load_manifests([POLICY]):
-        body: dict[str, Any] = copy.deepcopy(dict(m.body))
-        spec = body["spec"]
-        for condition in spec.get("matchConditions", []):
-            if condition["name"] == "for-escher-scheduler":
-                condition["expression"] = f'object.spec.schedulerName == "{scheduler_name}"'
-        if "paramRef" in spec:
-            spec["paramRef"]["namespace"] = NAMESPACE
+        body = for_scheduler(m.body, scheduler_name)
+        if "paramRef" in body["spec"]:
+            body["spec"]["paramRef"]["namespace"] = NAMESPACE
         out.append(Manifest(m.source, body))
     return tuple(out)

@@ -9,6 +9,7 @@ Namespace or a PriorityClass) with kubernetes.utils.create_from_dict.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -130,3 +131,13 @@ def in_domain(manifests: Iterable[Manifest], domain: str) -> tuple[Manifest, ...
         body["metadata"] = {**body["metadata"], "name": f"{spec['names']['plural']}.{domain}"}
         out.append(Manifest(m.source, body))
     return tuple(out)
+
+
+def for_scheduler(body: Mapping[str, Any], scheduler_name: str) -> dict[str, Any]:
+    """A copy of one of deploy/'s pod admission policies whose `for-escher-scheduler`
+    condition names `scheduler_name` (a local cluster's pods use its profile's name)."""
+    out: dict[str, Any] = copy.deepcopy(dict(body))
+    for condition in out["spec"].get("matchConditions", []):
+        if condition["name"] == "for-escher-scheduler":
+            condition["expression"] = f'object.spec.schedulerName == "{scheduler_name}"'
+    return out

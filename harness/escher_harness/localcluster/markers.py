@@ -9,11 +9,8 @@ deployed from deploy/. Called by escher_harness.localcluster.cluster.up.
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
 from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN
-from escher_harness.localcluster.manifests import Manifest, load_manifests
+from escher_harness.localcluster.manifests import Manifest, for_scheduler, load_manifests
 from escher_harness.localcluster.paths import REPO_ROOT
 
 POLICY = REPO_ROOT / "deploy" / "overlays" / "extender" / "marker-policy.yaml"
@@ -22,13 +19,12 @@ POLICY = REPO_ROOT / "deploy" / "overlays" / "extender" / "marker-policy.yaml"
 def manifests(scheduler_name: str, domain: str) -> tuple[Manifest, ...]:
     out = []
     for m in load_manifests([POLICY]):
-        body: dict[str, Any] = copy.deepcopy(dict(m.body))
+        body = for_scheduler(m.body, scheduler_name)
         spec = body["spec"]
-        for entry in (*spec.get("matchConditions", []), *spec.get("variables", [])):
-            if entry["name"] == "for-escher-scheduler":
-                entry["expression"] = f'object.spec.schedulerName == "{scheduler_name}"'
-            elif domain != DEFAULT_RESOURCE_DOMAIN:
-                entry["expression"] = _in_domain(entry["expression"], domain)
+        if domain != DEFAULT_RESOURCE_DOMAIN:
+            for entry in (*spec.get("matchConditions", []), *spec.get("variables", [])):
+                if entry["name"] != "for-escher-scheduler":
+                    entry["expression"] = _in_domain(entry["expression"], domain)
         out.append(Manifest(m.source, body))
     return tuple(out)
 

@@ -66,6 +66,21 @@ def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         (changed(SPLIT, "profiles.0.percentageOfNodesToScore", 30),
          "profiles[0].percentageOfNodesToScore", "30"),
         ({"extenders": "x"}, "extenders", "must be a list"),
+        # Wrongly typed: said where, never a traceback, never silently skipped.
+        (changed(SPLIT, "extenders.0.managedResources", KEYS.gang_marker),
+         "extenders[0].managedResources", "must be a list of"),
+        (changed(SPLIT, "extenders.1.managedResources", [{"name": 3}]),
+         "extenders[1].managedResources", "must be a list of"),
+        (changed(SPLIT, "extenders.0.httpTimeout", 15), "extenders[0].httpTimeout",
+         "is not a duration"),
+        (changed(SPLIT, "extenders.0.httpTimeout", "-5s"), "extenders[0].httpTimeout",
+         "is not a duration"),
+        ({**SPLIT, "clientConnection": {"qps": "abc"}}, "clientConnection.qps",
+         "is not a positive number"),
+        ({**SPLIT, "clientConnection": {"qps": -1}}, "clientConnection.qps",
+         "is not a positive number"),
+        ({**SPLIT, "clientConnection": {"qps": float("inf")}}, "clientConnection.qps",
+         "is not a positive number"),
     ],
 )  # fmt: skip
 def test_each_mistake_is_said_where_it_is(config: dict[str, Any], where: str, says: str) -> None:
