@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from extender.core.errors import InvalidValue
 from extender.core.names import check_domain
+from extender.gang import topology
 
 # Finite: an infinite timeout or backoff is a hang, and NaN compares false with everything.
 Seconds = FiniteFloat
@@ -185,6 +186,12 @@ class Settings(BaseSettings):
         description="NAMESPACE/NAME of the ConfigMap deploy/'s adaptive gang-gate policy reads: "
         "the extender sets its hold while gangs wait for room (empty: none written)",
     )
+    gang_topology: str = Field(
+        topology.DEFAULT,
+        max_length=2048,
+        description="topology levels gangs may require or prefer, outermost first: "
+        "name=node-label-key,... (extender.gang.topology)",
+    )
     gang_gate_cooldown_seconds: Seconds = Field(
         10.0, ge=0, description="... and keeps it this long after"
     )
@@ -215,6 +222,11 @@ class Settings(BaseSettings):
         except InvalidValue as e:
             raise ValueError(str(e)) from None
 
+    @field_validator("gang_topology")
+    @classmethod
+    def _topology(cls, v: str) -> str:
+        return str(topology.parse(v))  # its ValueError names the bad level
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _level(cls, v: object) -> object:
@@ -229,6 +241,10 @@ class Settings(BaseSettings):
     def binds(self) -> bool:
         """Whether the service binds pods (kube-scheduler's bindVerb): the extender mode."""
         return self.mode == "extender"
+
+    @property
+    def hierarchy(self) -> topology.Hierarchy:
+        return topology.parse(self.gang_topology)
 
     def verbs_certificate(self) -> tuple[Path, Path] | None:
         """The verbs listener's certificate and key: its own, else the service's."""

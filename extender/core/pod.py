@@ -44,6 +44,10 @@ class Keys:
     gang: str  # label: the gang's name
     gang_min: str  # annotation: the gang's minimum members
     gang_timeout: str  # annotation: seconds a gang may stay reserved but incomplete
+    # annotations: a topology level (its name or node-label key, extender.gang.topology)
+    # every member must share one domain of, or whose domains the gang should span fewest of
+    gang_required_topology: str
+    gang_preferred_topology: str
     prefer: str  # annotation: ordered soft alternatives (extender.filters.preference)
     pack: str  # annotation: bin-pack on this resource
     # The marker resources, one per extender entry of kube-scheduler's configuration (its
@@ -65,6 +69,8 @@ class Keys:
             gang=f"{domain}/gang",
             gang_min=f"{domain}/gang-min",
             gang_timeout=f"{domain}/gang-timeout",
+            gang_required_topology=f"{domain}/gang-required-topology",
+            gang_preferred_topology=f"{domain}/gang-preferred-topology",
             prefer=f"{domain}/prefer",
             pack=f"{domain}/pack",
             gang_marker=f"scheduling.{domain}/gang",
@@ -76,7 +82,14 @@ class Keys:
         return (self.gang, COSCHEDULING_LABEL)
 
     def annotations(self) -> tuple[str, ...]:
-        return (self.gang_min, self.gang_timeout, self.prefer, self.pack)
+        return (
+            self.gang_min,
+            self.gang_timeout,
+            self.gang_required_topology,
+            self.gang_preferred_topology,
+            self.prefer,
+            self.pack,
+        )
 
     @property
     def markers(self) -> tuple[str, ...]:
