@@ -39,6 +39,7 @@ from extender.core.ledger import HolderKind, Ledger
 from extender.core.pod import Keys
 from extender.esl.backends import LedgerBackend
 from extender.esl.registry import Instances
+from extender.gang.gate import GangGate
 from extender.gang.manager import GangManager, Phase
 from extender.gang.plugin import GangFilter
 from extender.metrics import Metrics
@@ -51,9 +52,7 @@ from extender.store import MemoryStore, PolicyStore
 
 if TYPE_CHECKING:  # the standalone mode imports none of the Kubernetes adapters
     from extender.adapters.build import KubeParts
-    from extender.adapters.gateswitch import GateSwitch
     from extender.adapters.kubeapi import KubeAPI
-    from extender.adapters.lifter import Lifter
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +74,14 @@ class Service:
             backoff=(s.gang_backoff_initial_seconds, s.gang_backoff_max_seconds),
         )
         filtered = FilteredPods(s.filtered_max_pods, s.filtered_max_bytes)
+        self.gate = GangGate(
+            self.gangs,
+            interval=s.gang_lift_interval_seconds,
+            cooldown=s.gang_gate_cooldown_seconds,
+        )
         self.events.subscribe(self.gangs.on_pod)
+        self.events.subscribe(self.gate.on_pod)  # after the manager: it reads its members
         self.events.subscribe(filtered.on_pod)
-        self._short_at = float("-inf")  # monotonic: when some gang last waited for room
-        # Set on every pod event: the gate lifter looks for held members to let through.
-        self._lift_wanted = asyncio.Event()
         self.kube: KubeParts | None = None
         requeue: Requeue | None = None
         # ESLs created over HTTP (/v1/esl) or as objects, each on its own LedgerBackend.
@@ -101,8 +103,6 @@ class Service:
                 self.wait_durable,
                 api,
             )
-            if k.lifter is not None:
-                self.events.subscribe(lambda _: self._lift_wanted.set())
             if k.waker is not None:
                 requeue = Requeue(k.waker, s.requeue_window_seconds, s.requeue_max_pods)
                 self.events.subscribe(requeue.on_pod)
@@ -199,7 +199,9 @@ class Service:
                 raise StartupError(str(e)) from None
         self._spawn(self._expire_gangs(), "gang-expiry")
         if k is not None and k.lifter is not None:
-            self._spawn(self._lift_gangs(k.lifter, k.switch), "gang-gate")
+            switch = k.switch.set if k.switch is not None else None
+            may_lift = lambda: self._started and self.may_write()  # noqa: E731
+            self._spawn(self.gate.run(k.lifter, switch, may_lift), "gang-gate")
         threading.Thread(
             target=self.esls.run, args=(self._stopping,), name="esl-steps", daemon=True
         ).start()
@@ -271,41 +273,6 @@ class Service:
             released = self.gangs.expire()
             if released:
                 log.info("gang reservations expired", extra={"gangs": released})
-
-    async def _lift_gangs(self, lifter: Lifter, switch: GateSwitch | None) -> None:
-        """Let held gang members through as their gangs get places (GangManager.lift): at
-        each pod event, and every gang_lift_interval_seconds for room the pods do not
-        show (nodes added or grown). Only the leader lifts; a follower's turn does nothing."""
-        interval = self.settings.gang_lift_interval_seconds
-        loop = asyncio.get_running_loop()
-        bumped = loop.time()
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
-                    await self._lift_wanted.wait()
-            if loop.time() - bumped >= interval:  # also under a steady stream of pod events
-                self.gangs.room_may_have_freed()
-                bumped = loop.time()
-            self._lift_wanted.clear()
-            if not (self._started and self.may_write()):
-                continue
-            pods, more = self.gangs.lift()
-            for pod in pods:
-                lifter(pod)
-            if switch is not None:
-                switch.set(self._hold())
-            if more:
-                self._lift_wanted.set()
-                await asyncio.sleep(0)  # the rest in the next turn: let verbs in between
-
-    def _hold(self) -> bool:
-        """The adaptive gang gate: hold new members while some gang waits for room, and for
-        gang_gate_cooldown_seconds after (so that a gang finishing does not open the gate
-        for the next one's members to be retried ungated at once)."""
-        now = asyncio.get_running_loop().time()
-        if self.gangs.short_of_room():
-            self._short_at = now
-        return now - self._short_at < self.settings.gang_gate_cooldown_seconds
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))

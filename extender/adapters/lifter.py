@@ -1,6 +1,6 @@
 """Lifter: removes the gang gate from a held member, so that kube-scheduler may try it.
 
-The gang manager decides whom (GangManager.lift); this patches each pod with a strategic
+The gang gate decides whom (GangGate.lift); this patches each pod with a strategic
 merge patch that deletes the gate by name (other gates stay) and names the pod's UID, so a
 new pod that took the name is not touched (the API server refuses to change a UID). Sent on
 the event loop without waiting for it, only while this replica may write, at most `limit` at

@@ -11,6 +11,25 @@ outlives its gang. Created and driven by the gang manager; awaited by extender.s
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Wake(Enum):
+    OPEN = "open"  # the gang's minimum is there: bind now
+    CANCELLED = "cancelled"  # the place is gone (released, or the gang ended)
+    TIMED_OUT = "timed out"  # not enough members reached bind in time
+
+
+@dataclass(frozen=True, slots=True)
+class Woken:
+    """How a member's wait at the barrier ended, and why it may not bind (if it may not)."""
+
+    wake: Wake
+    reason: str = ""
+
+
+_OPEN = Woken(Wake.OPEN)
 
 
 class Barrier:
@@ -31,14 +50,14 @@ class Barrier:
         self._cancelled = reason
         self._event.set()
 
-    async def wait(self, uid: str, timeout: float) -> str:
-        """Wait until open: "" to bind now, else why not (cancelled, or timed out)."""
+    async def wait(self, uid: str, timeout: float) -> Woken:
+        """Wait until the barrier opens, is cancelled, or `timeout` passes."""
         self.waiting.add(uid)
         try:
             async with asyncio.timeout(timeout):
                 await self._event.wait()
         except TimeoutError:
-            return f"not enough members reached bind within {timeout:g}s"
+            return Woken(Wake.TIMED_OUT, f"not enough members reached bind within {timeout:g}s")
         finally:
             self.waiting.discard(uid)
-        return self._cancelled
+        return Woken(Wake.CANCELLED, self._cancelled) if self._cancelled else _OPEN

@@ -20,17 +20,17 @@ asynchronously, with no reject-and-wake cycle:
 5. A reservation not complete within the gang's timeout is released; the gang retries after
    an exponential backoff.
 6. Held members (created behind the gang gate, Keys.gate) are not tried by kube-scheduler at
-   all: `lift()` plans and reserves their gang from the informer's knowledge alone, and
-   names the members to let through only once each has a place. A gang that does not fit
-   waits without a scheduling cycle, so without the pod condition kube-scheduler writes on
-   every cycle that fails (extenders have no queueing hints: any cluster event retries them).
+   all: the gate (extender.gang.gate) asks `plan_held` to plan and reserve their gang from
+   the informer's knowledge alone and `claim` to give each its place, and lets each
+   through only once it has one.
 Bound members count as members and keep their nodes: after a restart (or a failover) the
 rest of a partly bound gang is planned around them, so a gang is completed, never left.
 
 Runs on the event loop only (informer events, filter and bind all arrive there), so it takes
-no lock; the ledger it reserves in is thread-safe. Fed by the cluster view, called by the
-gang filter (extender.gang.plugin), the bind verb (extender.scheduling.verbs) and the service's
-expiry tick and gate lifter (which patches the pods `lift()` names); read by GET /v1/gangs.
+no lock; the ledger it reserves in is thread-safe. Fed by the cluster view, called through
+the Gangs protocol (extender.gang) by the gang filter (extender.gang.plugin) and the bind
+verb (extender.scheduling.verbs), by the service's expiry tick and by the gang gate; read by
+GET /v1/gangs.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum, StrEnum
 
 from extender.core.constraints import Constraints
 from extender.core.events import PodChange, PodEvent
@@ -91,8 +91,18 @@ class Slot:
     member: str | None = None
 
 
+class Outcome(Enum):
+    """What planning a gang came to."""
+
+    RESERVED = "reserved"  # a place is held for every member still to be bound
+    WAITING = "waiting"  # it does not fit now (or may not be planned yet): reason says why
+    NEVER = "never"  # it cannot fit even on empty nodes
+
+
 @dataclass
-class Gang:
+class GangState:
+    """One gang as the manager knows it, from its first member to its last."""
+
     spec: GangSpec
     generation: int
     members: dict[str, Member] = field(default_factory=dict)  # uid -> member, arrival order
@@ -104,9 +114,9 @@ class Gang:
     attempts: int = 0  # reservations made
     timeouts: int = 0
     reason: str = ""
-    # The manager's room epoch when a reservation for held members last failed: not tried
-    # again before room may have freed (-1: membership changed, try again).
-    tried_epoch: int = -1
+    # Bumped whenever a member is learnt or forgotten: a plan that failed is worth trying
+    # again (the gang gate keys its retries on it).
+    roster: int = 0
     # Its last plan found no room now (it may fit later): the cluster is short of room for
     # gangs, which the adaptive gang gate reads (GangManager.short_of_room; the fuzz tier
     # checks the two agree).
@@ -134,10 +144,22 @@ class Gang:
 
 @dataclass(frozen=True, slots=True)
 class Ticket:
-    """A member's place at its gang's barrier."""
+    """A member's place at its gang's barrier: wait on it, then bind."""
 
     barrier: Barrier
     gang: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A member that may not bind where it asked; `reason` says why."""
+
+    reason: str
+
+
+# What `arrive` answers: wait at the barrier, refuse, or None: an ordinary pod (of no gang,
+# or of a gang already bound) that binds as any other.
+Arrival = Ticket | Refused | None
 
 
 class GangManager:
@@ -150,7 +172,6 @@ class GangManager:
         backoff: tuple[float, float] = (1.0, 60.0),
         max_gangs: int = 100_000,
         unconfirmed_ttl: float = 60.0,
-        lift_retry: float = 5.0,
     ) -> None:
         self.ledger = ledger
         self.keys = keys
@@ -162,28 +183,25 @@ class GangManager:
         # max_gangs gangs.
         self.max_gangs = max_gangs
         self.unconfirmed_ttl = unconfirmed_ttl
-        self._gangs: dict[str, Gang] = {}
+        self._gangs: dict[str, GangState] = {}
         self._member_of: dict[str, str] = {}  # uid -> gang key
         self._generations = itertools.count(1)
-        # The gang gate: gangs with held members (in arrival order, so the oldest is planned
-        # first), pods held that are no valid gang member (let through at once: a typo must
-        # not strand a pod), members whose lift was asked for (uid -> when; asked again after
-        # lift_retry if the informer still shows them held), and the room epoch, bumped
-        # whenever room may have freed.
-        self._held: dict[str, None] = {}
-        self._stray: dict[str, PodInfo] = {}
-        self._lifting: dict[str, float] = {}
-        self.lift_retry = lift_retry
-        self._epoch = 0
+        # Bumped whenever room may have freed (a pod gone or done, a reservation released):
+        # a gang that did not fit is worth planning again only after it moved.
+        self.room_epoch = 0
         self._short: set[str] = set()  # keys of the gangs whose last plan found no room now
 
     # ---- reading ---------------------------------------------------------------------------
 
-    def gangs(self) -> list[Gang]:
+    def gangs(self) -> list[GangState]:
         return list(self._gangs.values())
 
-    def gang(self, key: str) -> Gang | None:
+    def gang(self, key: str) -> GangState | None:
         return self._gangs.get(key)
+
+    def gang_of(self, uid: str) -> str | None:
+        """The key of the gang pod `uid` is a known member of."""
+        return self._member_of.get(uid)
 
     def __len__(self) -> int:
         return len(self._gangs)
@@ -194,50 +212,36 @@ class GangManager:
         """Learn of a pod added, changed or gone (subscribed to the cluster view's events)."""
         pod = event.pod
         if event.change is PodChange.GONE or pod is None or pod.terminating or pod.done:
-            self._epoch += 1  # its room is free (or about to be)
+            self.room_epoch += 1  # its room is free (or about to be)
         if event.change is PodChange.GONE or pod is None or pod.terminating or not pod.gang:
             self._forget(event.uid)
-            self._hold_stray(event.uid, pod)
             return
         try:
             spec = gang_spec(pod, self.keys)
         except InvalidGang:
             self._forget(pod.uid)  # its filter says why; nothing to plan for it
-            self._hold_stray(pod.uid, pod)
             return
         if spec is not None and (spec.key in self._gangs or len(self._gangs) < self.max_gangs):
-            g, m = self._learn(spec, pod)
+            _, m = self._learn(spec, pod)
             m.unconfirmed_since = None
-            if pod.held and not pod.node:
-                if g.key not in self._held:
-                    self._held[g.key] = None
-                    g.tried_epoch = -1
-            else:
-                self._lifting.pop(pod.uid, None)
         else:
-            self._hold_stray(pod.uid, pod)
+            self._forget(pod.uid)
 
-    def _hold_stray(self, uid: str, pod: PodInfo | None) -> None:
-        """Note a held pod no gang will lift (or forget it when it is gone or let through)."""
-        if pod is not None and pod.held and not pod.terminating:
-            self._stray[uid] = pod
-        else:
-            self._stray.pop(uid, None)
-            self._lifting.pop(uid, None)
-
-    def _learn(self, spec: GangSpec, pod: PodInfo) -> tuple[Gang, Member]:
+    def _learn(self, spec: GangSpec, pod: PodInfo) -> tuple[GangState, Member]:
         key = self._member_of.get(pod.uid)
         if key is not None and key != spec.key:
             self._forget(pod.uid)  # relabelled into another gang
         g = self._gangs.get(spec.key)
         if g is None:
-            g = self._gangs[spec.key] = Gang(spec, next(self._generations), learnt_at=self.wall())
+            g = self._gangs[spec.key] = GangState(
+                spec, next(self._generations), learnt_at=self.wall()
+            )
         m = g.members.get(pod.uid)
         was_bound = m is not None and m.bound
         if m is None:
             m = g.members[pod.uid] = Member(pod, unconfirmed_since=self.clock())
             self._member_of[pod.uid] = spec.key
-            g.tried_epoch = -1
+            g.roster += 1
         elif pod.node or not was_bound:  # a stale filter request must not unbind a member
             m.pod = pod
         if m.bound and not was_bound:
@@ -250,8 +254,7 @@ class GangManager:
             return
         g = self._gangs[key]
         g.members.pop(uid, None)
-        self._lifting.pop(uid, None)
-        g.tried_epoch = -1
+        g.roster += 1
         g.committed.discard(uid)
         g.passed.discard(uid)
         for slot in g.slots:
@@ -260,10 +263,9 @@ class GangManager:
         if not g.members:
             self._release(g, f"gang {key} ended: its members are gone")
             del self._gangs[key]
-            self._held.pop(key, None)
             self._short.discard(key)
 
-    def _on_bound(self, g: Gang, m: Member) -> None:
+    def _on_bound(self, g: GangState, m: Member) -> None:
         """A member is seen bound: its place is the bound pod now, not a reservation."""
         g.committed.discard(m.pod.uid)
         for slot in g.slots:
@@ -273,7 +275,7 @@ class GangManager:
                 break
         self._settle(g)
 
-    def _settle(self, g: Gang) -> None:
+    def _settle(self, g: GangState) -> None:
         """Bound once the minimum is bound; else open the barrier if enough are at bind."""
         if g.bound_count() >= g.spec.min_members:
             if g.phase is Phase.BOUND:
@@ -299,7 +301,7 @@ class GangManager:
         elif g.barrier is not None and self._ready(g):
             self._open(g)
 
-    def _open(self, g: Gang) -> None:
+    def _open(self, g: GangState) -> None:
         assert g.barrier is not None
         if not g.barrier.is_open:
             g.ready_at = self.wall()
@@ -337,7 +339,7 @@ class GangManager:
                 return verdict
         return self._try_reserve(g, m, nodes)
 
-    def _reserved(self, g: Gang, m: Member, nodes: Sequence[str]) -> Verdict | None:
+    def _reserved(self, g: GangState, m: Member, nodes: Sequence[str]) -> Verdict | None:
         """The verdict of a reserved gang, or None when it must be planned again."""
         slot = self._slot_of(g, m, nodes)
         if slot is None:
@@ -357,7 +359,7 @@ class GangManager:
         self._release(g, f"kube-scheduler refused node {slot.node} for member {m.pod.name}")
         return None
 
-    def _slot_of(self, g: Gang, m: Member, nodes: Sequence[str]) -> Slot | None:
+    def _slot_of(self, g: GangState, m: Member, nodes: Sequence[str]) -> Slot | None:
         uid = m.pod.uid
         for slot in g.slots:
             if slot.member == uid:
@@ -378,17 +380,17 @@ class GangManager:
         view = self.ledger.node(slot.node)
         return view is not None and (m.constraints is None or not m.constraints.check(view))
 
-    def _try_reserve(self, g: Gang, m: Member, nodes: Sequence[str]) -> Verdict:
-        refused = self._reserve(g, m, nodes)
-        if refused is not None:
-            return _all(nodes, g.reason, unresolvable=refused)
+    def _try_reserve(self, g: GangState, m: Member, nodes: Sequence[str]) -> Verdict:
+        outcome = self._reserve(g, m, nodes)
+        if outcome is not Outcome.RESERVED:
+            return _all(nodes, g.reason, unresolvable=outcome is Outcome.NEVER)
         verdict = self._reserved(g, m, nodes)
         assert verdict is not None  # m was planned a place among the offered nodes
         return verdict
 
-    def _reserve(self, g: Gang, m: Member, nodes: Sequence[str]) -> bool | None:
-        """Plan and reserve a place for every member still to be bound, m's among `nodes`.
-        None when reserved; else whether the refusal is unresolvable (g.reason says why)."""
+    def _reserve(self, g: GangState, m: Member, nodes: Sequence[str]) -> Outcome:
+        """Plan and reserve a place for every member still to be bound, m's among `nodes`
+        (g.reason says why when it is not reserved)."""
         now = self.clock()
         if now < g.retry_at:
             # No countdown in the reason: kube-scheduler writes the pod's condition again
@@ -397,7 +399,7 @@ class GangManager:
             g.reason = (
                 f"gang {g.key}: backing off after its reservation expired ({g.timeouts} time(s))"
             )
-            return False
+            return Outcome.WAITING
         pending = [x for x in g.members.values() if not x.bound]
         unknown = [
             x.pod.name
@@ -409,7 +411,7 @@ class GangManager:
                 f"gang {g.key}: waiting for kube-scheduler to try member(s) "
                 f"{', '.join(sorted(unknown)[:5])}, whose constraints only it can evaluate"
             )
-            return False
+            return Outcome.WAITING
         wants = self._wants(g, m, pending, nodes)
         views = self._views(nodes)
         places = plan(wants, views, self.ledger.prefix)
@@ -424,7 +426,7 @@ class GangManager:
         if short is not None:  # taken meanwhile by a concurrent change: plan again later
             g.reason = f"gang {g.key} does not fit now: {short.detail}"
             self._set_short(g, True)
-            return False
+            return Outcome.WAITING
         self._set_short(g, False)
         for w, s in zip(wants, slots, strict=True):
             if w.ref in g.members:
@@ -443,9 +445,11 @@ class GangManager:
             if waiting > 0
             else ""
         )
-        return None
+        return Outcome.RESERVED
 
-    def _wants(self, g: Gang, m: Member, pending: list[Member], nodes: Sequence[str]) -> list[Want]:
+    def _wants(
+        self, g: GangState, m: Member, pending: list[Member], nodes: Sequence[str]
+    ) -> list[Want]:
         """A want for each member still to be bound (m first), then ghosts shaped like m.
 
         m's place must be among `nodes`, the ones kube-scheduler offered it in this cycle:
@@ -475,8 +479,8 @@ class GangManager:
         seen = set(nodes)
         return offered + [v for n in ledger.node_names() if n not in seen and (v := ledger.node(n))]
 
-    def _no_room(self, g: Gang, wants: list[Want], nodes: Sequence[str]) -> bool:
-        """Say why the gang does not fit; True when it never can, even on empty nodes."""
+    def _no_room(self, g: GangState, wants: list[Want], nodes: Sequence[str]) -> Outcome:
+        """Say why the gang does not fit, now or ever (even on empty nodes)."""
         shape = ", ".join(f"{r}={v}" for r, v in sorted(wants[0].amounts.items()))
         if plan(wants, self._views(nodes), self.ledger.prefix, empty=True) is None:
             g.reason = (
@@ -484,101 +488,51 @@ class GangManager:
                 "than the nodes they may use have, even empty"
             )
             self._set_short(g, False)
-            return True
+            return Outcome.NEVER
         g.reason = (
             f"gang {g.key} does not fit now: no set of nodes has room for {len(wants)} "
             f"member(s) of {shape}; waiting for resources to free"
         )
         self._set_short(g, True)
-        return False
+        return Outcome.WAITING
 
-    # ---- the gang gate ---------------------------------------------------------------------
+    # ---- for the gang gate (extender.gang.gate) -------------------------------------------
 
     def short_of_room(self) -> bool:
         """Whether some gang found no room at its last plan and waits for room now: what the
         adaptive gang gate holds new members for (extender.service)."""
         return bool(self._short)
 
-    def _set_short(self, g: Gang, short: bool) -> None:
+    def _set_short(self, g: GangState, short: bool) -> None:
         g.short = short
         if short:
             self._short.add(g.key)
         else:
             self._short.discard(g.key)
 
-    def room_may_have_freed(self) -> None:
-        """Something the informer does not report as a pod freed room (a node added or
-        grown): held gangs that did not fit are planned again."""
-        self._epoch += 1
+    def plan_held(self, g: GangState) -> Outcome:
+        """Plan and reserve gang `g`, whose members wait behind the gate, from the informer's
+        knowledge alone (no filter call: every node is a candidate)."""
+        pending = [m for m in g.members.values() if not m.bound]
+        m = min(pending, key=lambda x: not x.pod.held)  # a held one, if any
+        return self._reserve(g, m, self.ledger.node_names())
 
-    def lift(self, max_plans: int = 64) -> tuple[list[PodInfo], bool]:
-        """The held pods to let through now, and whether planning stopped at `max_plans`
-        (call again soon). The caller removes their gate (extender.adapters.lifter); a pod
-        it names is not named again for lift_retry seconds unless the informer shows it
-        held anew.
-
-        A member is let through once its gang is reserved and a place is its own, or once
-        the gang is bound (it is an ordinary pod then); members whose constraints only
-        kube-scheduler can evaluate go at once, as do held pods of no valid gang and the
-        members of a gang that can never fit (their pods' condition then says why). A gang
-        that does not fit now keeps its members held, and is planned again only after its
-        membership changed or room may have freed, oldest gang first."""
-        now = self.clock()
-        out: list[PodInfo] = []
-
-        def let(pod: PodInfo) -> None:
-            if now - self._lifting.get(pod.uid, -self.lift_retry) >= self.lift_retry:
-                self._lifting[pod.uid] = now
-                out.append(pod)
-
-        for pod in self._stray.values():
-            let(pod)
-        plans = 0
-        for key in list(self._held):
-            g = self._gangs.get(key)
-            held = [] if g is None else [m for m in g.members.values() if m.pod.held]
-            if g is None or not held:
-                self._held.pop(key, None)
-                continue
-            if g.phase is Phase.RESERVED and not self._claim(g, held):
-                self._release(g, f"gang {g.key}: a held member fits none of the reserved places")
-            if g.phase is Phase.WAITING:
-                for m in held:
-                    if m.constraints is not None and m.constraints.unevaluable:
-                        let(m.pod)  # kube-scheduler must try it first
-                if g.tried_epoch == self._epoch or now < g.retry_at:
-                    continue
-                if plans >= max_plans:
-                    return out, True
-                plans += 1
-                pending = [m for m in g.members.values() if not m.bound]
-                m = min(pending, key=lambda x: not x.pod.held)  # a held one, if any
-                never = self._reserve(g, m, self.ledger.node_names())
-                if never:  # let kube-scheduler show why on the pods themselves
-                    for x in held:
-                        let(x.pod)
-                if never is not None:
-                    g.tried_epoch = self._epoch
-                    continue
-                self._claim(g, held)
-            slots = {s.member for s in g.slots}
-            for m in held:
-                if g.phase is Phase.BOUND or m.pod.uid in slots:
-                    let(m.pod)
-        return out, False
-
-    def _claim(self, g: Gang, held: list[Member]) -> bool:
-        """Give each held member of a reserved gang its place; False when one fits none of
-        the places left (the gang must be planned again). Members beyond the places wait."""
+    def claim(self, g: GangState) -> bool:
+        """Give each held member of reserved gang `g` its place. When one fits none of the
+        places left, the reservation is released (plan again) and False returned. Members
+        beyond the places wait."""
         nodes = [s.node for s in g.slots]
-        for m in held:
-            if self._slot_of(g, m, nodes) is None and any(s.member is None for s in g.slots):
+        for m in g.members.values():
+            if not m.pod.held or self._slot_of(g, m, nodes) is not None:
+                continue
+            if any(s.member is None for s in g.slots):
+                self._release(g, f"gang {g.key}: a held member fits none of the reserved places")
                 return False
         return True
 
     # ---- bind ------------------------------------------------------------------------------
 
-    def arrive(self, uid: str, node: str) -> Ticket | str | None:
+    def arrive(self, uid: str, node: str) -> Arrival:
         """A member reached bind on `node`: its ticket to wait on, or why it may not bind.
         None when the pod is no gang member, or its gang is already bound."""
         key = self._member_of.get(uid)
@@ -589,20 +543,22 @@ class GangManager:
             return None
         slot = next((s for s in g.slots if s.member == uid), None)
         if g.phase is not Phase.RESERVED or g.barrier is None or slot is None:
-            return f"gang {key}: no place is reserved for this pod; {g.reason or 'retrying'}"
+            return Refused(
+                f"gang {key}: no place is reserved for this pod; {g.reason or 'retrying'}"
+            )
         if slot.node != node:
-            return f"gang {key}: this pod's place is reserved on {slot.node}, not {node}"
+            return Refused(f"gang {key}: this pod's place is reserved on {slot.node}, not {node}")
         g.barrier.waiting.add(uid)
         if self._ready(g):
             self._open(g)
         return Ticket(g.barrier, key)
 
-    def _placed(self, g: Gang) -> int:
+    def _placed(self, g: GangState) -> int:
         """Members bound, binding, or passed by filter to their reserved places."""
         done = {uid for uid, m in g.members.items() if m.bound or uid in g.committed}
         return len(done | (g.passed & g.members.keys()))
 
-    def _ready(self, g: Gang) -> bool:
+    def _ready(self, g: GangState) -> bool:
         at_bind = len(g.barrier.waiting) if g.barrier is not None else 0
         return g.bound_count() + at_bind >= g.spec.min_members
 
@@ -654,12 +610,12 @@ class GangManager:
             released += 1
         return released
 
-    def _release(self, g: Gang, why: str) -> None:
+    def _release(self, g: GangState, why: str) -> None:
         """Give back every reserved place and wake the barrier's waiters with `why`."""
         if g.slots:
             self.ledger.release_all(s.holder for s in g.slots)
             g.slots = []
-            self._epoch += 1
+            self.room_epoch += 1
         g.passed = set()
         if g.barrier is not None:
             g.barrier.cancel(why or f"gang {g.key} was released")

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from extender.core.ledger import Ledger
 from extender.core.plugins import PASS, Verdict
 from extender.core.pod import PodInfo
-from extender.gang.manager import GangManager
+from extender.gang import Gangs
 
 
 class GangFilter:
     name = "Gang"
 
-    def __init__(self, gangs: GangManager) -> None:
+    def __init__(self, gangs: Gangs) -> None:
         self.gangs = gangs
 
     def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Verdict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from extender.gang.manager import Gang
+from extender.gang.manager import GangState
 
 
 class MemberStatus(BaseModel):
@@ -39,7 +39,7 @@ class GangStatus(BaseModel):
     reason: str = Field(description="Why the gang waits, or empty.")
 
 
-def gang_status(g: Gang, now: float) -> GangStatus:
+def gang_status(g: GangState, now: float) -> GangStatus:
     reserved = {s.member: s.node for s in g.slots if s.member is not None}
     waiting = g.barrier.waiting if g.barrier is not None else set()
     members = []

@@ -16,7 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from extender.core.access import AuthDecision, Outcome
 from extender.core.ledger import Ledger
 from extender.esl.registry import Instances
-from extender.gang.manager import GangManager
+from extender.gang import Gangs
 from extender.http.errors import Forbidden, NotConfirmed, NotReady, Unauthorized
 from extender.metrics import Metrics
 from extender.scheduling.verbs import Verbs
@@ -29,7 +29,7 @@ class Runtime(Protocol):
     metrics: Metrics
     ledger: Ledger
     verbs: Verbs
-    gangs: GangManager
+    gangs: Gangs
     esls: Instances
     store: PolicyStore
 

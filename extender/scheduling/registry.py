@@ -17,7 +17,7 @@ from extender.core.ledger import Ledger
 from extender.core.plugins import FilterPlugin, ScorePlugin, Weighted
 from extender.core.pod import Keys
 from extender.filters import ephemeral, preference, reservation
-from extender.gang.manager import GangManager
+from extender.gang import Gangs
 from extender.gang.plugin import GangFilter
 
 
@@ -27,7 +27,7 @@ class Handle:
 
     ledger: Ledger
     keys: Keys
-    gangs: GangManager
+    gangs: Gangs
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,9 @@ from extender.core.objects import Pod
 from extender.core.plugins import FilterPlugin, Weighted
 from extender.core.pod import Keys, PodInfo, Rejection, pod_info
 from extender.core.quantity import InvalidQuantity
-from extender.gang.manager import GangManager, Ticket
+from extender.gang import Gangs
+from extender.gang.barrier import Wake
+from extender.gang.manager import Refused, Ticket
 from extender.scheduling import preemption
 from extender.scheduling.requeue import Requeue
 from extender.wire import (
@@ -136,7 +138,7 @@ class Verbs:
         self,
         ledger: Ledger,
         keys: Keys,
-        gangs: GangManager,
+        gangs: Gangs,
         filters: Sequence[FilterPlugin],
         scorers: Sequence[Weighted],
         binder: Binder | None,
@@ -238,12 +240,12 @@ class Verbs:
         if self.ledger.node(node) is None:
             return ExtenderBindingResult(Error=f"{what}: node {node[:253]!r} is not known")
         ticket = self.gangs.arrive(uid, node)
-        if isinstance(ticket, str):
-            return ExtenderBindingResult(Error=ticket)
+        if isinstance(ticket, Refused):
+            return ExtenderBindingResult(Error=ticket.reason)
         if isinstance(ticket, Ticket):
-            why = await ticket.barrier.wait(uid, self.gang_wait_seconds)
-            if why:
-                return ExtenderBindingResult(Error=f"{what}: gang {ticket.gang}: {why}")
+            woken = await ticket.barrier.wait(uid, self.gang_wait_seconds)
+            if woken.wake is not Wake.OPEN:
+                return ExtenderBindingResult(Error=f"{what}: gang {ticket.gang}: {woken.reason}")
         else:
             short = self.ledger.hold(
                 uid, node, pod.requests, HolderKind.ASSUMED, priority=pod.priority

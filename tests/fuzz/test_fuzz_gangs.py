@@ -32,7 +32,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.pod import PodInfo
-from extender.gang.manager import GangManager, Phase, Ticket
+from extender.gang.gate import GangGate
+from extender.gang.manager import GangManager, Phase, Refused, Ticket
 
 from .campaign import MACHINE, SEED
 from .invariants import check_consistent, check_within_capacity
@@ -75,6 +76,7 @@ class GangMachine(RuleBasedStateMachine):
         self.lg = Ledger("escher.io")
         self.clock = Clock()
         self.gm = GangManager(self.lg, KEYS, clock=self.clock, backoff=(2.0, 8.0))
+        self.gate = GangGate(self.gm, clock=self.clock)
         self.sizes: dict[str, int] = {}
         self.shapes: dict[str, tuple[int, int]] = {}  # uid -> (cpu, e) of its pod
         self.held: set[str] = set()  # created behind the gang gate, not let through yet
@@ -93,6 +95,11 @@ class GangMachine(RuleBasedStateMachine):
         self.lg.set_capacity(E, {"n0": e_cap, "n1": e_cap})
         self.sizes = dict(zip(GANGS, sizes, strict=True))
 
+    def event(self, event: PodEvent) -> None:
+        """The service's order: the manager, then the gate."""
+        self.gm.on_pod(event)
+        self.gate.on_pod(event)
+
     def member(self, uid: str, node: str = "") -> PodInfo:
         cpu, e = self.shapes[uid]
         return pod(uid, self.sizes[uid.split("-")[0]], cpu, e, node, held=uid in self.held)
@@ -102,7 +109,7 @@ class GangMachine(RuleBasedStateMachine):
         if info.node:
             self.lg.observe_bound(info.uid, info.node, info.requests, info.priority)
         self.pods[info.uid] = info
-        self.gm.on_pod(PodEvent(PodChange.UPSERT, info.uid, info))
+        self.event(PodEvent(PodChange.UPSERT, info.uid, info))
 
     # ---- the informer ----------------------------------------------------------------------
 
@@ -129,7 +136,7 @@ class GangMachine(RuleBasedStateMachine):
         self.held.discard(uid)
         self.pods.pop(uid, None)
         self.committed.pop(uid, None)
-        self.gm.on_pod(PodEvent(PodChange.GONE, uid, None))
+        self.event(PodEvent(PodChange.GONE, uid, None))
         if last:
             self.check_gone(gang)
             self.steps["gang ended"] += 1
@@ -150,7 +157,7 @@ class GangMachine(RuleBasedStateMachine):
         """The lifter removes the gate of every member the manager names (or the patch is
         lost, and the informer keeps showing it held)."""
         before = {h.holder for h in self.reservations()}
-        pods, _ = self.gm.lift()
+        pods, _ = self.gate.lift()
         new = [h for h in self.reservations() if h.holder not in before]
         if new:
             self.steps["reserved to lift"] += 1
@@ -201,7 +208,7 @@ class GangMachine(RuleBasedStateMachine):
         if isinstance(ticket, Ticket):
             self.waiting[uid] = (ticket, node)
             self.steps["at barrier"] += 1
-        elif isinstance(ticket, str):
+        elif isinstance(ticket, Refused):
             self.steps["bind refused"] += 1
 
     @rule(data=st.data(), timed_out=st.booleans())

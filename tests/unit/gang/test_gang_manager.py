@@ -17,8 +17,8 @@ from extender.core.ledger import HolderKind, Ledger
 from extender.core.objects import Taint
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo
-from extender.gang.barrier import Barrier
-from extender.gang.manager import GangManager, Phase, Ticket
+from extender.gang.barrier import Barrier, Wake, Woken
+from extender.gang.manager import GangManager, Phase, Refused, Ticket
 from extender.gang.status import gang_status
 
 KEYS = Keys.for_domain("escher.io")
@@ -217,7 +217,7 @@ def test_the_barrier_opens_when_the_minimum_is_at_bind_and_binds_make_the_gang_b
         assert isinstance(second, Ticket) and second.barrier.is_open
         return [await waiting, await second.barrier.wait(pods[1].uid, 5)]
 
-    assert run(scenario()) == ["", ""]
+    assert run(scenario()) == [Woken(Wake.OPEN), Woken(Wake.OPEN)]
     for p in pods:
         gm.bound(p.uid, places[p.uid])
     g = gm.gang("default/g")
@@ -234,10 +234,12 @@ def test_bind_refuses_a_member_on_another_node_or_without_a_place() -> None:
     upsert(gm, pods[0])
     (node,) = passed(gm.filter(pods[0], NODES))
     other = next(n for n in NODES if n != node)
-    assert f"reserved on {node}, not {other}" in str(gm.arrive(pods[0].uid, other))
+    refused = gm.arrive(pods[0].uid, other)
+    assert isinstance(refused, Refused) and f"reserved on {node}, not {other}" in refused.reason
     upsert(gm, pods[1])
     # Not filtered yet: it holds no place of its own.
-    assert "no place is reserved" in str(gm.arrive(pods[1].uid, node))
+    refused = gm.arrive(pods[1].uid, node)
+    assert isinstance(refused, Refused) and "no place is reserved" in refused.reason
     assert gm.arrive("not-a-member", node) is None
 
 
@@ -269,8 +271,8 @@ def test_a_member_alone_at_the_barrier_times_out_and_keeps_its_place() -> None:
     (node,) = passed(gm.filter(pod, NODES))
     ticket = gm.arrive(pod.uid, node)
     assert isinstance(ticket, Ticket)
-    why = run(ticket.barrier.wait(pod.uid, 0.05))
-    assert "not enough members reached bind" in why
+    woken = run(ticket.barrier.wait(pod.uid, 0.05))
+    assert woken.wake is Wake.TIMED_OUT and "not enough members reached bind" in woken.reason
     assert reserved(lg) == 2 and not ticket.barrier.waiting
 
 
@@ -410,14 +412,14 @@ def test_ten_thousand_gangs_created_and_deleted_leave_no_state() -> None:
 
 
 def test_a_cancelled_barrier_wakes_its_waiters_with_the_reason() -> None:
-    async def scenario() -> str:
+    async def scenario() -> Woken:
         barrier = Barrier()
         waiter = asyncio.create_task(barrier.wait("u", 5))
         await asyncio.sleep(0)
         barrier.cancel("gang g ended")
         return await waiter
 
-    assert run(scenario()) == "gang g ended"
+    assert run(scenario()) == Woken(Wake.CANCELLED, "gang g ended")
 
 
 def test_members_no_informer_ever_confirms_are_forgotten() -> None:
@@ -442,189 +444,3 @@ def test_the_number_of_gangs_is_bounded() -> None:
     assert gm.gang("default/c") is None
     verdict = gm.filter(member("c", 0), NODES)
     assert verdict is not None and "tracks 2 gangs" in next(iter(verdict.rejected.values())).reason
-
-
-# ---- the gang gate -----------------------------------------------------------------------
-
-GATED: dict[str, Any] = {
-    "schedulingGates": [{"name": "other.io/quota"}, {"name": "escher.io/gang"}]
-}
-
-
-def held(gang: str, i: int, **kw: Any) -> PodInfo:
-    return member(gang, i, **kw, **GATED)
-
-
-def lifted(gm: GangManager, max_plans: int = 64) -> list[str]:
-    pods, more = gm.lift(max_plans)
-    assert not more
-    return sorted(p.name for p in pods)
-
-
-def let_through(gm: GangManager, pod: PodInfo) -> PodInfo:
-    """What the informer reports once the gate is lifted."""
-    free = PodInfo(**{**_fields(pod), "held": False})
-    upsert(gm, free)
-    return free
-
-
-def test_held_members_go_through_one_by_one_as_each_gets_its_reserved_place() -> None:
-    lg = cluster()
-    gm = manager(lg)
-    pods = [held("g", i) for i in range(3)]
-    assert pods[0].held and not member("g", 0).held
-    upsert(gm, pods[0])
-    # Reserved from the informer alone: a place for every member, and the first let through.
-    assert lifted(gm) == ["g-0"]
-    g = gm.gang("default/g")
-    assert g is not None and g.phase is Phase.RESERVED and reserved(lg) == 3
-    assert lifted(gm) == []  # asked for already
-    for p in pods[1:]:
-        upsert(gm, p)
-    assert lifted(gm) == ["g-1", "g-2"]
-    # Each then passes straight to its own place, and the barrier and binds work as ever.
-    places = set()
-    for p in pods:
-        free = let_through(gm, p)
-        verdict = gm.filter(free, NODES)
-        assert verdict is not None and verdict.final
-        places.update(passed(verdict))
-    assert places == {s.node for s in g.slots} and reserved(lg) == 3
-
-
-def test_a_lift_not_seen_done_is_asked_again_after_lift_retry() -> None:
-    clock = Clock()
-    gm = GangManager(cluster(), KEYS, clock=clock, lift_retry=5.0)
-    upsert(gm, held("g", 0, size=1))
-    assert lifted(gm) == ["g-0"]
-    clock.now += 4.9
-    assert lifted(gm) == []
-    clock.now += 0.2
-    assert lifted(gm) == ["g-0"]  # the patch was lost: the informer still shows it held
-    let_through(gm, held("g", 0, size=1))
-    clock.now += 10
-    assert lifted(gm) == []
-
-
-def test_a_held_gang_that_does_not_fit_waits_without_planning_until_room_frees() -> None:
-    lg = cluster()
-    for i, n in enumerate(NODES[:3]):
-        lg.observe_bound(f"other{i}", n, {"cpu": 4000})
-    gm = manager(lg)
-    for i in range(2):
-        upsert(gm, held("g", i, size=2, cpu="3"))
-    assert lifted(gm) == []
-    g = gm.gang("default/g")
-    assert g is not None and g.phase is Phase.WAITING and reserved(lg) == 0
-    assert "does not fit now" in g.reason
-    assert gang_status(g, 0).members[0].state == "held"
-    tried = g.tried_epoch
-    assert lifted(gm) == [] and g.tried_epoch == tried  # nothing changed: not planned again
-    # A pod elsewhere finishes: room may have freed, and the gang fits now.
-    lg.release("other0")
-    gm.on_pod(PodEvent(PodChange.GONE, "other0", None))
-    assert lifted(gm) == ["g-0", "g-1"] and g.phase is Phase.RESERVED
-
-
-def test_room_a_node_adds_is_found_on_the_next_tick() -> None:
-    lg = cluster()
-    for i, n in enumerate(NODES):
-        lg.observe_bound(f"other{i}", n, {"cpu": 4000})
-    gm = manager(lg)
-    upsert(gm, held("g", 0, size=1))
-    assert lifted(gm) == []
-    lg.upsert_node("n9", {"name": "n9"}, {"cpu": 4000, "memory": 8 << 30, "pods": 10}, {}, ())
-    assert lifted(gm) == []  # no pod event said so
-    gm.room_may_have_freed()
-    assert lifted(gm) == ["g-0"]
-
-
-@pytest.mark.parametrize(
-    ("pod", "why"),
-    [
-        ("no gang label", "a held pod of no gang"),
-        ("no gang-min", "a held pod whose gang declaration is invalid"),
-    ],
-)
-def test_held_pods_no_gang_can_lift_are_let_through_at_once(pod: str, why: str) -> None:
-    raw = held("g", 0)
-    marks = {} if pod == "no gang label" else {KEYS.gang: "g"}
-    stray = PodInfo(**{**_fields(raw), "marks": marks, "gang": marks.get(KEYS.gang, "")})
-    gm = manager()
-    upsert(gm, stray)
-    assert lifted(gm) == ["g-0"], why
-    upsert(gm, PodInfo(**{**_fields(stray), "held": False}))
-    assert lifted(gm) == [] and not gm._stray and not gm._lifting
-
-
-def _fields(p: PodInfo) -> dict[str, Any]:
-    return {f: getattr(p, f) for f in PodInfo.__slots__}
-
-
-def test_a_gang_that_can_never_fit_lets_its_members_through_to_say_why() -> None:
-    gm = manager()
-    upsert(gm, held("g", 0, size=2, cpu="9"))
-    assert lifted(gm) == ["g-0"]
-    g = gm.gang("default/g")
-    assert g is not None and "can never fit" in g.reason and g.phase is Phase.WAITING
-
-
-def test_members_only_kube_scheduler_can_judge_go_first_and_the_rest_follow_the_plan() -> None:
-    gm = manager()
-    affine = held("g", 1, size=2, affinity={"podAntiAffinity": {"x": 1}})
-    plain = held("g", 0, size=2)
-    upsert(gm, affine)
-    upsert(gm, plain)
-    assert lifted(gm) == ["g-1"]
-    g = gm.gang("default/g")
-    assert g is not None and "only it can evaluate" in g.reason
-    # kube-scheduler tried it: its filter reserves the gang; the held one follows.
-    free = let_through(gm, affine)
-    assert passed(gm.filter(free, ["n2"]), ["n2"]) == ["n2"]
-    assert lifted(gm) == ["g-0"]
-
-
-def test_a_member_beyond_the_minimum_waits_held_until_the_gang_is_bound() -> None:
-    lg = cluster()
-    gm = manager(lg)
-    pods = [held("g", i, size=2) for i in range(3)]
-    for p in pods:
-        upsert(gm, p)
-    assert lifted(gm) == ["g-0", "g-1"]
-    g = gm.gang("default/g")
-    assert g is not None
-    places = {}
-    for p in pods[:2]:
-        free = let_through(gm, p)
-        places[p.uid] = passed(gm.filter(free, NODES))[0]
-    for p in pods[:2]:
-        gm.bound(p.uid, places[p.uid])
-    assert g.phase is Phase.BOUND
-    assert lifted(gm) == ["g-2"]  # an ordinary pod now
-
-
-def test_the_oldest_held_gang_is_planned_first_and_planning_per_turn_is_bounded() -> None:
-    lg = cluster(cpu=2000)  # room for 4 members of 2 cpu in all
-    gm = manager(lg)
-    for gang in ("a", "b", "c"):
-        for i in range(4):
-            upsert(gm, held(gang, i, size=4, cpu="2"))
-    pods, more = gm.lift(max_plans=1)  # a fits; b and c are left for the next turns
-    assert sorted(p.name for p in pods) == ["a-0", "a-1", "a-2", "a-3"] and more
-    assert gm.lift(max_plans=1) == ([], True)  # b does not fit now
-    assert gm.lift(max_plans=1) == ([], False)  # nor c
-    a, b, c = (gm.gang(f"default/{x}") for x in "abc")
-    assert a is not None and b is not None and c is not None
-    assert a.phase is Phase.RESERVED and b.phase is c.phase is Phase.WAITING
-
-
-def test_a_held_gang_leaves_no_gate_state_when_its_members_go() -> None:
-    gm = manager()
-    for k in range(100):
-        pods = [held(f"c{k}", i, size=2, cpu="9") for i in range(2)]
-        for p in pods:
-            upsert(gm, p)
-        gm.lift()
-        for p in pods:
-            gone(gm, p)
-    assert len(gm) == 0 and not gm._held and not gm._lifting and not gm._stray

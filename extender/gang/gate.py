@@ -1,0 +1,186 @@
+"""The gang gate: members created behind a scheduling gate, let through once their gang has room.
+
+deploy/'s gang-gate admission policy creates gang members with the scheduling gate Keys.gate,
+so kube-scheduler does not try them at all. The gate here plans their gang from the
+informer's knowledge alone (GangManager.plan_held), gives each held member its place
+(GangManager.claim) and names the members to let through, one by one as each has a place;
+the lifter (extender.adapters.lifter) removes their gate. A gang that does not fit waits
+without a scheduling cycle, so without the pod condition kube-scheduler writes on every cycle
+that fails (extenders have no queueing hints: any cluster event retries them). Held pods no
+gang will lift (no valid declaration: a typo must not strand a pod) go through at once, as do
+members of a gang that can never fit (their pods' condition then says why).
+
+Adaptive: while some gang waits for room (and for a cooldown after), `hold()` says new
+members should be held; the gate switch (extender.adapters.gateswitch) tells deploy/'s policy.
+
+State is bounded by the pods the informer shows held, and each entry leaves with its pod or
+gang. Runs on the event loop only. Built and run by the service (extender.service), fed by the
+cluster view's pod events after the gang manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from extender.core.events import PodChange, PodEvent
+from extender.core.pod import PodInfo
+from extender.gang.manager import GangManager, Outcome, Phase
+
+# Removes a held pod's gate (extender.adapters.lifter.Lifter), and sets the adaptive switch.
+Lifter = Callable[[PodInfo], None]
+Switch = Callable[[bool], None]
+
+
+class GangGate:
+    def __init__(
+        self,
+        gangs: GangManager,
+        clock: Callable[[], float] = time.monotonic,
+        lift_retry: float = 5.0,
+        interval: float = 1.0,
+        cooldown: float = 10.0,
+    ) -> None:
+        self.gangs = gangs
+        self.clock = clock
+        # A pod named for lifting is not named again for lift_retry seconds unless the
+        # informer shows it held anew (the patch may have been lost).
+        self.lift_retry = lift_retry
+        self.interval = interval
+        self.cooldown = cooldown
+        # Gangs with held members, in arrival order so the oldest is planned first; held
+        # pods of no valid gang; members whose lift was asked for (uid -> when); per gang,
+        # the (room epoch, roster) its last failed plan saw: not planned again before
+        # either moves.
+        self._held: dict[str, None] = {}
+        self._held_by: dict[str, str] = {}  # uid of a held member -> its gang's key
+        self._stray: dict[str, PodInfo] = {}
+        self._lifting: dict[str, float] = {}
+        self._tried: dict[str, tuple[int, int]] = {}
+        self._bumps = 0  # room the pods do not show (room_may_have_freed)
+        self._short_at = float("-inf")  # when some gang last waited for room
+        self._wanted = asyncio.Event()  # a pod event: look for members to let through
+
+    def __len__(self) -> int:
+        """Entries held (bounded by the held pods the informer shows)."""
+        parts = (self._held, self._held_by, self._stray, self._lifting, self._tried)
+        return sum(len(p) for p in parts)
+
+    def on_pod(self, event: PodEvent) -> None:
+        """Subscribed to the cluster view's pod events, after the gang manager's."""
+        self._wanted.set()
+        uid, pod = event.uid, event.pod
+        was = self._held_by.pop(uid, None)
+        if was is not None and self.gangs.gang(was) is None:  # its gang ended with it
+            self._held.pop(was, None)
+            self._tried.pop(was, None)
+        if event.change is PodChange.GONE or pod is None or pod.terminating:
+            self._stray.pop(uid, None)
+            self._lifting.pop(uid, None)
+            return
+        key = self.gangs.gang_of(uid)
+        if key is not None:
+            self._stray.pop(uid, None)
+            if pod.held and not pod.node:
+                self._held.setdefault(key)
+                self._held_by[uid] = key
+            else:
+                self._lifting.pop(uid, None)
+        elif pod.held:
+            self._stray[uid] = pod
+        else:
+            self._stray.pop(uid, None)
+            self._lifting.pop(uid, None)
+
+    def room_may_have_freed(self) -> None:
+        """Something the informer does not report as a pod freed room (a node added or
+        grown): held gangs that did not fit are planned again."""
+        self._bumps += 1
+
+    def lift(self, max_plans: int = 64) -> tuple[list[PodInfo], bool]:
+        """The held pods to let through now, and whether planning stopped at `max_plans`
+        (call again soon). A member goes once its gang is reserved and a place is its own,
+        or once the gang is bound (an ordinary pod then); members whose constraints only
+        kube-scheduler can evaluate go at once, so that it tries them."""
+        now = self.clock()
+        out: list[PodInfo] = []
+
+        def let(pod: PodInfo) -> None:
+            if now - self._lifting.get(pod.uid, -self.lift_retry) >= self.lift_retry:
+                self._lifting[pod.uid] = now
+                out.append(pod)
+
+        for pod in self._stray.values():
+            let(pod)
+        epoch = self.gangs.room_epoch + self._bumps
+        plans = 0
+        for key in list(self._held):
+            g = self.gangs.gang(key)
+            held = [] if g is None else [m for m in g.members.values() if m.pod.held]
+            if g is None or not held:
+                self._held.pop(key, None)
+                self._tried.pop(key, None)
+                continue
+            if g.phase is Phase.RESERVED:
+                self.gangs.claim(g)
+            if g.phase is Phase.WAITING:
+                for m in held:
+                    if m.constraints is not None and m.constraints.unevaluable:
+                        let(m.pod)  # kube-scheduler must try it first
+                if self._tried.get(key) == (epoch, g.roster) or now < g.retry_at:
+                    continue
+                if plans >= max_plans:
+                    return out, True
+                plans += 1
+                outcome = self.gangs.plan_held(g)
+                if outcome is Outcome.NEVER:  # let kube-scheduler say why on the pods
+                    for m in held:
+                        let(m.pod)
+                if outcome is not Outcome.RESERVED:
+                    self._tried[key] = (self.gangs.room_epoch + self._bumps, g.roster)
+                    continue
+                self._tried.pop(key, None)
+                self.gangs.claim(g)
+            places = {s.member for s in g.slots}
+            for m in held:
+                if g.phase is Phase.BOUND or m.pod.uid in places:
+                    let(m.pod)
+        return out, False
+
+    def hold(self) -> bool:
+        """Whether new members should be created held: while some gang waits for room, and
+        for `cooldown` seconds after (so that a gang finishing does not open the gate for
+        the next one's members to be retried ungated at once)."""
+        now = self.clock()
+        if self.gangs.short_of_room():
+            self._short_at = now
+        return now - self._short_at < self.cooldown
+
+    async def run(
+        self, lifter: Lifter, switch: Switch | None, may_lift: Callable[[], bool]
+    ) -> None:
+        """Let held members through as their gangs get places: at each pod event, and every
+        `interval` for room the pods do not show (nodes added or grown). Only while
+        `may_lift()` (the leader, started): a follower's turn does nothing."""
+        loop = asyncio.get_running_loop()
+        bumped = loop.time()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval):
+                    await self._wanted.wait()
+            if loop.time() - bumped >= self.interval:  # also under a steady stream of events
+                self.room_may_have_freed()
+                bumped = loop.time()
+            self._wanted.clear()
+            if not may_lift():
+                continue
+            pods, more = self.lift()
+            for pod in pods:
+                lifter(pod)
+            if switch is not None:
+                switch(self.hold())
+            if more:
+                self._wanted.set()
+                await asyncio.sleep(0)  # the rest in the next turn: let verbs in between

@@ -1,0 +1,249 @@
+"""The gang gate over a real gang manager and ledger: held members let through one by one as
+their gang gets places, held gangs planned again only when room may have freed, strays let
+through at once, bounded state, and the adaptive hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import Clock
+from test_gang_manager import KEYS, NODES, cluster, member, passed, reserved
+
+from extender.core.events import PodChange, PodEvent
+from extender.core.ledger import Ledger
+from extender.core.pod import PodInfo
+from extender.gang.gate import GangGate
+from extender.gang.manager import GangManager, Phase
+from extender.gang.status import gang_status
+
+
+class Gated:
+    """A manager and its gate, fed the pod events in the service's order."""
+
+    def __init__(self, lg: Ledger | None = None, clock: Clock | None = None, **gate: Any):
+        clock = clock or Clock()
+        self.gm = GangManager(lg or cluster(), KEYS, clock=clock, backoff=(2.0, 8.0))
+        self.gate = GangGate(self.gm, clock=clock, **gate)
+
+    def gang(self, key: str) -> Any:
+        return self.gm.gang(key)
+
+
+def manager(lg: Ledger | None = None, clock: Clock | None = None, **gate: Any) -> Gated:
+    return Gated(lg, clock, **gate)
+
+
+def upsert(gm: Gated, pod: PodInfo) -> None:
+    event = PodEvent(PodChange.UPSERT, pod.uid, pod)
+    gm.gm.on_pod(event)
+    gm.gate.on_pod(event)
+
+
+def gone(gm: Gated, pod: PodInfo) -> None:
+    event = PodEvent(PodChange.GONE, pod.uid, None)
+    gm.gm.on_pod(event)
+    gm.gate.on_pod(event)
+
+
+# ---- the gang gate -----------------------------------------------------------------------
+
+GATED: dict[str, Any] = {
+    "schedulingGates": [{"name": "other.io/quota"}, {"name": "escher.io/gang"}]
+}
+
+
+def held(gang: str, i: int, **kw: Any) -> PodInfo:
+    return member(gang, i, **kw, **GATED)
+
+
+def lifted(gm: Gated, max_plans: int = 64) -> list[str]:
+    pods, more = gm.gate.lift(max_plans)
+    assert not more
+    return sorted(p.name for p in pods)
+
+
+def let_through(gm: Gated, pod: PodInfo) -> PodInfo:
+    """What the informer reports once the gate is lifted."""
+    free = PodInfo(**{**_fields(pod), "held": False})
+    upsert(gm, free)
+    return free
+
+
+def test_held_members_go_through_one_by_one_as_each_gets_its_reserved_place() -> None:
+    lg = cluster()
+    gm = manager(lg)
+    pods = [held("g", i) for i in range(3)]
+    assert pods[0].held and not member("g", 0).held
+    upsert(gm, pods[0])
+    # Reserved from the informer alone: a place for every member, and the first let through.
+    assert lifted(gm) == ["g-0"]
+    g = gm.gang("default/g")
+    assert g is not None and g.phase is Phase.RESERVED and reserved(lg) == 3
+    assert lifted(gm) == []  # asked for already
+    for p in pods[1:]:
+        upsert(gm, p)
+    assert lifted(gm) == ["g-1", "g-2"]
+    # Each then passes straight to its own place, and the barrier and binds work as ever.
+    places = set()
+    for p in pods:
+        free = let_through(gm, p)
+        verdict = gm.gm.filter(free, NODES)
+        assert verdict is not None and verdict.final
+        places.update(passed(verdict))
+    assert places == {s.node for s in g.slots} and reserved(lg) == 3
+
+
+def test_a_lift_not_seen_done_is_asked_again_after_lift_retry() -> None:
+    clock = Clock()
+    gm = manager(clock=clock, lift_retry=5.0)
+    upsert(gm, held("g", 0, size=1))
+    assert lifted(gm) == ["g-0"]
+    clock.now += 4.9
+    assert lifted(gm) == []
+    clock.now += 0.2
+    assert lifted(gm) == ["g-0"]  # the patch was lost: the informer still shows it held
+    let_through(gm, held("g", 0, size=1))
+    clock.now += 10
+    assert lifted(gm) == []
+
+
+def test_a_held_gang_that_does_not_fit_waits_without_planning_until_room_frees() -> None:
+    lg = cluster()
+    for i, n in enumerate(NODES[:3]):
+        lg.observe_bound(f"other{i}", n, {"cpu": 4000})
+    gm = manager(lg)
+    for i in range(2):
+        upsert(gm, held("g", i, size=2, cpu="3"))
+    assert lifted(gm) == []
+    g = gm.gang("default/g")
+    assert g is not None and g.phase is Phase.WAITING and reserved(lg) == 0
+    assert "does not fit now" in g.reason
+    assert gang_status(g, 0).members[0].state == "held"
+    attempts = g.attempts, g.reason
+    assert lifted(gm) == [] and (g.attempts, g.reason) == attempts  # not planned again
+    # A pod elsewhere finishes: room may have freed, and the gang fits now.
+    lg.release("other0")
+    gone(gm, PodInfo(**{**_fields(member("x", 0)), "uid": "other0"}))
+    assert lifted(gm) == ["g-0", "g-1"] and g.phase is Phase.RESERVED
+
+
+def test_room_a_node_adds_is_found_on_the_next_tick() -> None:
+    lg = cluster()
+    for i, n in enumerate(NODES):
+        lg.observe_bound(f"other{i}", n, {"cpu": 4000})
+    gm = manager(lg)
+    upsert(gm, held("g", 0, size=1))
+    assert lifted(gm) == []
+    lg.upsert_node("n9", {"name": "n9"}, {"cpu": 4000, "memory": 8 << 30, "pods": 10}, {}, ())
+    assert lifted(gm) == []  # no pod event said so
+    gm.gate.room_may_have_freed()
+    assert lifted(gm) == ["g-0"]
+
+
+@pytest.mark.parametrize(
+    ("pod", "why"),
+    [
+        ("no gang label", "a held pod of no gang"),
+        ("no gang-min", "a held pod whose gang declaration is invalid"),
+    ],
+)
+def test_held_pods_no_gang_can_lift_are_let_through_at_once(pod: str, why: str) -> None:
+    raw = held("g", 0)
+    marks = {} if pod == "no gang label" else {KEYS.gang: "g"}
+    stray = PodInfo(**{**_fields(raw), "marks": marks, "gang": marks.get(KEYS.gang, "")})
+    gm = manager()
+    upsert(gm, stray)
+    assert lifted(gm) == ["g-0"], why
+    upsert(gm, PodInfo(**{**_fields(stray), "held": False}))
+    assert lifted(gm) == [] and len(gm.gate) == 0
+
+
+def _fields(p: PodInfo) -> dict[str, Any]:
+    return {f: getattr(p, f) for f in PodInfo.__slots__}
+
+
+def test_a_gang_that_can_never_fit_lets_its_members_through_to_say_why() -> None:
+    gm = manager()
+    upsert(gm, held("g", 0, size=2, cpu="9"))
+    assert lifted(gm) == ["g-0"]
+    g = gm.gang("default/g")
+    assert g is not None and "can never fit" in g.reason and g.phase is Phase.WAITING
+
+
+def test_members_only_kube_scheduler_can_judge_go_first_and_the_rest_follow_the_plan() -> None:
+    gm = manager()
+    affine = held("g", 1, size=2, affinity={"podAntiAffinity": {"x": 1}})
+    plain = held("g", 0, size=2)
+    upsert(gm, affine)
+    upsert(gm, plain)
+    assert lifted(gm) == ["g-1"]
+    g = gm.gang("default/g")
+    assert g is not None and "only it can evaluate" in g.reason
+    # kube-scheduler tried it: its filter reserves the gang; the held one follows.
+    free = let_through(gm, affine)
+    assert passed(gm.gm.filter(free, ["n2"]), ["n2"]) == ["n2"]
+    assert lifted(gm) == ["g-0"]
+
+
+def test_a_member_beyond_the_minimum_waits_held_until_the_gang_is_bound() -> None:
+    lg = cluster()
+    gm = manager(lg)
+    pods = [held("g", i, size=2) for i in range(3)]
+    for p in pods:
+        upsert(gm, p)
+    assert lifted(gm) == ["g-0", "g-1"]
+    g = gm.gang("default/g")
+    assert g is not None
+    places = {}
+    for p in pods[:2]:
+        free = let_through(gm, p)
+        places[p.uid] = passed(gm.gm.filter(free, NODES))[0]
+    for p in pods[:2]:
+        gm.gm.bound(p.uid, places[p.uid])
+    assert g.phase is Phase.BOUND
+    assert lifted(gm) == ["g-2"]  # an ordinary pod now
+
+
+def test_the_oldest_held_gang_is_planned_first_and_planning_per_turn_is_bounded() -> None:
+    lg = cluster(cpu=2000)  # room for 4 members of 2 cpu in all
+    gm = manager(lg)
+    for gang in ("a", "b", "c"):
+        for i in range(4):
+            upsert(gm, held(gang, i, size=4, cpu="2"))
+    pods, more = gm.gate.lift(max_plans=1)  # a fits; b and c are left for the next turns
+    assert sorted(p.name for p in pods) == ["a-0", "a-1", "a-2", "a-3"] and more
+    assert gm.gate.lift(max_plans=1) == ([], True)  # b does not fit now
+    assert gm.gate.lift(max_plans=1) == ([], False)  # nor c
+    a, b, c = (gm.gang(f"default/{x}") for x in "abc")
+    assert a is not None and b is not None and c is not None
+    assert a.phase is Phase.RESERVED and b.phase is c.phase is Phase.WAITING
+
+
+def test_a_held_gang_leaves_no_gate_state_when_its_members_go() -> None:
+    gm = manager()
+    for k in range(100):
+        pods = [held(f"c{k}", i, size=2, cpu="9") for i in range(2)]
+        for p in pods:
+            upsert(gm, p)
+        gm.gate.lift()
+        for p in pods:
+            gone(gm, p)
+    assert len(gm.gm) == 0 and len(gm.gate) == 0
+
+
+def test_the_adaptive_hold_lasts_while_a_gang_waits_for_room_and_a_cooldown_after() -> None:
+    lg, clock = cluster(), Clock()
+    for i, n in enumerate(NODES):
+        lg.observe_bound(f"other{i}", n, {"cpu": 4000})
+    gm = manager(lg, clock, cooldown=10.0)
+    assert not gm.gate.hold()
+    upsert(gm, held("g", 0, size=1))
+    assert lifted(gm) == [] and gm.gate.hold()  # it waits for room
+    lg.release("other0")
+    gone(gm, PodInfo(**{**_fields(member("x", 0)), "uid": "other0"}))
+    assert lifted(gm) == ["g-0"]
+    clock.now += 9.9
+    assert gm.gate.hold()  # cooling down
+    clock.now += 0.2
+    assert not gm.gate.hold()
