@@ -10,7 +10,15 @@ ledger. Also sends the same gang's member again (the cheap path: its reserved no
 plain pod, for comparison. Prints p50/p99 of the Server-Timing durations. The reservations
 are never bound: they expire with the extender's unconfirmed-member timeout.
 
+While it runs, two probes run in threads on their own connections: plain pods' filters back
+to back (what every other pod's filter costs while gangs are being planned, server side and
+round trip) and GET /healthz back to back (its slowest answer bounds the longest event-loop
+stall). `--waiting N` first reserves N gangs (held, waiting for members that never come) so
+the measured calls plan beside them; the extender's resident memory is read before and
+after.
+
     .venv/bin/python hack/gang-filter-latency.py [--nodes 1000] [--calls 500] [--size 8]
+        [--waiting 0]
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import ssl
 import statistics
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +39,33 @@ import httpx
 
 from escher_harness import localcluster
 from escher_harness.bench.latency import args as filter_args
+from escher_harness.bench.stall import Probe
+from escher_harness.localcluster.processes import rss_bytes
+
+
+class FilterProbe:
+    """Plain pods' filters back to back in a thread: server-side and round-trip times."""
+
+    def __init__(self, url: str, ctx: ssl.SSLContext, body: dict[str, Any]) -> None:
+        self._client = httpx.Client(base_url=url, verify=ctx, timeout=30)
+        self._body = body
+        self._stop = threading.Event()
+        self.server: list[float] = []
+        self.trip: list[float] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            start = time.perf_counter()
+            ms, _ = timed(self._client, self._body)
+            self.trip.append((time.perf_counter() - start) * 1000)
+            self.server.append(ms)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._client.close()
 
 
 def timed(client: httpx.Client, body: dict[str, Any]) -> tuple[float, list[str]]:
@@ -60,6 +97,7 @@ def main() -> None:
     p.add_argument("--nodes", type=int, default=1000)
     p.add_argument("--calls", type=int, default=500)
     p.add_argument("--size", type=int, default=8)
+    p.add_argument("--waiting", type=int, default=0, help="gangs reserved before measuring")
     opts = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="escher-gang-filter-") as tmp:
         spec = localcluster.ClusterSpec(
@@ -72,25 +110,51 @@ def main() -> None:
             ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
             ctx.load_cert_chain(str(certs / "client.crt"), str(certs / "client.key"))
             url = f"https://127.0.0.1:{info.ports['verbs']}"
+            extender = next(p for p in info.processes if p.name == "extender")
             base = filter_args(opts.nodes, "plain")
             first, again, plain = [], [], []
             with httpx.Client(base_url=url, verify=ctx, timeout=30) as client:
-                for i in range(opts.calls + 20):
-                    body = member(base, f"g{i}", 0, opts.size)
-                    ms, passed = timed(client, body)
-                    assert len(passed) == 1, f"gang g{i} was not reserved: {passed[:3]}"
-                    ms_again, _ = timed(client, body)
-                    ms_plain, _ = timed(client, base)
-                    if i >= 20:  # the first calls warm the paths
+                rss_before = rss_bytes(extender)
+                for i in range(opts.waiting):
+                    _, passed = timed(client, member(base, f"w{i}", 0, opts.size))
+                    assert len(passed) == 1, f"waiting gang w{i} was not reserved"
+                    if i % 100 == 99:
+                        print(f"  {i + 1} gangs waiting", file=sys.stderr, flush=True)
+                rss_waiting = rss_bytes(extender)
+                for i in range(20):  # warm the paths
+                    timed(client, member(base, f"warm{i}", 0, opts.size))
+                probe = FilterProbe(url, ctx, base)
+                healthz = Probe(f"http://127.0.0.1:{info.ports['extender']}")
+                try:
+                    for i in range(opts.calls):
+                        body = member(base, f"g{i}", 0, opts.size)
+                        ms, passed = timed(client, body)
+                        assert len(passed) == 1, f"gang g{i} was not reserved: {passed[:3]}"
+                        ms_again, _ = timed(client, body)
+                        ms_plain, _ = timed(client, base)
                         first.append(ms)
                         again.append(ms_again)
                         plain.append(ms_plain)
+                finally:
+                    probe.close()
+                    stall = healthz.worst()
+                    healthz.close()
+                rss_after = rss_bytes(extender)
         finally:
             localcluster.down(info.dir)
-    print(f"filter at {opts.nodes} nodes, {opts.calls} calls each, server side:")
+    print(f"filter at {opts.nodes} nodes, {opts.calls} calls each, {opts.waiting} gangs waiting:")
     print(f"- first member of a new gang of {opts.size} (plan and reserve): {summary(first)}")
     print(f"- the same member again (its reserved node): {summary(again)}")
-    print(f"- a plain pod: {summary(plain)}")
+    print(f"- a plain pod, alternating: {summary(plain)}")
+    print(
+        f"- plain pods from a second connection meanwhile ({len(probe.server)} calls): "
+        f"server {summary(probe.server)}; round trip {summary(probe.trip)}"
+    )
+    print(f"- slowest GET /healthz meanwhile (bounds the longest stall): {stall * 1000:.1f} ms")
+    print(
+        f"- extender RSS: {rss_before / 2**20:.0f} MiB before, {rss_waiting / 2**20:.0f} MiB "
+        f"with {opts.waiting} gangs waiting, {rss_after / 2**20:.0f} MiB after"
+    )
 
 
 if __name__ == "__main__":
