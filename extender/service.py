@@ -39,6 +39,7 @@ from extender.core.ledger import HolderKind, Ledger
 from extender.core.pod import Keys
 from extender.esl.backends import LedgerBackend
 from extender.esl.registry import Instances
+from extender.gang.declarations import Declarations
 from extender.gang.manager import GangManager, Phase
 from extender.gang.plugin import GangFilter
 from extender.metrics import Metrics
@@ -69,11 +70,18 @@ class Service:
         self.ledger = Ledger(s.resource_domain)
         self.keys = Keys.for_domain(s.resource_domain)
         self.events = PodEvents()
+        # Gangs declared as PodGroups (filled by the adapters); a group that changes hands
+        # the pods naming it back to the gang manager.
+        self.declarations = Declarations()
         self.gangs = GangManager(
             self.ledger,
             self.keys,
             backoff=(s.gang_backoff_initial_seconds, s.gang_backoff_max_seconds),
+            hierarchy=s.hierarchy,
+            groups=self.declarations,
         )
+        self.declarations.on_change = self.gangs.redeclared
+        self.events.subscribe(self.declarations.on_pod)
         filtered = FilteredPods(s.filtered_max_pods, s.filtered_max_bytes)
         self.events.subscribe(self.gangs.on_pod)
         self.events.subscribe(filtered.on_pod)
@@ -100,6 +108,7 @@ class Service:
                 self._esl_backend,
                 self.wait_durable,
                 api,
+                self.declarations,
             )
             if k.lifter is not None:
                 self.events.subscribe(lambda _: self._lift_wanted.set())
@@ -222,12 +231,16 @@ class Service:
                 await k.view.sync()
                 if k.store is not None:
                     await k.store.sync()
+                if k.podgroups is not None:
+                    await k.podgroups.sync()  # a kind not served is no error
         self._failed = None
         self._spawn(k.view.nodes.run(), "watch-nodes")
         self._spawn(k.view.pods.run(), "watch-pods")
         self._spawn(k.writeback.run(), "writeback")
         if k.store is not None:
             self._spawn(k.store.run(), "policy-objects")
+        if k.podgroups is not None:
+            self._spawn(k.podgroups.run(), "watch-podgroups")
         if k.elector is not None:
             self._spawn(k.elector.run(), "leader-election")
         else:
