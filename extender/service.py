@@ -27,18 +27,19 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
 from extender.adapters.auth import Authorizer
 from extender.core.access import AuthDecision
-from extender.core.events import PodEvents
+from extender.core.events import PodChange, PodEvent, PodEvents
 from extender.core.ledger import HolderKind, Ledger
-from extender.core.pod import Keys
+from extender.core.pod import Keys, PodInfo
 from extender.esl.backends import LedgerBackend
 from extender.esl.registry import Instances
+from extender.gang.declarations import Declarations
 from extender.gang.gate import GangGate
 from extender.gang.manager import GangManager, Phase
 from extender.gang.plugin import GangFilter
@@ -68,17 +69,24 @@ class Service:
         self.ledger = Ledger(s.resource_domain)
         self.keys = Keys.for_domain(s.resource_domain)
         self.events = PodEvents()
+        # Gangs declared as PodGroups (filled by the adapters); a group that changes hands
+        # the pods naming it back to the gang manager.
+        self.declarations = Declarations()
         self.gangs = GangManager(
             self.ledger,
             self.keys,
             backoff=(s.gang_backoff_initial_seconds, s.gang_backoff_max_seconds),
+            hierarchy=s.hierarchy,
+            groups=self.declarations,
         )
+        self.events.subscribe(self.declarations.on_pod)
         filtered = FilteredPods(s.filtered_max_pods, s.filtered_max_bytes)
         self.gate = GangGate(
             self.gangs,
             interval=s.gang_lift_interval_seconds,
             cooldown=s.gang_gate_cooldown_seconds,
         )
+        self.declarations.on_change = self._redeclared
         self.events.subscribe(self.gangs.on_pod)
         self.events.subscribe(self.gate.on_pod)  # after the manager: it reads its members
         self.events.subscribe(filtered.on_pod)
@@ -102,6 +110,7 @@ class Service:
                 self._esl_backend,
                 self.wait_durable,
                 api,
+                self.declarations,
             )
             if k.waker is not None:
                 requeue = Requeue(k.waker, s.requeue_window_seconds, s.requeue_max_pods)
@@ -224,12 +233,16 @@ class Service:
                 await k.view.sync()
                 if k.store is not None:
                     await k.store.sync()
+                if k.podgroups is not None:
+                    await k.podgroups.sync()  # a kind not served is no error
         self._failed = None
         self._spawn(k.view.nodes.run(), "watch-nodes")
         self._spawn(k.view.pods.run(), "watch-pods")
         self._spawn(k.writeback.run(), "writeback")
         if k.store is not None:
             self._spawn(k.store.run(), "policy-objects")
+        if k.podgroups is not None:
+            self._spawn(k.podgroups.run(), "watch-podgroups")
         if k.elector is not None:
             self._spawn(k.elector.run(), "leader-election")
         else:
@@ -273,6 +286,13 @@ class Service:
             released = self.gangs.expire()
             if released:
                 log.info("gang reservations expired", extra={"gangs": released})
+
+    def _redeclared(self, pods: Iterable[PodInfo]) -> None:
+        """A PodGroup changed: its pods are learnt again, by the manager then the gate."""
+        pods = list(pods)
+        self.gangs.redeclared(pods)
+        for pod in pods:
+            self.gate.on_pod(PodEvent(PodChange.UPSERT, pod.uid, pod))
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))

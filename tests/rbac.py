@@ -22,8 +22,17 @@ LEAST_PRIVILEGE = {
     ),
     *(("escher.io", f"{r}/status", "patch") for r in ("ephemeralresources", "esls")),
 }
-# Extender mode binds pods itself (bindVerb) and annotates gang members' pods.
-PLACEMENT = {("", "pods/binding", "create"), ("", "pods", "patch")}
+# Extender mode binds pods itself (bindVerb) and annotates gang members' pods, and reads the
+# gangs declared as PodGroups of either API group (listed and watched only).
+PLACEMENT = {
+    ("", "pods/binding", "create"),
+    ("", "pods", "patch"),
+    *(
+        (g, "podgroups", v)
+        for g in ("scheduling.k8s.io", "scheduling.x-k8s.io")
+        for v in ("list", "watch")
+    ),
+}
 EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
 
 

@@ -2,9 +2,10 @@
 
 Called by the composition root (extender.service) in the modes that talk to the API
 (settings.kube): pure gets the cluster view, the write-back and, with leader election, the
-elector; the extender mode also the binder, the gate lifter, the waker of pods turned away
-and, when configured, the adaptive gang gate's switch; with policy_objects, the object store
-that keeps policies as EphemeralResource and ESL objects. The service wires their callbacks
+elector; the extender mode also the binder, the gate lifter, the waker of pods turned away,
+the PodGroup informers that fill the gang declarations index and, when configured, the
+adaptive gang gate's switch; with policy_objects, the object store that keeps policies as
+EphemeralResource and ESL objects. The service wires their callbacks
 (may_write, leadership), runs them and closes them.
 """
 
@@ -18,6 +19,7 @@ from extender.adapters.gateswitch import GateSwitch
 from extender.adapters.kubeapi import KubeAPI
 from extender.adapters.leader import LeaderElector, default_identity
 from extender.adapters.lifter import Lifter
+from extender.adapters.podgroups import PodGroups
 from extender.adapters.policies.esls import BackendFactory
 from extender.adapters.policies.store import ObjectStore
 from extender.adapters.view import ClusterView
@@ -27,6 +29,7 @@ from extender.core.events import PodEvents
 from extender.core.ledger import Ledger
 from extender.core.pod import MARKER_CAPACITY, Keys
 from extender.esl.registry import Instances
+from extender.gang.declarations import Declarations
 from extender.metrics import Metrics
 from extender.settings import Settings
 from extender.store import WaitDurable
@@ -43,6 +46,7 @@ class KubeParts:
     waker: Waker | None  # requeue_window_seconds > 0
     switch: GateSwitch | None  # gang_gate_switch set
     store: ObjectStore | None  # policy_objects
+    podgroups: PodGroups | None  # the extender mode: gangs declared as PodGroups
 
 
 def build(
@@ -57,6 +61,7 @@ def build(
     esl_backend: BackendFactory,
     wait: WaitDurable,
     api: KubeAPI | None = None,
+    declarations: Declarations | None = None,
 ) -> KubeParts:
     """The adapters `s.mode` needs; `api` replaces the client built from `s` (tests)."""
     api = api or KubeAPI(s.kubeconfig, in_cluster=s.in_cluster, qps=s.kube_qps, burst=s.kube_burst)
@@ -120,5 +125,8 @@ def build(
             )
             if s.policy_objects
             else None
+        ),
+        podgroups=(
+            PodGroups(api, declarations, metrics) if binds and declarations is not None else None
         ),
     )

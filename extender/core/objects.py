@@ -123,6 +123,12 @@ class PodSchedulingGate(_Object, frozen=True):
     name: str = ""
 
 
+class PodSchedulingGroup(_Object, frozen=True):
+    # The native PodGroup (scheduling.k8s.io/v1beta1) the pod belongs to (Kubernetes 1.37,
+    # gate GenericWorkload; extender.gang.declarations).
+    pod_group_name: str | None = None
+
+
 class PodSpec(_Object, frozen=True):
     containers: list[Container] = []
     init_containers: list[Container] = []
@@ -143,6 +149,7 @@ class PodSpec(_Object, frozen=True):
     resource_claims: Raw = field(default_factory=Raw)
     # While any is there kube-scheduler does not try the pod; the gang manager lifts its own.
     scheduling_gates: list[PodSchedulingGate] = []
+    scheduling_group: PodSchedulingGroup | None = None
 
 
 class PodStatus(_Object, frozen=True):

@@ -115,6 +115,8 @@ class PodInfo:
     held: bool
     # Where the pod may run, for gang members only (planning reads it); None otherwise.
     constraints: Constraints | None
+    # The native PodGroup it names (spec.schedulingGroup.podGroupName), "" if none.
+    group: str = ""
 
     @property
     def key(self) -> str:
@@ -155,7 +157,16 @@ def pod_info(pod: Pod, keys: Keys, prefix: str) -> PodInfo:
                         f"metadata.{where}[{k}]",
                     )
                 marks[k] = v
-    gang = marks.get(keys.gang) or marks.get(COSCHEDULING_LABEL) or ""
+    sg = spec.scheduling_group
+    group = (sg.pod_group_name if sg is not None else None) or ""
+    if len(group) > MAX_VALUE:
+        raise InvalidValue(
+            f"spec.schedulingGroup.podGroupName is longer than {MAX_VALUE} characters",
+            "spec.schedulingGroup.podGroupName",
+        )
+    # Any of the three names makes the pod a gang member; when they disagree,
+    # extender.gang.spec refuses it with a reason naming both.
+    gang = marks.get(keys.gang) or marks.get(COSCHEDULING_LABEL) or group
     return PodInfo(
         uid=meta.uid,
         namespace=meta.namespace or "default",
@@ -164,6 +175,7 @@ def pod_info(pod: Pod, keys: Keys, prefix: str) -> PodInfo:
         ephemeral={r: v for r, v in requests.items() if r.startswith(prefix)},
         marks=marks,
         gang=gang,
+        group=group,
         priority=spec.priority or 0,
         node=spec.node_name,
         done=pod.status.phase in _DONE,

@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
@@ -48,8 +48,10 @@ from extender.core.ledger import Ledger, NodeView
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo, Rejection
 from extender.gang.barrier import Barrier
+from extender.gang.declarations import NO_GROUPS, Groups
 from extender.gang.plan import Want, plan
-from extender.gang.spec import GangSpec, InvalidGang, gang_spec
+from extender.gang.spec import DEFAULT_HIERARCHY, GangSpec, InvalidGang, gang_spec
+from extender.gang.topology import Hierarchy
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +174,15 @@ class GangManager:
         backoff: tuple[float, float] = (1.0, 60.0),
         max_gangs: int = 100_000,
         unconfirmed_ttl: float = 60.0,
+        hierarchy: Hierarchy = DEFAULT_HIERARCHY,
+        groups: Groups = NO_GROUPS,
     ) -> None:
         self.ledger = ledger
         self.keys = keys
+        # The topology levels gangs may name, and the group objects (PodGroups) members may
+        # name: what gang_spec reads besides the pod (extender.gang.declarations).
+        self.hierarchy = hierarchy
+        self.groups = groups
         self.clock = clock
         self.wall = wall
         self.backoff = backoff
@@ -217,7 +225,7 @@ class GangManager:
             self._forget(event.uid)
             return
         try:
-            spec = gang_spec(pod, self.keys)
+            spec = gang_spec(pod, self.keys, self.hierarchy, self.groups)
         except InvalidGang:
             self._forget(pod.uid)  # its filter says why; nothing to plan for it
             return
@@ -226,6 +234,22 @@ class GangManager:
             m.unconfirmed_since = None
         else:
             self._forget(pod.uid)
+
+    def redeclared(self, pods: Iterable[PodInfo]) -> None:
+        """A group object these pods name appeared, changed or went (extender.gang.
+        declarations): learn them again under what it says now. A gang not yet bound whose
+        declaration changed gives its places back and is planned again under the new one."""
+        for pod in pods:
+            try:
+                spec = gang_spec(pod, self.keys, self.hierarchy, self.groups)
+            except InvalidGang:
+                spec = None
+            g = self._gangs.get(spec.key) if spec is not None else None
+            if spec is not None and g is not None and g.phase is not Phase.BOUND and g.spec != spec:
+                self._release(g, f"gang {g.key}: its declaration changed")
+                g.spec = spec
+                g.roster += 1
+            self.on_pod(PodEvent(PodChange.UPSERT, pod.uid, pod))
 
     def _learn(self, spec: GangSpec, pod: PodInfo) -> tuple[GangState, Member]:
         key = self._member_of.get(pod.uid)
@@ -313,7 +337,7 @@ class GangManager:
         """What a gang member may do now: pass only its reserved node, or wait (with why).
         None for a pod that is not a gang member, or whose gang is already bound."""
         try:
-            spec = gang_spec(pod, self.keys)
+            spec = gang_spec(pod, self.keys, self.hierarchy, self.groups)
         except InvalidGang as e:
             return _all(nodes, str(e), unresolvable=True)
         if spec is None:

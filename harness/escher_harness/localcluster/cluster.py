@@ -55,7 +55,7 @@ from escher_harness.localcluster.manifests import (
     in_domain,
     load_manifests,
 )
-from escher_harness.localcluster.paths import policy_crds
+from escher_harness.localcluster.paths import podgroup_crd, policy_crds
 from escher_harness.localcluster.pki import make_pki
 from escher_harness.localcluster.ports import allocate_ports
 from escher_harness.localcluster.processes import (
@@ -95,6 +95,15 @@ class ClusterSpec:
     # config), e.g. {"GenericWorkload": True} and {"scheduling.k8s.io/v1alpha1": "true"}.
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     runtime_config: Mapping[str, str] = field(default_factory=dict)
+    # kube-scheduler's gates, when they must differ from kube-apiserver's (None: the same).
+    scheduler_feature_gates: Mapping[str, bool] | None = None
+    # Serve the objects users declare gangs with (extender.gang.declarations): the native
+    # scheduling.k8s.io/v1beta1 PodGroup (kube-apiserver's GenericWorkload gate and runtime
+    # config) and scheduler-plugins' PodGroup CRD (from `make peers`). kube-scheduler runs
+    # with GenericWorkload off, so that its own GangScheduling plugin stays out of the
+    # extender's way (docs/gangs.md, "Declaring a gang"), unless scheduler_feature_gates
+    # says otherwise.
+    gang_declarations: bool = False
     # A kube-scheduler to run instead of the one found with etcd and kube-apiserver, e.g. the
     # benchmark's peer <cache>/bin/kube-scheduler-plugins (hack/build-peers.sh).
     scheduler_binary: Path | None = None
@@ -540,6 +549,7 @@ def _start(
     records: list[ProcessRecord] = []
 
     environment = _environment(cdir)
+    apiserver_gates, runtime_config, scheduler_gates = _gates(spec)
 
     def launch(name: str, argv: list[str], port: int, health_url: str, **kw: Any) -> ProcessRecord:
         # An interrupt between starting a process and recording it would orphan it: the
@@ -581,8 +591,8 @@ def _start(
             cert_dir=cdir.cert_dir,
             tokens=cdir.tokens,
             sa_key=cdir.sa_key,
-            feature_gates=spec.feature_gates,
-            runtime_config=spec.runtime_config,
+            feature_gates=apiserver_gates,
+            runtime_config=runtime_config,
         ),
         ports["apiserver"],
         f"{apiserver_url}/readyz",
@@ -592,6 +602,11 @@ def _start(
         # The policies' CRDs, served wherever the service runs (deploy/ installs them too).
         crds = in_domain(load_manifests(policy_crds()), spec.resource_domain)
         manifests = (*crds, *manifests)
+    if spec.gang_declarations:
+        crd = podgroup_crd()
+        if not crd.is_file():
+            raise ClusterError(f"{crd} is missing: run `make peers` (gang_declarations needs it)")
+        manifests = (*manifests, *load_manifests((crd,)))
     if spec.gang_gate:
         manifests = (*manifests, *gangate.manifests(config.scheduler_name(scheduler_config)))
     if spec.split:
@@ -675,7 +690,7 @@ def _start(
             binaries.kube_scheduler,
             config=cdir.scheduler_config,
             port=ports["scheduler"],
-            feature_gates=spec.feature_gates,
+            feature_gates=scheduler_gates,
         ),
         ports["scheduler"],
         # /readyz (unlike /healthz) waits for the scheduler's informers and event handlers.
@@ -744,6 +759,22 @@ def _wait_for_kwok(
 ) -> None:
     with api_client(kubeconfig) as api, _api_errors("watching kwok take the nodes over"):
         kwok.wait_for_nodes(api, nodes, deadline=deadline, alive=lambda: start_failure(record))
+
+
+def _gates(spec: ClusterSpec) -> tuple[dict[str, bool], dict[str, str], dict[str, bool]]:
+    """kube-apiserver's feature gates and runtime config, and kube-scheduler's gates."""
+    apiserver = dict(spec.feature_gates)
+    runtime = dict(spec.runtime_config)
+    scheduler = dict(spec.feature_gates)
+    if spec.gang_declarations:
+        apiserver.setdefault("GenericWorkload", True)
+        runtime.setdefault("scheduling.k8s.io/v1beta1", "true")
+        # The API served, the native gang plugin off: one all-or-nothing mechanism, the
+        # extender's (docs/gangs.md says what the two did together).
+        scheduler["GenericWorkload"] = False
+    if spec.scheduler_feature_gates is not None:
+        scheduler = dict(spec.scheduler_feature_gates)
+    return apiserver, runtime, scheduler
 
 
 def _environment(cdir: ClusterDir) -> dict[str, str]:

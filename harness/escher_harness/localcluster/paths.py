@@ -28,3 +28,9 @@ def scheduler_config_dir() -> Path:
 def policy_crds() -> tuple[Path, ...]:
     """The policies' CustomResourceDefinitions, in the group escher.io."""
     return tuple(sorted((REPO_ROOT / "deploy" / "crds").glob("escher.io_*.yaml")))
+
+
+def podgroup_crd(env: Mapping[str, str] = os.environ) -> Path:
+    """scheduler-plugins' PodGroup CRD (scheduling.x-k8s.io/v1alpha1), copied from its Go
+    module into the cache by hack/build-peers.sh (`make peers`)."""
+    return cache_dir(env) / "peers" / "scheduling.x-k8s.io_podgroups.yaml"
