@@ -102,6 +102,11 @@ class ClusterState(BaseModel):
 
     version: int
     nodes: Mapping[str, Mapping[str, Usage]]
+    # Not ESCHER's: the topology domains (zone, rack, ...) gang policies place within
+    # (extender.esl.domains) are node labels, and a remote ESL has no other way to read them.
+    labels: Mapping[str, Mapping[str, str]] = Field(
+        default_factory=dict, description="Each node's labels."
+    )
 
 
 def target_nodes(ledger: Ledger, resource: str, spec: ResourceSpec, learn: bool) -> list[str]:
@@ -210,7 +215,23 @@ def cluster_state(snap: Snapshot) -> ClusterState:
     Lazy: a node's entry, and each resource's Usage, is made when it is read, so an ESL that
     reads one resource of every node pays for that, not for every resource of every node.
     """
-    return ClusterState.model_construct(version=snap.version, nodes=_Nodes(snap))
+    return ClusterState.model_construct(
+        version=snap.version, nodes=_Nodes(snap), labels=_Labels(snap)
+    )
+
+
+class _Labels(Mapping[str, Mapping[str, str]]):
+    def __init__(self, snap: Snapshot) -> None:
+        self._views = snap.nodes
+
+    def __getitem__(self, node: str) -> Mapping[str, str]:
+        return self._views[node].labels
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._views)
+
+    def __len__(self) -> int:
+        return len(self._views)
 
 
 class _Nodes(Mapping[str, Mapping[str, Usage]]):
@@ -253,13 +274,15 @@ class _Resources(Mapping[str, Usage]):
 def cluster_state_json(snap: Snapshot) -> bytes:
     """get_cluster_state as the JSON the policy API answers, straight from the snapshot."""
     nodes: dict[str, dict[str, dict[str, int]]] = {}
+    labels: dict[str, dict[str, str]] = {}
     for name, v in snap.nodes.items():
+        labels[name] = dict(v.labels)
         entry: dict[str, dict[str, int]] = {}
         for r, cap in (*v.physical.items(), *v.ephemeral.items()):
             held = v.used.get(r, 0)
             entry[r] = {"capacity": cap, "allocated": held, "available": max(0, cap - held)}
         nodes[name] = entry
-    return msgspec.json.encode({"version": snap.version, "nodes": nodes})
+    return msgspec.json.encode({"version": snap.version, "nodes": nodes, "labels": labels})
 
 
 def _usage(capacity: int, allocated: int) -> Usage:

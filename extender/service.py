@@ -338,6 +338,7 @@ class Service:
             in_path=s.binds,  # extender mode: the extender is in kube-scheduler's path
             claim=claim,
             release=release,
+            hierarchy=s.hierarchy,  # what a gang ESL's topology names
         )
 
     # ---- metrics -------------------------------------------------------------------------------

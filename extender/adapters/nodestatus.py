@@ -29,6 +29,8 @@ from extender.core.errors import NotFound
 from extender.core.ledger import Ledger
 from extender.core.objects import Node, ObjectList, Pod
 from extender.core.podrequests import pod_requests
+from extender.gang import topology
+from extender.gang.topology import Hierarchy
 from extender.policy import ClusterState, ResourceSpec
 
 # Bound pods that still hold their resources (as kube-scheduler counts them).
@@ -42,9 +44,12 @@ T = TypeVar("T")
 class NodeBackend:
     in_path = False  # kube-scheduler alone decides: no preferences, no gang filter
 
-    def __init__(self, api: ApiClient, domain: str = "escher.io") -> None:
+    def __init__(
+        self, api: ApiClient, domain: str = "escher.io", hierarchy: Hierarchy | None = None
+    ) -> None:
         self._core = CoreV1Api(api)
         self.domain = domain
+        self.hierarchy = hierarchy or topology.parse(topology.DEFAULT)
         self._prefix = domain + "/"
 
     def read(self) -> Ledger:

@@ -18,6 +18,7 @@ from extender import policy
 from extender.core.errors import Conflict, CoreError, InvalidValue, NoMatch, NotFound, UnknownNode
 from extender.core.ledger import Ledger
 from extender.esl.client import PolicyAPIError, PolicyClient
+from extender.gang import topology
 from extender.policy import ClusterState, ResourceSpec
 
 
@@ -41,8 +42,10 @@ class LedgerBackend:
         in_path: bool = True,
         claim: Callable[[str, ResourceSpec], None] | None = None,
         release: Callable[[str], None] | None = None,
+        hierarchy: topology.Hierarchy | None = None,
     ) -> None:
         self.ledger = ledger
+        self.hierarchy = hierarchy or topology.parse(topology.DEFAULT)
         self._claim = claim
         self._release = release
         self.domain = domain
@@ -82,10 +85,18 @@ class LedgerBackend:
 
 class ExtenderBackend:
     """The extender's policy API. `in_path`: the cluster runs the extender in kube-scheduler's
-    path (extender mode), not only its write-back (pure mode)."""
+    path (extender mode), not only its write-back (pure mode). `hierarchy`: the service's
+    topology levels (its `--gang-topology`), which the policy API does not serve."""
 
-    def __init__(self, client: PolicyClient, domain: str = "escher.io", in_path: bool = True):
+    def __init__(
+        self,
+        client: PolicyClient,
+        domain: str = "escher.io",
+        in_path: bool = True,
+        hierarchy: topology.Hierarchy | None = None,
+    ):
         self.client = client
+        self.hierarchy = hierarchy or topology.parse(topology.DEFAULT)
         self.domain = domain
         self.in_path = in_path
 

@@ -39,6 +39,7 @@ from pydantic import (
 from extender.core import quantity
 from extender.core.names import CPU, MEMORY
 from extender.esl.errors import InvalidParameters, UnknownKey, Unsatisfiable
+from extender.gang.topology import Hierarchy
 from extender.policy import ClusterState, ResourceSpec
 
 # Resource names are <prefix>-<name>[-<key>]: short enough to stay within Kubernetes' 63.
@@ -164,12 +165,14 @@ class Backend(Protocol):
     `domain`: pods request <domain>/<name>. `in_path`: the extender is in kube-scheduler's
     path (extender mode), so its prioritize honours preferences (escher.io/prefer,
     escher.io/pack: soft constraints and bin-packing need no timeouts) and its gang filter
-    places gangs all-or-nothing. Refusals are the core's errors (extender.core.errors) and
-    change nothing.
+    places gangs all-or-nothing. `hierarchy`: the topology levels (extender.gang.topology) a
+    gang's required / preferred topology names, the service's `Settings.hierarchy`. Refusals
+    are the core's errors (extender.core.errors) and change nothing.
     """
 
     domain: str
     in_path: bool
+    hierarchy: Hierarchy
 
     def set_resource(self, name: str, spec: ResourceSpec) -> dict[str, int]:
         """Set `name`'s capacity on the nodes `spec` targets (0 removes it there); returns

@@ -15,6 +15,13 @@ backoff); whatever members already bound keep their units. What the paper adds o
 placeholder pods that first hold the physical resources, needs pods to be created and
 deleted: the benchmark's pure runner does that (escher_harness.bench.puregang).
 
+Topology (`required_topology`, `preferred_topology`: a level's name or node-label key,
+resolved against the backend's hierarchy, extender.gang.topology): the pure approach chooses
+the nodes by domain (extender.esl.domains: one domain of the required level, best fit; the
+fewest of the preferred), and a re-plan stays in the required domain its members already
+hold units in. The extender approach passes both to its gang feature as the members'
+annotations.
+
 Called by applications, the benchmark and the /v1/esl endpoints.
 """
 
@@ -22,18 +29,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StrictInt
 
 from extender.core.names import CPU, MEMORY, PODS
+from extender.core.pod import Keys
 from extender.core.quantity import amount
+from extender.esl import domains
 from extender.esl.base import Backend, BaseESL, Change, Cpu, ESLParams, Memory, PodRequest
-from extender.esl.errors import NoRoom, Unsatisfiable
+from extender.esl.errors import InvalidParameters, NoRoom, Unsatisfiable
 from extender.gang.spec import MAX_MEMBERS, MAX_TIMEOUT
+from extender.gang.topology import Level
 from extender.policy import ClusterState
 
 NAME = "gang"
+# A level's name or a node-label key (a prefix of up to 253 characters, "/", a name of 63).
+TopologyName = Annotated[str, Field(min_length=1, max_length=317)]
+_TOPOLOGY = ("required_topology", "preferred_topology")
 
 
 class GangParams(ESLParams):
@@ -50,23 +63,20 @@ class GangParams(ESLParams):
         10.0, gt=0, le=3_600, description="pure: how long an attempt waits before re-planning"
     )
     max_backoff_seconds: float = Field(60.0, gt=0, le=3_600)
+    required_topology: TopologyName | None = Field(
+        None,
+        description="a topology level (its name, e.g. rack, or node-label key) every member "
+        "must share one domain of",
+    )
+    preferred_topology: TopologyName | None = Field(
+        None, description="a topology level whose domains the gang should span fewest of"
+    )
 
 
 def plan(state: ClusterState, members: int, need: Mapping[str, int], use: str) -> dict[str, int]:
     """Members per node (the nodes with most room first), or {} when the gang does not fit.
     `use`: "available" (room now) or "capacity" (room in an empty cluster)."""
-    room: dict[str, int] = {}
-    for node, res in state.nodes.items():
-        fits = [getattr(res[r], use) // v if r in res else 0 for r, v in need.items() if v]
-        room[node] = min(fits) if fits else 0
-    placed: dict[str, int] = {}
-    left = members
-    for node in sorted(room, key=lambda n: (-room[n], n)):
-        if left <= 0 or room[node] <= 0:
-            break
-        placed[node] = min(room[node], left)
-        left -= placed[node]
-    return placed if left <= 0 else {}
+    return domains.fill(domains.room(state, need, use), members)
 
 
 class Gang(BaseESL[GangParams]):
@@ -83,6 +93,21 @@ class Gang(BaseESL[GangParams]):
         self.planned_at = 0.0
         self.attempts = 0
         self.backoff = 0.0
+        hierarchy = backend.hierarchy
+        levels: dict[str, Level | None] = {}
+        for name in _TOPOLOGY:
+            value = getattr(params, name)
+            levels[name] = None if value is None else hierarchy.resolve(value)
+            if value is not None and levels[name] is None:
+                raise InvalidParameters(
+                    f"{name}: {value[:64]!r} is neither a topology level ({hierarchy.names()}) "
+                    "nor a node-label key with a prefix",
+                    name,
+                )
+        self.required, self.preferred = levels["required_topology"], levels["preferred_topology"]
+
+    def _place(self, state: ClusterState, members: int, use: str, **kw: Any) -> domains.Fit:
+        return domains.place(state, members, self.need(), use, self.required, self.preferred, **kw)
 
     def need(self) -> dict[str, int]:
         p = self.params
@@ -94,21 +119,25 @@ class Gang(BaseESL[GangParams]):
 
     def apply(self) -> None:
         state = self.backend.cluster_state()
-        members, need = self.params.members, self.need()
-        if not plan(state, members, need, "capacity"):
+        p = self.params
+        ever = self._place(state, p.members, "capacity")
+        if not ever.placed:
             raise Unsatisfiable(
-                f"gang {self.params.name}: {members} members of cpu {self.params.cpu}, memory "
-                f"{self.params.memory} can never fit the cluster's nodes",
-                "members",
+                f"gang {p.name}: {ever.why}"
+                if ever.why
+                else f"gang {p.name}: {p.members} members of cpu {p.cpu}, memory "
+                f"{p.memory} can never fit the cluster's nodes",
+                ever.field,
             )
         if self.backend.in_path or self.where(self.short()):
             return
-        placed = plan(state, members, need, "available")
-        if not placed:
-            raise NoRoom(f"gang {self.params.name} does not fit now", "members")
-        self._place(placed)
+        now = self._place(state, p.members, "available")
+        if not now.placed:
+            why = f": {now.why}" if now.why else ""
+            raise NoRoom(f"gang {p.name} does not fit now{why}", now.field)
+        self._set(now.placed)
 
-    def _place(self, placed: Mapping[str, int]) -> dict[str, int]:
+    def _set(self, placed: Mapping[str, int]) -> dict[str, int]:
         changed: dict[str, int] = {}
         for node in sorted(set(placed) | set(self.where(self.short()))):
             changed.update(self.set(self.short(), placed.get(node, 0), node=node))
@@ -130,8 +159,13 @@ class Gang(BaseESL[GangParams]):
         missing = self.params.members - sum(held.values())
         if missing <= 0:
             return []
-        # Keep the units members hold; find room for the rest anew.
-        rest = plan(state, missing, self.need(), "available")
+        # Keep the units members hold; find room for the rest anew, in the required domain
+        # the members hold units in (any, if none does yet).
+        within = None
+        if self.required is not None and any(held.values()):
+            labels, key = state.labels, self.required.key
+            within = {labels.get(n, {}).get(key, "") for n, k in held.items() if k}
+        rest = self._place(state, missing, "available", within=within).placed
         self.backoff = min(self.params.max_backoff_seconds, max(1.0, self.backoff * 2))
         if not rest:
             self.planned_at = self.clock()
@@ -139,7 +173,7 @@ class Gang(BaseESL[GangParams]):
         placed = dict(held)
         for n, k in rest.items():
             placed[n] = placed.get(n, 0) + k
-        changed = self._place({n: k for n, k in placed.items() if k})
+        changed = self._set({n: k for n, k in placed.items() if k})
         why = f"{missing} of {self.params.members} members not placed: re-planned"
         return [Change(resource=self.full(), nodes=changed, why=why)]
 
@@ -150,11 +184,11 @@ class Gang(BaseESL[GangParams]):
         if not self.backend.in_path:
             limits[self.full()] = "1"
             return PodRequest(limits=limits)
-        return PodRequest(
-            limits=limits,
-            labels={f"{domain}/gang": p.name},
-            annotations={
-                f"{domain}/gang-min": str(p.members),
-                f"{domain}/gang-timeout": f"{p.timeout_seconds:g}",
-            },
-        )
+        keys = Keys.for_domain(domain)
+        annotations = {keys.gang_min: str(p.members), keys.gang_timeout: f"{p.timeout_seconds:g}"}
+        # As given: the extender resolves them against the same hierarchy (its settings).
+        if p.required_topology is not None:
+            annotations[keys.gang_required_topology] = p.required_topology
+        if p.preferred_topology is not None:
+            annotations[keys.gang_preferred_topology] = p.preferred_topology
+        return PodRequest(limits=limits, labels={keys.gang: p.name}, annotations=annotations)

@@ -1,6 +1,7 @@
 """Gang scheduling on the real control plane: the extender approach (all-or-nothing under
 contention, no deadlock, expired reservations released) and the pure approach (a gang that
-cannot complete is rolled back with no stray resources left on the nodes)."""
+cannot complete is rolled back with no stray resources left on the nodes, a gang requiring a
+rack lands in one)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import builders
 import httpx
 import pytest
+from kubernetes import client as k8s
 
 from escher_harness import localcluster
 from escher_harness.bench.puregang import GangRequest, PureGang
@@ -184,6 +186,36 @@ def test_pure_gang_completes_and_removes_its_resource(tmp_path: Path, placeholde
             assert work.placements([f"ok-1-ph{i}" for i in range(3)]) == {}
         for node in info.nodes:
             assert work.node_resources(node, "escher.io/") == {"capacity": {}, "allocatable": {}}
+    finally:
+        localcluster.down(info.dir, keep_logs=True)
+
+
+def test_pure_gang_with_a_required_rack_lands_in_one_rack(tmp_path: Path) -> None:
+    spec = localcluster.ClusterSpec(dir=tmp_path / "r", nodes=4, mode="pure", node_cpu="4")
+    info = localcluster.up(spec)
+    try:
+        assert info.extender_url and info.token
+        api = api_client(info.kubeconfig)
+        racks = {n: f"r{i // 2}" for i, n in enumerate(sorted(info.nodes))}
+        for node, rack in racks.items():
+            patch = {"metadata": {"labels": {"topology.kubernetes.io/rack": rack}}}
+            k8s.CoreV1Api(api).patch_node(node, patch)
+        work = Workload(api)
+        with PolicyClient(info.extender_url, info.token) as policy:
+            deadline = time.monotonic() + 20
+            while not all(
+                policy.cluster_state().labels.get(n, {}).get("topology.kubernetes.io/rack")
+                for n in racks
+            ):
+                assert time.monotonic() < deadline, "the service never saw the rack labels"
+                time.sleep(0.2)
+            # 3 members of 2 cpu need two 4-cpu nodes: one rack's both, or it is broken.
+            r = PureGang(policy, work).run(
+                GangRequest("rk", 3, cpu="2", attempt_timeout=20, required_topology="rack")
+            )
+            assert r.completed, r.reason
+            nodes = {p.node for p in work.placements(r.pods).values()}
+            assert len(nodes) == 2 and len({racks[n] for n in nodes if n}) == 1
     finally:
         localcluster.down(info.dir, keep_logs=True)
 

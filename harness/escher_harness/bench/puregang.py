@@ -20,6 +20,12 @@ gang is complete its resource is removed (the pods stay bound).
 What neither can do, as the ESCHER paper admits: there is no transaction, so between a plan
 (or a placeholder's deletion) and the members binding, other pods can take the room; the
 attempt then times out and rolls back. Placeholders narrow that window to the replacement.
+
+Topology (`required_topology`, `preferred_topology`, as the gang ESL's params): the plan
+chooses nodes by domain as the ESL does (extender.esl.domains). kube-scheduler would place
+placeholders anywhere, so with a required level the runner first chooses the domain from
+the cluster state (the best fit) and gives the placeholders a nodeSelector on it; a
+preferred level is not passed to them (kube-scheduler has no "fewest domains" to honour).
 Called by the gang benchmark (escher_harness.bench.approaches) and the e2e tests.
 """
 
@@ -34,8 +40,10 @@ from typing import Any, Protocol
 from escher_harness.workload import pod_manifest
 from extender.core.names import CPU, MEMORY, PODS
 from extender.core.quantity import amount
+from extender.esl import domains
 from extender.esl.client import PolicyClient
-from extender.esl.gang import plan
+from extender.gang import topology
+from extender.gang.topology import Hierarchy, Level
 
 PLACEHOLDER_LABEL = "harness.escher.io/placeholder-for"
 
@@ -66,6 +74,8 @@ class GangRequest:
     max_backoff: float = 8.0
     labels: Mapping[str, str] | None = None
     annotations: Mapping[str, str] | None = None
+    required_topology: str | None = None  # a level's name or node-label key
+    preferred_topology: str | None = None
 
 
 @dataclass
@@ -87,8 +97,10 @@ class PureGang:
         on_event: Callable[[str, str], None] = lambda kind, gang: None,
         sleep: Callable[[float], None] = time.sleep,
         placeholders: bool = False,
+        hierarchy: Hierarchy | None = None,  # the service's --gang-topology
     ) -> None:
         self.policy = policy
+        self.hierarchy = hierarchy or topology.parse(topology.DEFAULT)
         self.pods = pods
         self.domain = domain
         self.manifest = manifest or pod_manifest
@@ -105,19 +117,32 @@ class PureGang:
         end = time.monotonic() + req.deadline
         backoff = req.backoff
         result = GangResult(completed=False)
+        required, preferred = (
+            self._level(v) for v in (req.required_topology, req.preferred_topology)
+        )
+
+        def fit(state: Any, use: str) -> domains.Fit:
+            return domains.place(state, req.members, need, use, required, preferred)
+
         while True:
             state = self.policy.cluster_state()
-            if not plan(state, req.members, need, "capacity"):
-                result.reason = (
-                    f"gang {req.name} can never fit: {req.members} members of cpu {req.cpu}, "
-                    f"memory {req.memory}"
+            ever = fit(state, "capacity")
+            if not ever.placed:
+                result.reason = f"gang {req.name} can never fit: " + (
+                    ever.why or f"{req.members} members of cpu {req.cpu}, memory {req.memory}"
                 )
                 return result
             timeout = min(req.attempt_timeout, max(0.0, end - time.monotonic()))
-            if self.placeholders:
-                placement = self._hold(req, result.attempts + 1, timeout)
+            if not self.placeholders:
+                placement = fit(state, "available").placed
+            elif required is None:
+                placement = self._hold(req, result.attempts + 1, timeout, None)
+            elif chosen := fit(state, "available").placed:
+                # Only the domain is kept: kube-scheduler finds the nodes in it.
+                where = {required.key: state.labels[next(iter(chosen))][required.key]}
+                placement = self._hold(req, result.attempts + 1, timeout, where)
             else:
-                placement = plan(state, req.members, need, "available")
+                placement = {}  # no domain has room now: a rollback with nothing to undo
             if placement:
                 result.attempts += 1
                 names = self._attempt(req, result.attempts, placement, timeout)
@@ -136,18 +161,33 @@ class PureGang:
             self.sleep(backoff)
             backoff = min(backoff * 2, req.max_backoff)
 
-    def _hold(self, req: GangRequest, attempt: int, timeout: float) -> dict[str, int]:
-        """Placeholders hold the physical room: members per node where they all landed, or
-        {} (and they are deleted) when they did not all bind in time."""
+    def _level(self, value: str | None) -> Level | None:
+        if value is None:
+            return None
+        level = self.hierarchy.resolve(value)
+        if level is None:
+            raise ValueError(f"{value!r} is neither a topology level ({self.hierarchy.names()})")
+        return level
+
+    def _hold(
+        self, req: GangRequest, attempt: int, timeout: float, selector: Mapping[str, str] | None
+    ) -> dict[str, int]:
+        """Placeholders hold the physical room (in the domain `selector` selects, if given):
+        members per node where they all landed, or {} (and they are deleted) when they did
+        not all bind in time."""
         names = [f"{req.name}-{attempt}-ph{i}" for i in range(req.members)]
         for n in names:
-            self.pods.create(
-                self.manifest(
-                    n,
-                    requests={CPU: req.cpu, MEMORY: req.memory},
-                    labels={**(req.labels or {}), PLACEHOLDER_LABEL: req.name},
-                )
+            manifest = self.manifest(
+                n,
+                requests={CPU: req.cpu, MEMORY: req.memory},
+                labels={**(req.labels or {}), PLACEHOLDER_LABEL: req.name},
             )
+            if selector:
+                manifest["spec"]["nodeSelector"] = {
+                    **manifest["spec"].get("nodeSelector", {}),
+                    **selector,
+                }
+            self.pods.create(manifest)
         if self.pods.bound(names, timeout) < req.members:
             self.pods.delete(names)
             return {}

@@ -12,7 +12,7 @@ from eslsim import KEYS, D, Sim
 
 from escher_harness.workload import pod_manifest
 from extender.esl.base import Dynamic
-from extender.esl.errors import NoRoom, Unsatisfiable
+from extender.esl.errors import InvalidParameters, NoRoom, Unsatisfiable
 from extender.esl.gang import Gang, GangParams, plan
 from extender.esl.registry import build
 from extender.gang.spec import GangSpec, gang_spec
@@ -188,3 +188,103 @@ def test_the_registry_builds_it(in_path: bool, resources: list[str]) -> None:
     assert isinstance(esl, Gang)
     esl.apply()
     assert esl.resources() == resources
+
+
+# ---- topology -------------------------------------------------------------------------------
+
+RACK = "topology.kubernetes.io/rack"
+# node-0, node-1 in rack r1; node-2, node-3 in r2; node-4 in none.
+RACKS = {f"node-{i}": {RACK: r} for i, r in enumerate(["r1", "r1", "r2", "r2"])}
+
+
+def test_pure_required_topology_puts_every_unit_in_one_rack_the_best_fit() -> None:
+    sim = Sim(nodes=5, cpu=4, labels=RACKS)
+    sim.busy("node-0", 2)  # r1 has 6 free, r2 8, the unlabelled node 4
+    esl = gang(sim, members=5, required_topology="rack")
+    esl.apply()
+    assert sim.capacities(f"{D}/gang-g") == {"node-0": 1, "node-1": 4}  # r1: least room
+    esl.teardown()
+    esl = gang(sim, members=7, required_topology=RACK)  # by label key too
+    esl.apply()
+    assert sim.capacities(f"{D}/gang-g") == {"node-2": 4, "node-3": 3}
+
+
+def test_pure_re_plan_stays_in_the_rack_its_members_hold() -> None:
+    sim, clock = Sim(nodes=4, cpu=4, labels=RACKS), Clock()
+    esl = gang(sim, clock, members=4, required_topology="rack")
+    esl.apply()
+    assert sim.capacities(f"{D}/gang-g") == {"node-0": 4}  # both racks fit: by name
+    sim.busy("node-0", 2)
+    assert sim.place_all(esl.requests_for(), 4) == ["node-0", "node-0", None, None]
+    clock.advance(10)
+    (change,) = esl.step()
+    assert change.nodes == {"node-0": 2, "node-1": 2}  # r1 still, though r2 is emptier
+    sim.busy("node-1", 4)
+    clock.advance(11)
+    assert esl.step() == []  # r1 is full: r2's room is no use to this gang
+    assert sim.capacities(f"{D}/gang-g") == {"node-0": 2, "node-1": 2}
+
+
+def test_pure_re_plan_of_a_gang_holding_nothing_may_move_rack() -> None:
+    sim, clock = Sim(nodes=4, cpu=4, labels=RACKS), Clock()
+    esl = gang(sim, clock, members=4, required_topology="rack")
+    esl.apply()
+    sim.busy("node-0", 4)
+    sim.busy("node-1", 4)
+    clock.advance(10)
+    (change,) = esl.step()
+    assert change.nodes == {"node-0": 0, "node-2": 4}
+
+
+@pytest.mark.parametrize("in_path", [False, True], ids=["pure", "extender"])
+def test_a_gang_no_rack_can_ever_hold_is_unsatisfiable_naming_the_largest(in_path: bool) -> None:
+    sim = Sim(nodes=5, cpu=4, labels=RACKS, in_path=in_path)
+    esl = gang(sim, members=9, required_topology="rack")
+    with pytest.raises(Unsatisfiable) as e:
+        esl.apply()
+    assert e.value.field == "required_topology"
+    assert str(e.value) == "gang g: no rack can ever hold 9 members: the largest holds 8 (rack r1)"
+    assert sim.ours() == set()
+
+
+def test_pure_no_rack_with_room_now_is_no_room_naming_the_most() -> None:
+    sim = Sim(nodes=4, cpu=4, labels=RACKS)
+    sim.busy("node-0", 1)
+    sim.busy("node-2", 2)
+    with pytest.raises(NoRoom) as e:
+        gang(sim, members=8, required_topology="rack").apply()
+    assert e.value.field == "required_topology"
+    assert str(e.value) == (
+        "gang g does not fit now: no rack has room for 8 members now: the most is 7 (rack r1)"
+    )
+    assert sim.ours() == set()
+
+
+def test_pure_preferred_topology_spans_the_fewest_racks() -> None:
+    sim = Sim(nodes=4, cpu=4, labels=RACKS)
+    sim.busy("node-0", 1)
+    esl = gang(sim, members=8, preferred_topology="rack")
+    esl.apply()
+    assert sim.capacities(f"{D}/gang-g") == {"node-2": 4, "node-3": 4}
+
+
+def test_in_the_extenders_path_the_pods_carry_the_topology_as_given() -> None:
+    sim = Sim(nodes=4, labels=RACKS, in_path=True)
+    esl = gang(sim, required_topology="rack", preferred_topology="kubernetes.io/hostname")
+    esl.apply()
+    assert esl.requests_for().annotations == {
+        f"{D}/gang-min": "4",
+        f"{D}/gang-timeout": "60",
+        f"{D}/gang-required-topology": "rack",
+        f"{D}/gang-preferred-topology": "kubernetes.io/hostname",
+    }
+
+
+@pytest.mark.parametrize("field", ["required_topology", "preferred_topology"])
+def test_an_unknown_level_is_refused_naming_the_field(field: str) -> None:
+    sim = Sim(labels=RACKS)
+    with pytest.raises(InvalidParameters) as e:
+        build("gang", {"name": "g", "members": 2, field: "shelf"}, sim.backend)
+    assert e.value.field == field
+    assert str(e.value).startswith(f"{field}: 'shelf' is neither a topology level (zone (")
+    assert sim.ours() == set()

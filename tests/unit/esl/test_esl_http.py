@@ -285,6 +285,42 @@ ERRORS: list[Any] = [
         id="no-backlog",
     ),
     pytest.param("PUT", "/v1/esl/colocation", {}, 405, None, "method PUT is not", id="method"),
+    pytest.param(
+        "POST",
+        "/v1/esl/gang",
+        {"name": "t", "members": 2, "required_topology": "shelf"},
+        422,
+        "required_topology",
+        "required_topology: 'shelf' is neither a topology level (zone (",
+        id="gang-required-level",
+    ),
+    pytest.param(
+        "POST",
+        "/v1/esl/gang",
+        {"name": "t", "members": 2, "preferred_topology": "Rack!"},
+        422,
+        "preferred_topology",
+        "preferred_topology: 'Rack!' is neither",
+        id="gang-preferred-level",
+    ),
+    pytest.param(
+        "POST",
+        "/v1/esl/gang",
+        {"name": "t", "members": 2, "required_topology": ""},
+        422,
+        "required_topology",
+        "required_topology: ",
+        id="gang-empty-level",
+    ),
+    pytest.param(
+        "POST",
+        "/v1/esl/gang",
+        {"name": "t", "members": 2, "required_topology": "rack"},
+        422,
+        "required_topology",
+        "gang t: no node has the rack label topology.kubernetes.io/rack",
+        id="gang-unlabelled",
+    ),
 ]
 
 

@@ -15,13 +15,16 @@ from escher_harness.bench.puregang import PLACEHOLDER_LABEL, GangRequest, PureGa
 from extender.core.ledger import Ledger
 from extender.policy import ClusterState, cluster_state
 
+RACK = "topology.kubernetes.io/rack"
 
-def state(**nodes: tuple[int, int]) -> ClusterState:
+
+def state(racks: Mapping[str, str] | None = None, **nodes: tuple[int, int]) -> ClusterState:
     """nodes: name=(free cpu cores, cpu cores), as a real ledger reports them; memory and
-    pods plentiful."""
+    pods plentiful; `racks`: node -> its rack label."""
     ledger = Ledger()
     for n, (free, cores) in nodes.items():
-        ledger.upsert_node(n, {}, {"cpu": cores * 1000, "memory": 1 << 40, "pods": 110})
+        labels = {RACK: racks[n]} if racks and n in racks else {}
+        ledger.upsert_node(n, labels, {"cpu": cores * 1000, "memory": 1 << 40, "pods": 110})
         ledger.observe_bound(f"busy-{n}", n, {"cpu": (cores - free) * 1000})
     return cluster_state(ledger.snapshot())
 
@@ -146,3 +149,43 @@ def test_placeholders_hold_the_room_the_members_then_take(
     assert all(limits(m) == {} for m in placeholders)  # they hold cpu and memory only
     assert pods.live == set(r.pods)  # every placeholder is gone
     assert events == ["rollback"] * rollbacks
+
+
+RACKS = {"a": "r1", "b": "r1", "c": "r2"}
+
+
+def test_required_topology_plans_in_one_rack() -> None:
+    policy, pods = FakePolicy(state(RACKS, a=(2, 4), b=(2, 4), c=(3, 4))), FakePods([3])
+    r = runner(policy, pods, [], []).run(GangRequest("g", 3, required_topology="rack"))
+    assert r.completed
+    assert policy.history[-1] == ("gang-g", {"c": 3})  # r2: the best fit, not r1's 4
+
+
+def test_a_gang_no_rack_can_ever_hold_gives_up_naming_the_largest() -> None:
+    policy, pods = FakePolicy(state(RACKS, a=(4, 4), b=(4, 4), c=(4, 4))), FakePods([])
+    r = runner(policy, pods, [], []).run(GangRequest("big", 9, required_topology=RACK))
+    assert not r.completed and r.attempts == 0
+    assert (
+        r.reason == "gang big can never fit: no rack can ever hold 9 members: the largest "
+        "holds 8 (rack r1)"
+    )
+    assert pods.created == []
+
+
+def test_placeholders_of_a_required_rack_are_confined_to_it() -> None:
+    policy = FakePolicy(state(RACKS, a=(4, 4), b=(4, 4), c=(2, 4)))
+    pods = FakePods([3, 3], ["a", "b", "a"])
+    req = GangRequest("g", 3, required_topology="rack")
+    r = runner(policy, pods, [], [], placeholders=True).run(req)
+    assert r.completed
+    placeholders = [m for m in pods.created if PLACEHOLDER_LABEL in m["metadata"]["labels"]]
+    assert len(placeholders) == 3
+    assert all(m["spec"]["nodeSelector"] == {RACK: "r1"} for m in placeholders)
+    assert policy.history[-1] == ("gang-g", {"a": 2, "b": 1})
+
+
+def test_an_unknown_level_is_refused() -> None:
+    with pytest.raises(ValueError, match="'shelf' is neither a topology level"):
+        runner(FakePolicy(state(a=(4, 4))), FakePods([]), [], []).run(
+            GangRequest("g", 1, preferred_topology="shelf")
+        )
