@@ -79,7 +79,7 @@ def plan(state: ClusterState, members: int, need: Mapping[str, int], use: str) -
     return domains.fill(domains.room(state, need, use), members)
 
 
-class Gang(BaseESL[GangParams]):
+class GangESL(BaseESL[GangParams]):
     NAME = NAME
     PREFIX = "gang"
     Params: ClassVar[type[ESLParams]] = GangParams

@@ -60,7 +60,7 @@ REGISTRY: dict[str, type[ESL]] = {
     fairshare.NAME: fairshare.FairShare,
     soft.NAME: soft.Soft,
     compose.NAME: compose.Compose,
-    gang.NAME: gang.Gang,
+    gang.NAME: gang.GangESL,
 }
 
 STEP_SECONDS = 1.0

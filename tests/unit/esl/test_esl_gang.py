@@ -13,7 +13,7 @@ from eslsim import KEYS, D, Sim
 from escher_harness.workload import pod_manifest
 from extender.esl.base import Dynamic
 from extender.esl.errors import InvalidParameters, NoRoom, Unsatisfiable
-from extender.esl.gang import Gang, GangParams, plan
+from extender.esl.gang import GangESL, GangParams, plan
 from extender.esl.registry import build
 from extender.gang.spec import GangSpec, gang_spec
 from extender.policy import ClusterState, Usage
@@ -53,9 +53,9 @@ def test_plan(
     assert plan(state(**nodes), members, NEED, use) == expected
 
 
-def gang(sim: Sim, clock: Clock | None = None, **params: object) -> Gang:
+def gang(sim: Sim, clock: Clock | None = None, **params: object) -> GangESL:
     data = {"name": "g", "members": 4, "attempt_seconds": 10, **params}
-    return Gang(sim.backend, GangParams.model_validate(data), clock=clock or Clock())
+    return GangESL(sim.backend, GangParams.model_validate(data), clock=clock or Clock())
 
 
 # ---- the extender's approach ----------------------------------------------------------------
@@ -185,7 +185,7 @@ def test_pure_a_gang_with_no_room_now_is_no_room() -> None:
 def test_the_registry_builds_it(in_path: bool, resources: list[str]) -> None:
     sim = Sim(in_path=in_path)
     esl = build("gang", {"name": "g", "members": 2}, sim.backend)
-    assert isinstance(esl, Gang)
+    assert isinstance(esl, GangESL)
     esl.apply()
     assert esl.resources() == resources
 
