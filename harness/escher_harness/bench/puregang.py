@@ -13,6 +13,11 @@ in one of ESCHER's two variants:
   physical room; once every placeholder is bound, create the gang resource where they
   landed, delete them and create the members in their place.
 
+Topology: a request's `esl_params` are further parameters of the gang ESL, as an application
+would give them (the benchmark's topology entry: `required_topology` or `preferred_topology`
+and a level). They are checked against the ESL's GangParams and given to its plan() when it
+takes them; those it does not know are not used, and the result says so (`ignored`).
+
 Either way, if the gang is not fully bound within the attempt timeout, the attempt is rolled
 back (its pods and its resource deleted) and retried after an exponential backoff; once the
 gang is complete its resource is removed (the pods stay bound).
@@ -25,17 +30,20 @@ Called by the gang benchmark (escher_harness.bench.approaches) and the e2e tests
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from escher_harness.workload import pod_manifest
 from extender.core.names import CPU, MEMORY, PODS
 from extender.core.quantity import amount
 from extender.esl.client import PolicyClient
-from extender.esl.gang import plan
+from extender.esl.gang import GangParams, plan
 
 PLACEHOLDER_LABEL = "harness.escher.io/placeholder-for"
 
@@ -66,6 +74,9 @@ class GangRequest:
     max_backoff: float = 8.0
     labels: Mapping[str, str] | None = None
     annotations: Mapping[str, str] | None = None
+    # Further GangParams of the gang ESL (e.g. {"required_topology": "rack"}), kept apart
+    # from the fields above so that a parameter the ESL gains needs no change here.
+    esl_params: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -75,6 +86,28 @@ class GangResult:
     rollbacks: int = 0
     reason: str = ""
     pods: tuple[str, ...] = ()
+    # esl_params not used, each with why (unknown to GangParams, or not taken by plan()).
+    ignored: dict[str, str] | None = None
+
+
+def esl_params_used(req: GangRequest) -> tuple[dict[str, Any], dict[str, str]]:
+    """The request's esl_params the gang ESL's plan() takes, and those it does not (why)."""
+    extra = dict(req.esl_params or {})
+    if not extra:
+        return {}, {}
+    ignored: dict[str, str] = {}
+    try:
+        GangParams(name=req.name, members=req.members, cpu=req.cpu, memory=req.memory, **extra)
+    except ValidationError as e:
+        for err in e.errors():
+            key = str(err["loc"][0]) if err["loc"] else ""
+            if key in extra:
+                ignored[key] = f"refused by GangParams: {err['msg']}"
+    takes = inspect.signature(plan).parameters
+    for key in extra:
+        if key not in ignored and key not in takes:
+            ignored[key] = "GangParams knows it, extender.esl.gang.plan() does not take it"
+    return {k: v for k, v in extra.items() if k not in ignored}, ignored
 
 
 class PureGang:
@@ -104,10 +137,11 @@ class PureGang:
         }
         end = time.monotonic() + req.deadline
         backoff = req.backoff
-        result = GangResult(completed=False)
+        extra, ignored = esl_params_used(req)
+        result = GangResult(completed=False, ignored=ignored or None)
         while True:
             state = self.policy.cluster_state()
-            if not plan(state, req.members, need, "capacity"):
+            if not plan(state, req.members, need, "capacity", **extra):
                 result.reason = (
                     f"gang {req.name} can never fit: {req.members} members of cpu {req.cpu}, "
                     f"memory {req.memory}"
@@ -117,7 +151,7 @@ class PureGang:
             if self.placeholders:
                 placement = self._hold(req, result.attempts + 1, timeout)
             else:
-                placement = plan(state, req.members, need, "available")
+                placement = plan(state, req.members, need, "available", **extra)
             if placement:
                 result.attempts += 1
                 names = self._attempt(req, result.attempts, placement, timeout)
