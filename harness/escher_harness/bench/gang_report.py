@@ -238,7 +238,8 @@ def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]
     ]
     if "required" in runs:
         out += [_required_topology(runs, mine) for mine in EXTENDERS if mine in ran]
-    return [*out, _no_overcommit(runs)]
+    over = _no_overcommit(runs)
+    return out if over.met is None else [*out, over]
 
 
 def _no_overcommit(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> Target:
