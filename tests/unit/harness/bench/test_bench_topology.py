@@ -211,3 +211,32 @@ def test_the_report_judges_required_topology_and_overcommits() -> None:
     assert req.met is False and "[100.0, 90.0]" in req.detail
     over = next(t for t in gang_report.targets(runs) if "over-committed" in t.name)
     assert over.met is False and "native required r1: 2" in over.detail
+
+
+@pytest.mark.parametrize(
+    ("mode", "level", "annotation"),
+    [
+        ("required", "rack", ("escher.io/gang-required-topology", "rack")),
+        ("preferred", "block", ("escher.io/gang-preferred-topology", "block")),
+        ("", "rack", None),
+    ],
+)
+def test_extender_members_carry_the_level_as_an_annotation(
+    monkeypatch: pytest.MonkeyPatch, mode: str, level: str, annotation: tuple[str, str] | None
+) -> None:
+    created: list[dict[str, Any]] = []
+    monkeypatch.setattr(approaches.Workload, "create", lambda self, m: created.append(m))
+
+    class Watch:
+        def bound(self, names: Any, timeout: float) -> int:
+            return len(names)
+
+    info = type("Info", (), {"resource_domain": "escher.io"})()
+    env = approaches.Env(info, None, Watch(), lambda k, g: None)  # type: ignore[arg-type]
+    a = scenario.GangArrival(0.0, "g00001", 2, "4", "16Gi", 1.0)
+    assert approaches.submit("extender-adaptive", env, approaches.GangJob(a, 60, 10, mode, level))
+    for pod in created:
+        notes = pod["metadata"]["annotations"]
+        topo = {k: v for k, v in notes.items() if "topology" in k}
+        assert topo == (dict([annotation]) if annotation else {})
+    assert len(created) == 2
