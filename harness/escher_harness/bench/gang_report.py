@@ -233,11 +233,20 @@ def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]
     a target is met when it holds in every repetition. `runs[scenario][approach][rep]`.
     Judged for the extender, and for the extender with the gang gate when it ran."""
     ran = {a for by in runs.values() for a in by}
-    out = [
-        t for mine in EXTENDERS if mine in ran or mine == "extender" for t in _targets(runs, mine)
-    ]
-    if "required" in runs:
-        out += [_required_topology(runs, mine) for mine in EXTENDERS if mine in ran]
+    out: list[Target] = []
+    # Issue 12's targets compare the paired presets' scenarios; the topology preset has others.
+    if not runs or runs.keys() & {"no-contention", "contention"}:
+        out += [
+            t
+            for mine in EXTENDERS
+            if mine in ran or mine == "extender"
+            for t in _targets(runs, mine)
+        ]
+    if runs.keys() & {"no-topology", "required", "preferred"}:
+        for mine in (m for m in EXTENDERS if m in ran):
+            out += [_no_wasted_partial(runs, mine)]
+            if "required" in runs:
+                out += [_required_topology(runs, mine)]
     over = _no_overcommit(runs)
     return out if over.met is None else [*out, over]
 
@@ -259,6 +268,29 @@ def _no_overcommit(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> Targe
         name,
         not bad,
         f"checked in {len(seen)} runs; over-committing bindings: {', '.join(bad) or 'none'}",
+    )
+
+
+def _no_wasted_partial(runs: Mapping[str, Mapping[str, Mapping[int, Run]]], mine: str) -> Target:
+    """Issue 28: never a partial gang outliving its bind burst, in any run: every partially
+    bound gang of `mine` completes, in every scenario."""
+    wasted = {
+        f"{sc} r{rep}": v
+        for sc in runs
+        for rep, v in _per_rep(runs, sc, mine, "wasted_partial").items()
+    }
+    name = f"every scenario: {mine}'s partially bound gangs all complete (bind bursts only)"
+    if not wasted:
+        return Target(name, None, "not measured")
+    longest = {
+        f"{sc} r{rep}": v
+        for sc in runs
+        for rep, v in _per_rep(runs, sc, mine, "longest_partial_ms").items()
+    }
+    return Target(
+        name,
+        all(v == 0 for v in wasted.values()),
+        f"partial stretches not ending complete: {wasted}; longest partial stretch ms: {longest}",
     )
 
 

@@ -199,7 +199,11 @@ def test_the_topology_preset_fits_every_gang_in_its_level() -> None:
 
 def test_the_report_judges_required_topology_and_overcommits() -> None:
     def run(pct: float, over: int) -> dict[str, Any]:
-        return {"placement": {"in_one_domain_pct": pct}, "overcommits": over}
+        return {
+            "placement": {"in_one_domain_pct": pct},
+            "overcommits": over,
+            "wasted_partial_stretches": 0,
+        }
 
     runs = {
         "required": {
@@ -211,6 +215,10 @@ def test_the_report_judges_required_topology_and_overcommits() -> None:
     assert req.met is False and "[100.0, 90.0]" in req.detail
     over = next(t for t in gang_report.targets(runs) if "over-committed" in t.name)
     assert over.met is False and "native required r1: 2" in over.detail
+    partial = next(t for t in gang_report.targets(runs) if "partially bound" in t.name)
+    assert partial.met is True and "extender-adaptive" in partial.name
+    # issue 12's paired-scenario targets are not judged on the topology preset's scenarios
+    assert not any("contention" in t.name for t in gang_report.targets(runs))
 
 
 @pytest.mark.parametrize(
