@@ -16,7 +16,9 @@ write counters) go to the JSON file `result`.
 
 Run by `escher-extender bench gang` (escher_harness.bench.gang_bench), configured by the JSON in
 ESCHER_GANG_BENCH: approach, cluster_dir, workload (the trace file), log, result, deadline,
-attempt_timeout, warmup (a GangArrival).
+attempt_timeout, warmup (a GangArrival), topology ("", "required" or "preferred") and levels
+(each gang's level), capacity (a node's cpu and memory, for the pod watch's over-commit
+check). The result file also gets the over-commits seen and the approach's notes.
 """
 
 from __future__ import annotations
@@ -57,7 +59,10 @@ class Run:
         # Line-buffered: the benchmark reads the file for its progress lines.
         self.log = open(CFG["log"], "a", buffering=1)  # noqa: SIM115 - closed in close()
         self.gangs = {a.name for a in self.trace}
-        self.watch = Recorder(self.api, self.gangs, self.emit)
+        capacity = CFG.get("capacity")
+        self.watch = Recorder(
+            self.api, self.gangs, self.emit, capacity=tuple(capacity) if capacity else None
+        )
         self.stop = threading.Event()
         self.watcher = gevent.spawn(self.watch.run, self.stop)
         policy = None
@@ -75,7 +80,10 @@ class Run:
         self.emit(Event(time.time(), Kind(kind), gang))
 
     def job(self, a: scenario.GangArrival) -> approaches.GangJob:
-        return approaches.GangJob(a, CFG["deadline"], CFG["attempt_timeout"])
+        level = (CFG.get("levels") or {}).get(a.name)
+        return approaches.GangJob(
+            a, CFG["deadline"], CFG["attempt_timeout"], CFG.get("topology", ""), level
+        )
 
     def warm_up(self) -> None:
         """One gang like the trace's, not counted: the first pod, bind, filter call, group
@@ -134,6 +142,8 @@ class Run:
         self.watcher.join(timeout=10)
         if self.env.policy is not None:
             self.env.policy.close()
+        self.result["overcommits"] = self.watch.overcommits
+        self.result["notes"] = self.env.notes
         self.log.close()
         Path(CFG["result"]).write_text(json.dumps(self.result, indent=1) + "\n")
 

@@ -279,13 +279,17 @@ def _add_bench(sub: Any) -> None:
     g.add_argument("--out", type=Path, required=True, help="directory for results and plots")
     g.add_argument(
         "--preset",
-        choices=("quick", "standard", "escher", "scale"),
+        choices=("quick", "standard", "escher", "scale", "topology"),
         default="standard",
         help="cluster, scenarios and repetitions (default: standard)",
     )
     g.add_argument("--quick", action="store_true", help="the quick preset (what make demo runs)")
     g.add_argument("--approaches", type=_names, help="comma-separated (default: all eight)")
-    g.add_argument("--scenarios", type=_names, help="no-contention,contention (default: both)")
+    g.add_argument(
+        "--scenarios",
+        type=_names,
+        help="no-contention,contention (topology: no-topology,required,preferred; default: all)",
+    )
     g.add_argument("--repeat", type=_positive_int, help="repetitions (default: the preset's)")
     g.add_argument("--seed", type=int, help="the workload's seed (default: the preset's, 1)")
     g.add_argument("--resume", action="store_true", help="keep the runs already in --out")

@@ -25,6 +25,17 @@ kube-scheduler has informers for PodGroups (and CompositePodGroups, behind their
 none for Workloads, and its GangScheduling plugin finds a pod's group by
 spec.schedulingGroup.podGroupName alone (pkg/scheduler/framework/plugins/gangscheduling).
 
+Topology (1.37.2, read from its sources): the alpha gate TopologyAwareWorkloadScheduling
+(pkg/features/kube_features.go, alpha since 1.36, needs GenericWorkload) keeps a PodGroup's
+spec.schedulingConstraints.topology ([{key: <node label>}], one entry at most) in the API
+server, and in kube-scheduler adds the TopologyPlacementGenerator and PodGroupPodsCount
+plugins to the default profile (pkg/scheduler/apis/config/v1/default_plugins.go) and switches
+the group's cycle to the placement algorithm (pkg/scheduler/schedule_one_podgroup.go): one
+candidate placement per domain of the key (the domain of members already bound, if any),
+the group scheduled on each, the best kept (pkg/scheduler/framework/plugins/topologyaware).
+A constraint is required: all members in one domain. There is nothing preferred.
+NATIVE_TOPOLOGY_FEATURE_GATES is the set-up with it on; `topology_key` sets the constraint.
+
 The group object is created before the pods, so no member is ever seen without its group.
 Both PodGroup kinds go through CustomObjectsApi: the first is a CRD, and for the second the
 typed SchedulingV1beta1Api exists only in kubernetes clients >= 37, while one generic path
@@ -52,6 +63,11 @@ NATIVE_VERSION = "v1beta1"
 # The cluster set-up (ClusterSpec feature_gates and runtime_config) the native peer needs.
 NATIVE_FEATURE_GATES: Final[Mapping[str, bool]] = {"GenericWorkload": True}
 NATIVE_RUNTIME_CONFIG: Final[Mapping[str, str]] = {f"{NATIVE_GROUP}/{NATIVE_VERSION}": "true"}
+# With topology-aware workload scheduling (alpha in 1.37) on as well, on both components.
+NATIVE_TOPOLOGY_FEATURE_GATES: Final[Mapping[str, bool]] = {
+    **NATIVE_FEATURE_GATES,
+    "TopologyAwareWorkloadScheduling": True,
+}
 _PODGROUPS = "podgroups"
 _PROTECTION_FINALIZER = f"{NATIVE_GROUP}/podgroup-protection"
 
@@ -139,11 +155,17 @@ def submit_native_gang(
     memory: str,
     namespace: str = "default",
     scheduler_name: str = "default-scheduler",
+    topology_key: str | None = None,
 ) -> Gang:
     """A scheduling.k8s.io/v1beta1 PodGroup `name` with a gang policy (minCount =
     min_member) and `size` pods `<name>-<i>` requesting (and limited to) cpu and memory each,
-    each naming the PodGroup in spec.schedulingGroup."""
+    each naming the PodGroup in spec.schedulingGroup. With `topology_key` (a node label), the
+    group requires all members in one domain of it (spec.schedulingConstraints.topology: the
+    cluster needs NATIVE_TOPOLOGY_FEATURE_GATES, or the API server drops the field)."""
     _check(size, min_member)
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_member}}}
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
     client.CustomObjectsApi(api).create_namespaced_custom_object(
         NATIVE_GROUP,
         NATIVE_VERSION,
@@ -153,7 +175,7 @@ def submit_native_gang(
             "apiVersion": f"{NATIVE_GROUP}/{NATIVE_VERSION}",
             "kind": "PodGroup",
             "metadata": {"name": name},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": min_member}}},
+            "spec": spec,
         },
     )
     pods = []

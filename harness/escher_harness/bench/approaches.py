@@ -23,6 +23,15 @@ job starts when the whole gang is bound (`start` then sets each member's run tim
 makes it Succeeded that long after), as a real gang job waits at its rendezvous; members of
 a gang never complete do not run and are deleted at the deadline.
 
+Topology (the `topology` preset): the footing labels the nodes into zones, blocks and racks,
+and a scenario may ask each gang for its level (escher_harness.bench.topology) as required or
+preferred. The extender approaches carry it as the annotation `<domain>/gang-required-topology`
+or `gang-preferred-topology` (the level's name); native, given the gate
+TopologyAwareWorkloadScheduling on such a footing, as its PodGroup's
+spec.schedulingConstraints.topology (required only: the API has no preference); pure as the
+gang ESL parameter `required_topology` / `preferred_topology` (used if the ESL knows it);
+Coscheduling and default have no topology.
+
 Every gang is named `g<digits>` and its pods `<gang>-...`, so the recorder can tell a pod's
 gang from its name alone, the same way for every approach. Called by the locustfile
 (loadtests/gang_locustfile.py) and by escher_harness.bench.gang_bench.
@@ -42,10 +51,13 @@ from escher_harness import peers as peer_gangs
 from escher_harness.bench.loc import loc
 from escher_harness.bench.puregang import GangRequest, PureGang
 from escher_harness.bench.scenario import GangArrival
+from escher_harness.localcluster.fakenodes import Topology
 from escher_harness.localcluster.kwok import RUN_TIME_ANNOTATION, format_run_time
 from escher_harness.localcluster.paths import REPO_ROOT, cache_dir, scheduler_config_dir
 from escher_harness.workload import Workload, pod_manifest
+from extender.core.pod import Keys
 from extender.esl.client import PolicyClient
+from extender.gang.topology import DEFAULT, parse
 
 REPO = REPO_ROOT
 APPROACHES = (
@@ -60,6 +72,7 @@ APPROACHES = (
 )
 _EXTENDER = ("extender", "extender-gated", "extender-adaptive")
 _PURE = ("pure", "pure-ghost")
+_HIERARCHY = parse(DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,9 @@ class Footing:
     client_burst: int = 2000
     # Every feasible node is scored (the extender needs it; the others get it too).
     percentage_of_nodes_to_score: int = 100
+    node_pods: int = 110
+    # Nodes labelled into zones, blocks and racks (None: no topology labels).
+    topology: Topology | None = None
 
 
 @dataclass(frozen=True)
@@ -82,10 +98,19 @@ class GangJob:
     arrival: GangArrival
     deadline: float  # seconds to complete before the gang is given up
     attempt_timeout: float  # pure approaches: per attempt
+    topology: str = ""  # "", "required" or "preferred"
+    level: str | None = None  # the level (name) it requires or prefers
 
     @property
     def name(self) -> str:
         return self.arrival.name
+
+    def level_key(self) -> str | None:
+        """The node label of the gang's level, when it asks for one."""
+        if not self.topology or not self.level:
+            return None
+        level = _HIERARCHY.resolve(self.level)
+        return level.key if level else None
 
 
 class Pods(Protocol):
@@ -107,6 +132,8 @@ class Env:
     on_event: Callable[[str, str], None]
     policy: PolicyClient | None = None
     pods: dict[str, tuple[str, ...]] = field(default_factory=dict)  # gang -> its pods now
+    # What the run noticed for the report, e.g. the pure runner's ignored ESL parameters.
+    notes: dict[str, str] = field(default_factory=dict)
 
 
 def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.ClusterSpec:
@@ -119,6 +146,8 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
         "client_qps": footing.client_qps,
         "client_burst": footing.client_burst,
         "percentage_of_nodes_to_score": footing.percentage_of_nodes_to_score,
+        "node_pods": str(footing.node_pods),
+        "node_topology": footing.topology,
     }
     if approach in _EXTENDER:
         return localcluster.ClusterSpec(
@@ -140,7 +169,11 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
         return localcluster.ClusterSpec(
             mode="none",
             scheduler_config=scheduler_config_dir() / "native.yaml",
-            feature_gates=peer_gangs.NATIVE_FEATURE_GATES,
+            # On a topology footing, native runs with topology-aware workload scheduling in
+            # every scenario (alike for all), and gangs that require a level say so.
+            feature_gates=peer_gangs.NATIVE_TOPOLOGY_FEATURE_GATES
+            if footing.topology
+            else peer_gangs.NATIVE_FEATURE_GATES,
             runtime_config=peer_gangs.NATIVE_RUNTIME_CONFIG,
             **common,
         )
@@ -165,7 +198,13 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
         env.pods[a.name] = gang.pods
     elif approach == "native":
         gang = peer_gangs.submit_native_gang(
-            env.api, a.name, size=a.size, min_member=a.size, cpu=a.cpu, memory=a.memory
+            env.api,
+            a.name,
+            size=a.size,
+            min_member=a.size,
+            cpu=a.cpu,
+            memory=a.memory,
+            topology_key=job.level_key() if job.topology == "required" else None,
         )
         env.pods[a.name] = gang.pods
     else:
@@ -178,6 +217,14 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
                 f"{domain}/gang-min": str(a.size),
                 f"{domain}/gang-timeout": f"{job.deadline:g}",
             }
+            if job.topology and job.level:
+                keys = Keys.for_domain(domain)
+                key = (
+                    keys.gang_required_topology
+                    if job.topology == "required"
+                    else keys.gang_preferred_topology
+                )
+                annotations[key] = job.level
             if approach == "extender-gated":
                 gates = (f"{domain}/gang",)
         names = tuple(f"{a.name}-{i}" for i in range(a.size))
@@ -260,6 +307,8 @@ def _pure(env: Env, job: GangJob, placeholders: bool) -> bool:
             memory=a.memory,
             attempt_timeout=job.attempt_timeout,
             deadline=job.deadline,
+            required_topology=job.level if job.topology == "required" else None,
+            preferred_topology=job.level if job.topology == "preferred" else None,
         )
     )
     return r.completed

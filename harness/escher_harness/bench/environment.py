@@ -6,6 +6,12 @@
 - `LoadSampler`: the 1-minute load average, sampled while a run goes on (min, mean, max).
 - `cpu_seconds(pid)`: user + system CPU a process has used (from /proc), read before its
   cluster is stopped, so each component's share of the machine is on record.
+- `ExtenderSampler`: while a run goes on, the extender's peak resident memory (its process
+  group, sampled every second) and its longest event-loop stall as /healthz shows it: a
+  probe every 50 ms (bench/stall.py's method, paced so it costs the shared cores little),
+  the slowest answer. /healthz is O(1) on the loop, so a slow answer is time the loop was
+  held (plus the probe's own round trip); a stall shorter than the pacing may be caught
+  only in part.
 The machine is shared and noisy: this is what lets a reader judge a figure. Called by
 escher_harness.bench.gang_bench.
 """
@@ -19,11 +25,15 @@ import re
 import statistics
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from escher_harness.localcluster.binaries import bin_dir
 from escher_harness.localcluster.paths import REPO_ROOT
+from escher_harness.localcluster.processes import ProcessRecord, rss_bytes
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -136,4 +146,50 @@ class LoadSampler:
             "min": round(min(s), 2),
             "mean": round(statistics.fmean(s), 2),
             "max": round(max(s), 2),
+        }
+
+
+class ExtenderSampler:
+    """Peak RSS and the slowest /healthz answer of the extender at `url`, in a thread, from
+    `__enter__` to `__exit__` (see the module's notes)."""
+
+    def __init__(self, url: str, process: ProcessRecord, every: float = 0.05) -> None:
+        self.url, self.process, self.every = url, process, every
+        self.peak_rss = 0
+        self.worst_healthz = 0.0
+        self.probes = self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ExtenderSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        last_rss = 0.0
+        with httpx.Client(base_url=self.url, timeout=30) as c:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if now - last_rss >= 1.0:
+                    self.peak_rss = max(self.peak_rss, rss_bytes(self.process))
+                    last_rss = now
+                start = time.perf_counter()
+                try:
+                    c.get("/healthz")
+                    self.worst_healthz = max(self.worst_healthz, time.perf_counter() - start)
+                    self.probes += 1
+                except httpx.HTTPError:
+                    self.failures += 1
+                self._stop.wait(self.every)
+
+    def summary(self) -> dict[str, float | int]:
+        return {
+            "peak_rss_mib": round(self.peak_rss / 2**20, 1),
+            "longest_stall_ms": round(self.worst_healthz * 1000, 1),
+            "healthz_probes": self.probes,
+            "healthz_failures": self.failures,
         }

@@ -14,6 +14,7 @@ PNG plots, and the tables are printed. Called by escher_harness.cli (and so by `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -28,10 +29,20 @@ from typing import Any
 import httpx
 
 from escher_harness import localcluster
-from escher_harness.bench import approaches, environment, gang_plots, gang_report, scenario, trace
+from escher_harness.bench import (
+    approaches,
+    environment,
+    gang_plots,
+    gang_report,
+    scenario,
+    topology,
+    trace,
+)
 from escher_harness.bench.apimetrics import difference
 from escher_harness.bench.presets import Preset
 from escher_harness.bench.replay import SUCCEED_SLACK
+from extender.core.names import CPU, MEMORY
+from extender.core.quantity import amount
 
 LOCUSTFILE = approaches.REPO / "loadtests" / "gang_locustfile.py"
 # Budget for the load generator's set-up and warm-up, and for its drain beyond the last
@@ -72,6 +83,21 @@ def warmup_gang(
     return scenario.GangArrival(0.0, "w00000", 2, first.cpu, first.memory, 0.0)
 
 
+def shapes(preset: Preset, arrivals: Sequence[scenario.GangArrival]) -> dict[str, topology.Shape]:
+    """Each gang's topology Shape on the preset's footing ({} without topology labels)."""
+    f = preset.footing
+    if f.topology is None:
+        return {}
+    return {
+        a.name: topology.Shape(
+            f.topology,
+            f.nodes,
+            topology.members_per_node(a.cpu, a.memory, f.node_cpu, f.node_memory, f.node_pods),
+        )
+        for a in arrivals
+    }
+
+
 def run_one(
     approach: str,
     preset: Preset,
@@ -86,6 +112,9 @@ def run_one(
     for p in (log, result, Path(f"{result}.error")):
         p.unlink(missing_ok=True)
     log.write_text("")
+    warmup = warmup_gang(sc, arrivals)
+    by_gang = shapes(preset, [*arrivals, warmup])
+    footing = preset.footing
     with tempfile.TemporaryDirectory(prefix=f"escher-gang-{approach}-") as tmp:
         spec = approaches.cluster_spec(approach, Path(tmp) / "c", preset.footing)
         info = localcluster.up(spec)
@@ -98,7 +127,19 @@ def run_one(
                 "result": str(result),
                 "deadline": sc.deadline,
                 "attempt_timeout": sc.attempt_timeout,
-                "warmup": asdict(warmup_gang(sc, arrivals)),
+                "warmup": asdict(warmup),
+                # Each gang's level, asked for as sc.topology says (escher_harness.bench.topology)
+                "topology": sc.topology,
+                "levels": {
+                    a.name: by_gang[a.name].level(a.size)
+                    for a in (*arrivals, warmup)
+                    if a.name in by_gang
+                },
+                # Every node's cpu (milli) and memory (bytes): the over-commit check's.
+                "capacity": [
+                    amount(CPU, footing.node_cpu, field="cpu"),
+                    amount(MEMORY, footing.node_memory, field="memory"),
+                ],
             }
             before = {p.name: environment.cpu_seconds(p.pid) for p in info.processes}
             budget = (
@@ -108,7 +149,13 @@ def run_one(
                 + max(a.run_time for a in arrivals)
                 + _DRAIN_BUDGET
             )
-            with environment.LoadSampler() as load:
+            extender = next((p for p in info.processes if p.name == "extender"), None)
+            sampler = (
+                environment.ExtenderSampler(info.extender_url, extender)
+                if info.extender_url and extender
+                else None
+            )
+            with environment.LoadSampler() as load, sampler or contextlib.nullcontext():
                 _locust(cfg, log, label, len(arrivals), budget, run_dir / "locust.txt")
             after = {p.name: environment.cpu_seconds(p.pid) for p in info.processes}
             if info.extender_url:
@@ -119,7 +166,8 @@ def run_one(
     if error.exists():
         raise RuntimeError(f"the load generator failed: {error.read_text()[-2000:]}")
     facts = json.loads(result.read_text())
-    f = trace.figures(trace.load(log))
+    events = trace.load(log)
+    f = trace.figures(events)
     writes = difference(facts["writes_after"], facts["writes_before"])
     total = sum(writes.values())
     return {
@@ -138,6 +186,12 @@ def run_one(
             if a is not None and (b := before.get(k)) is not None
         },
         "cluster_ready_s": round(info.ready_seconds, 1),
+        "extender": sampler.summary() if sampler else None,
+        "overcommits": len(facts.get("overcommits") or []),
+        "overcommit_examples": (facts.get("overcommits") or [])[:5],
+        "notes": facts.get("notes") or {},
+        "topology": sc.topology,
+        "placement": topology.run_quality(events, by_gang) if by_gang else {},
     }
 
 
@@ -348,6 +402,8 @@ def _finish(
         "cost": gang_report.table(results, names, gang_report.COST_TABLE, loc),
         "run": gang_report.table(results, names, gang_report.RUN_TABLE),
     }
+    if preset.footing.topology is not None:
+        tables["topology"] = gang_report.table(results, names, gang_report.TOPOLOGY_TABLE)
     (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
     (out / "report.md").write_text(gang_report.report_md(doc, tables, ts))
     gang_plots.write(out, runs, names, runnable)
@@ -355,6 +411,10 @@ def _finish(
         print(f"{sc}: {len(w['arrivals'])} gangs, seed {preset.seed}, trace {w['digest']}")
     print(f"repetitions: {preset.repeat} (cells: median [min-max])\n")
     print(tables["outcome"], "\n", tables["cost"], sep="\n")
+    if "topology" in tables:
+        print("\n" + tables["topology"])
+        for note in gang_report.notes(results):
+            print(f"note: {note}")
     print("\n" + gang_report.targets_md(ts))
     print(f"\nwrote {out / 'results.json'}, {out / 'report.md'} and plots in {out}")
     return 0

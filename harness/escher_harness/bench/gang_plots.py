@@ -1,6 +1,8 @@
 """The gang benchmark's plots, every repetition shown: latency CDFs (a line per repetition,
 one colour per approach), partially bound gangs over time, and completions per approach
-(median with min-max bars, each repetition a dot). Written as PNG beside report.md by
+(median with min-max bars, each repetition a dot), and with topology placement quality (the
+same bars for gangs inside one domain, the largest-domain share and domains spanned over the
+minimum). Written as PNG beside report.md by
 escher_harness.bench.gang_bench; `runs[scenario][approach][rep]` are the recorded runs.
 """
 
@@ -101,4 +103,56 @@ def write(out: Path, runs: Runs, scenarios: Sequence[str], approaches: Sequence[
         ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out / "completions.png", dpi=120)
+    plt.close(fig)
+
+    if any(
+        r.get("placement") for by in runs.values() for reps in by.values() for r in reps.values()
+    ):
+        _placement(plt, out, runs, scenarios, approaches, colour)
+
+
+# What placement.png draws: a row per figure of escher_harness.bench.topology.quality.
+_PLACEMENT = (
+    ("in_one_domain_pct", "gangs inside one domain of their level (%)"),
+    ("largest_share", "largest-domain share (1 = all in one)"),
+    ("span_ratio_rack", "racks spanned / minimum"),
+    ("span_ratio_block", "blocks spanned / minimum"),
+)
+
+
+def _placement(
+    plt: Any,
+    out: Path,
+    runs: Runs,
+    scenarios: Sequence[str],
+    approaches: Sequence[str],
+    colour: Mapping[str, str],
+) -> None:
+    n = len(scenarios)
+    fig, axes = plt.subplots(
+        len(_PLACEMENT), n, figsize=(6.5 * n, 2.6 * len(_PLACEMENT)), squeeze=False
+    )
+    for col, sc in enumerate(scenarios):
+        for row, (key, title) in enumerate(_PLACEMENT):
+            ax = axes[row][col]
+            for i, a in enumerate(approaches):
+                reps = runs.get(sc, {}).get(a, {})
+                vals = sorted(
+                    v
+                    for r in reps.values()
+                    if (v := (r.get("placement") or {}).get(key)) is not None
+                )
+                if not vals:
+                    continue
+                mid = statistics.median(vals)
+                ax.bar(i, mid, color=colour[a], alpha=0.6)
+                ax.errorbar(
+                    i, mid, yerr=[[mid - vals[0]], [vals[-1] - mid]], color="black", capsize=4
+                )
+                ax.scatter([i] * len(vals), vals, color="black", s=10, zorder=3)
+            ax.set_xticks(range(len(approaches)), approaches, rotation=20, fontsize=8)
+            ax.set_title(f"{sc}: {title}", fontsize=9)
+            ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "placement.png", dpi=120)
     plt.close(fig)

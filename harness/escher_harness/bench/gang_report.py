@@ -40,6 +40,24 @@ def _scheduling_cpu(r: Run) -> float | None:
     return sum(parts) if parts else None
 
 
+def _cpu_of(component: str) -> Callable[[Run], float | None]:
+    return lambda r: (r.get("cpu_seconds") or {}).get(component)
+
+
+def _scheduler_cpu_per_gang(r: Run) -> float | None:
+    cpu = (r.get("cpu_seconds") or {}).get("kube-scheduler")
+    gangs = r.get("gangs_submitted")
+    return cpu * 1000 / gangs if cpu is not None and gangs else None
+
+
+def _placement(k: str) -> Callable[[Run], float | None]:
+    return lambda r: (r.get("placement") or {}).get(k)
+
+
+def _extender(k: str) -> Callable[[Run], float | None]:
+    return lambda r: (r.get("extender") or {}).get(k)
+
+
 FIGURES = (
     Figure("gangs", "gangs", _key("gangs_submitted")),
     Figure("completed", "completed", _key("gangs_completed")),
@@ -59,6 +77,15 @@ FIGURES = (
     Figure("replay_lag_ms", "replay lag ms", _key("replay_lag_ms"), 1),
     Figure("warmup_ms", "warm-up ms", lambda r: (r.get("warmup") or {}).get("latency_ms"), 1),
     Figure("load", "load avg", lambda r: (r.get("load_average") or {}).get("mean"), 2),
+    Figure("overcommits", "over-commits", _key("overcommits")),
+    Figure("in_one_domain", "in one domain %", _placement("in_one_domain_pct"), 1),
+    Figure("largest_share", "largest-domain share", _placement("largest_share"), 3),
+    Figure("span_rack", "racks / min", _placement("span_ratio_rack"), 2),
+    Figure("span_block", "blocks / min", _placement("span_ratio_block"), 2),
+    Figure("sched_cpu_per_gang", "sched. CPU ms/gang", _scheduler_cpu_per_gang, 0),
+    Figure("extender_cpu_s", "extender CPU s", _cpu_of("extender"), 1),
+    Figure("extender_peak_mib", "extender peak MiB", _extender("peak_rss_mib"), 1),
+    Figure("longest_stall_ms", "longest stall ms", _extender("longest_stall_ms"), 1),
 )
 _BY_KEY = {f.key: f for f in FIGURES}
 OUTCOME_TABLE = ("gangs", "completed", "succeeded", "timeouts", "rollbacks", "p50", "p90", "p99")
@@ -70,8 +97,23 @@ COST_TABLE = (
     "placeholder_pod_s",
     "writes_per_gang",
     "scheduling_cpu_s",
+    "overcommits",
 )
 RUN_TABLE = ("replay_lag_ms", "warmup_ms", "load")
+# The topology preset's table: latency, completions, placement quality and what it cost.
+TOPOLOGY_TABLE = (
+    "completed",
+    "p50",
+    "p99",
+    "in_one_domain",
+    "largest_share",
+    "span_rack",
+    "span_block",
+    "sched_cpu_per_gang",
+    "extender_cpu_s",
+    "extender_peak_mib",
+    "longest_stall_ms",
+)
 
 
 def aggregate(runs: Sequence[Run]) -> dict[str, dict[str, float]]:
@@ -191,9 +233,78 @@ def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]
     a target is met when it holds in every repetition. `runs[scenario][approach][rep]`.
     Judged for the extender, and for the extender with the gang gate when it ran."""
     ran = {a for by in runs.values() for a in by}
-    return [
-        t for mine in EXTENDERS if mine in ran or mine == "extender" for t in _targets(runs, mine)
+    out: list[Target] = []
+    # Issue 12's targets compare the paired presets' scenarios; the topology preset has others.
+    if not runs or runs.keys() & {"no-contention", "contention"}:
+        out += [
+            t
+            for mine in EXTENDERS
+            if mine in ran or mine == "extender"
+            for t in _targets(runs, mine)
+        ]
+    if runs.keys() & {"no-topology", "required", "preferred"}:
+        for mine in (m for m in EXTENDERS if m in ran):
+            out += [_no_wasted_partial(runs, mine)]
+            if "required" in runs:
+                out += [_required_topology(runs, mine)]
+    over = _no_overcommit(runs)
+    return out if over.met is None else [*out, over]
+
+
+def _no_overcommit(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> Target:
+    """Issue 28: never an over-committed node, in any run of any approach."""
+    seen = [
+        (sc, a, rep, r["overcommits"])
+        for sc, by in runs.items()
+        for a, reps in by.items()
+        for rep, r in reps.items()
+        if "error" not in r and r.get("overcommits") is not None
     ]
+    name = "every run: no node over-committed (bound, unfinished pods within its cpu and memory)"
+    if not seen:
+        return Target(name, None, "not measured")
+    bad = [f"{a} {sc} r{rep}: {n}" for sc, a, rep, n in seen if n]
+    return Target(
+        name,
+        not bad,
+        f"checked in {len(seen)} runs; over-committing bindings: {', '.join(bad) or 'none'}",
+    )
+
+
+def _no_wasted_partial(runs: Mapping[str, Mapping[str, Mapping[int, Run]]], mine: str) -> Target:
+    """Issue 28: never a partial gang outliving its bind burst, in any run: every partially
+    bound gang of `mine` completes, in every scenario."""
+    wasted = {
+        f"{sc} r{rep}": v
+        for sc in runs
+        for rep, v in _per_rep(runs, sc, mine, "wasted_partial").items()
+    }
+    name = f"every scenario: {mine}'s partially bound gangs all complete (bind bursts only)"
+    if not wasted:
+        return Target(name, None, "not measured")
+    longest = {
+        f"{sc} r{rep}": v
+        for sc in runs
+        for rep, v in _per_rep(runs, sc, mine, "longest_partial_ms").items()
+    }
+    return Target(
+        name,
+        all(v == 0 for v in wasted.values()),
+        f"partial stretches not ending complete: {wasted}; longest partial stretch ms: {longest}",
+    )
+
+
+def _required_topology(runs: Mapping[str, Mapping[str, Mapping[int, Run]]], mine: str) -> Target:
+    """Issue 28: with required topology, every gang in one domain of its level."""
+    values = _per_rep(runs, "required", mine, "in_one_domain")
+    name = f"required: {mine} places 100% of gangs inside one domain of their level"
+    if not values:
+        return Target(name, None, "not measured")
+    return Target(
+        name,
+        all(v == 100.0 for v in values.values()),
+        f"% per repetition: {[values[k] for k in sorted(values)]}",
+    )
 
 
 def _targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]], mine: str) -> list[Target]:
@@ -312,9 +423,62 @@ DEFINITIONS = """\
   files); coscheduling: scheduler-plugins' `pkg/coscheduling` (Go, tests excluded); native:
   Kubernetes' `pkg/scheduler/framework/plugins/gangscheduling` (Go, tests excluded; the
   framework's own gang machinery elsewhere in kube-scheduler is not counted).
+- **Over-commits**: bindings the run's pod watch saw put a node's bound, unfinished pods
+  (members, placeholders, any pod) above its cpu or memory; never expected, from any approach.
+- **Topology** (preset `topology`): nodes labelled into racks, blocks and zones; each gang's
+  *level* is the smallest whose largest domain holds it on empty nodes (rack, else block).
+  Scenario `required`/`preferred`: the gang asks for its level (extender: the annotation
+  `escher.io/gang-required-topology` / `gang-preferred-topology`; native: its PodGroup's
+  `schedulingConstraints.topology`, required only, with the alpha gate
+  TopologyAwareWorkloadScheduling on for native in every scenario of the preset; pure: the
+  gang ESL's `required_topology` / `preferred_topology` parameter, used only if the ESL knows
+  it, see the notes; Coscheduling and default: no topology). From the nodes of each gang's
+  members when it was first complete: **in one domain %**, the gangs whose members are all in
+  one domain of their level; **largest-domain share**, the mean over gangs of the share of its
+  members in its largest domain of its level (flux-core's figure: 1.0 = all in one);
+  **racks / min** and **blocks / min**, the mean over gangs of the domains spanned at that
+  level over the fewest that could hold it (ceil of members over what one full domain holds
+  on empty nodes; 1.0 = as few as possible). Computed in every scenario, so `no-topology`
+  shows where gangs land unasked.
+- **Sched. CPU ms/gang**: kube-scheduler's CPU over the run divided by the gangs submitted.
+  **Extender CPU s**: the extender's CPU over the run (extender and pure approaches).
+  **Extender peak MiB**: its largest resident set, sampled every second. **Longest stall**:
+  its slowest /healthz answer, probed every 50 ms through the run (the probe's round trip
+  included): how long its event loop was held at most.
 - **Replay lag**: the latest any gang was submitted after its planned time (how faithful
   the open-loop replay was). **Warm-up**: the uncounted first gang's latency (the cold
   start). **Load avg**: the machine's 1-minute load average during the run (mean)."""
+
+
+def notes(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What the runs noticed about the approaches (e.g. the pure runner's ignored topology
+    parameters), once per approach and note."""
+    out: list[str] = []
+    for approach, a in results.items():
+        seen: dict[str, str] = {}
+        for per in (a.get("scenarios") or {}).values():
+            for rep in (per.get("repetitions") or {}).values():
+                seen.update(rep.get("notes") or {})
+        out += [f"{approach}: {k} ({why})" for k, why in sorted(seen.items())]
+    return out
+
+
+def _topology_section(doc: Mapping[str, Any], tables: Mapping[str, str]) -> str:
+    if "topology" not in tables:
+        return ""
+    noticed = notes(doc["approaches"])
+    said = "\n".join(f"- {n}" for n in noticed) or "- none"
+    return f"""
+Topology: latency, placement quality and cost (definitions below):
+
+{tables["topology"]}
+
+Topology per approach: extender approaches carry the annotation; native the PodGroup's
+required constraint (it has no preferred one: in `preferred` it runs without); Coscheduling
+and default have no topology. Noticed in the runs:
+
+{said}
+"""
 
 
 def report_md(doc: Mapping[str, Any], tables: Mapping[str, str], ts: Sequence[Target]) -> str:
@@ -375,8 +539,9 @@ What it cost the cluster:
 The runs themselves:
 
 {tables["run"]}
-
-Plots: `latency_cdf.png` (a line per repetition), `partial_gangs.png`, `completions.png`.
+{_topology_section(doc, tables)}
+Plots: `latency_cdf.png` (a line per repetition), `partial_gangs.png`, `completions.png`
+(topology preset: also `placement.png`).
 Raw logs, per-run results and the extender's /metrics are under `runs/`.
 
 ## Issue 12's targets (each judged per repetition, on one workload)

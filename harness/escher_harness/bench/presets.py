@@ -14,6 +14,8 @@ queue, and approaches that hold partial gangs waste room). Sizes are offered loa
   documented synthetic distribution (below); the rate is scaled to what this 2-core machine
   sustains, not the paper's.
 - scale: 1,000 nodes, fewer and larger gangs (what a 2-core machine drives at that size).
+- topology: 5,000 nodes labelled into zones, blocks and racks, gangs of 64 to 1,024, the
+  same trace without topology, with each gang's level required, and preferred (below).
 
 Called by the CLI (escher_harness.cli) and escher_harness.bench.gang_bench.
 """
@@ -25,6 +27,7 @@ from typing import Any
 
 from escher_harness.bench.approaches import Footing
 from escher_harness.bench.scenario import Scenario
+from escher_harness.localcluster.fakenodes import Topology
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,60 @@ SCALE = Preset(
     repeat=3,
 )
 
-PRESETS = {p.name: p for p in (QUICK, STANDARD, ESCHER, SCALE)}
+# 5,000 nodes in a hierarchy: racks of 32 nodes, blocks of 16 racks (512 nodes), zones of 4
+# blocks (5,000 nodes: 157 racks, the last of 8 nodes; 10 blocks, the last of 392; 3 zones).
+# Nodes of 8 cpu / 32Gi and members of 4 cpu / 16Gi: two members a node, so a rack holds 64
+# members and a block 1,024. Each gang's level (escher_harness.bench.topology) is the smallest
+# that holds it: rack for the gangs of 64, block for 128 to 1,024 (a gang of 1,024 needs a
+# whole empty block, one of 64 a whole empty rack). That is where the contention is: the
+# trace's gangs never fill the cluster (2,496 members at most, of 10,000 places), but they
+# overlap (run times of 30-60 s against 40 s of arrivals), and a gang that requires its level
+# waits while no domain of it has room, which placements that spread over the cluster cause.
+# Filling 5,000 nodes would take 10,000 member pods a run, several times what 2 cores schedule
+# in a sensible time (kube-scheduler alone does about 46 pods/s at 5,000 nodes here, about 26
+# with the extender in its path: docs/results/performance-2026-11.md).
+# Sizes: heavy on 64-256 with some 512 and 1,024. Total pods decide a run's time, so the
+# trace is short: seed 83 gives 10 gangs, 2,496 members, every size present (64 x3, 128 x4,
+# 256, 512, 1,024; the gang of 1,024 arrives sixth, onto a cluster already in use). With
+# about a minute to start a 5,000-node control plane, a run takes about 3 minutes, so 4
+# approaches x 3 repetitions take about 35-45 minutes per scenario (an estimate from the
+# throughput above, not a measurement at 5,000 nodes). Deadline 120 s: at 26 pods/s the gang
+# of 1,024 alone needs 40 s to bind; the pure runner's attempt timeout is 60 s for the same
+# reason. p50/p99 of 10 gangs per run are coarse (p99 is the slowest gang): 3 repetitions give
+# 30 samples per figure; more gangs cost minutes per run.
+TOPOLOGY = Preset(
+    "topology",
+    Footing(
+        nodes=5000,
+        node_cpu="8",
+        node_memory="32Gi",
+        topology=Topology(rack_nodes=32, racks_per_block=16, blocks_per_zone=4),
+    ),
+    tuple(
+        Scenario(
+            name=name,
+            rate=0.3,
+            duration=40.0,
+            sizes="64:8,128:4,256:2,512:1,1024:1",
+            shapes="4/16Gi",
+            run_time="uniform:30,60",
+            deadline=120.0,
+            attempt_timeout=60.0,
+            topology=mode,
+        )
+        for name, mode in (
+            ("no-topology", ""),
+            ("required", "required"),
+            ("preferred", "preferred"),
+        )
+    ),
+    repeat=3,
+    seed=83,
+    note="5,000 nodes in racks of 32, blocks of 16 racks and zones of 4 blocks; each gang "
+    "requires (or prefers) the smallest level that holds it (see presets.py)",
+)
+
+PRESETS = {p.name: p for p in (QUICK, STANDARD, ESCHER, SCALE, TOPOLOGY)}
 
 
 def customised(

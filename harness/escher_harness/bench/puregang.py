@@ -13,6 +13,9 @@ in one of ESCHER's two variants:
   physical room; once every placeholder is bound, create the gang resource where they
   landed, delete them and create the members in their place.
 
+Topology: a request's `required_topology` / `preferred_topology` (a level's name or node-label
+key) are the gang ESL's parameters of the same names (extender.esl.domains places them).
+
 Either way, if the gang is not fully bound within the attempt timeout, the attempt is rolled
 back (its pods and its resource deleted) and retried after an exponential backoff; once the
 gang is complete its resource is removed (the pods stay bound).

@@ -6,8 +6,11 @@ trace's gangs it emits the log's cluster events (escher_harness.bench.trace): a 
 seen bound, Running, Succeeded, a bound member deleted; a placeholder (labelled
 puregang.PLACEHOLDER_LABEL) first seen bound or deleted. Every approach is watched the same
 way, so "bound" means the same moment for all. The approaches wait on it (bound, succeeded,
-gone) instead of polling the API. Run by the locustfile (in a gevent greenlet: the waits use
-threading primitives, which locust's monkey-patching makes cooperative).
+gone) instead of polling the API. It also checks every binding against the node's capacity
+when given it: a node whose bound, unfinished pods request more cpu or memory than it has is
+an over-commit, counted for the report (never expected, from any approach). Run by the
+locustfile (in a gevent greenlet: the waits use threading primitives, which locust's
+monkey-patching makes cooperative).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from kubernetes.client.exceptions import ApiException
 
 from escher_harness.bench.puregang import PLACEHOLDER_LABEL
 from escher_harness.bench.trace import Event, Kind
+from extender.core.names import CPU, MEMORY
+from extender.core.quantity import amount
 
 # The longest watch request: `stop` is looked at least this often.
 _REQUEST_SECONDS = 5
@@ -36,6 +41,20 @@ class _Pod:
     placeholder: bool
     node: str | None = None
     phases: tuple[str, ...] = ()
+    requests: tuple[int, int] = (0, 0)  # cpu (milli), memory (bytes)
+    counted: bool = False  # its requests are in its node's usage (bound, not finished)
+
+
+def requests_of(spec: Mapping[str, Any]) -> tuple[int, int]:
+    """The pod's cpu (milli) and memory (bytes) requests, summed over its containers."""
+    cpu = memory = 0
+    for c in spec.get("containers") or []:
+        req = (c.get("resources") or {}).get("requests") or {}
+        if CPU in req:
+            cpu += amount(CPU, str(req[CPU]), field="cpu")
+        if MEMORY in req:
+            memory += amount(MEMORY, str(req[MEMORY]), field="memory")
+    return cpu, memory
 
 
 def gang_of(name: str) -> str:
@@ -51,6 +70,7 @@ class Recorder:
         emit: Callable[[Event], None],
         namespace: str = "default",
         clock: Callable[[], float] = time.time,
+        capacity: tuple[int, int] | None = None,
     ) -> None:
         self.core = client.CoreV1Api(api)
         self.gangs = frozenset(gangs)
@@ -60,6 +80,10 @@ class Recorder:
         self.synced = threading.Event()  # set once the first list is applied
         self._pods: dict[str, _Pod] = {}
         self._changed = threading.Condition()
+        # Every node's cpu (milli) and memory (bytes), for the over-commit check (None: off).
+        self.capacity = capacity
+        self._used: dict[str, list[int]] = {}
+        self.overcommits: list[dict[str, Any]] = []  # each binding that over-committed a node
 
     # --- what the cluster did -------------------------------------------------------------
 
@@ -76,8 +100,10 @@ class Recorder:
                 labels = meta.get("labels") or {}
                 owner = labels.get(PLACEHOLDER_LABEL)
                 known = self._pods[name] = _Pod(owner or gang_of(name), owner is not None)
+                known.requests = requests_of(spec)
             record = known.gang in self.gangs
             if deleted:
+                self._release(known)
                 del self._pods[name]
                 if known.node and record:
                     kind = Kind.RELEASED if known.placeholder else Kind.UNBOUND
@@ -85,15 +111,39 @@ class Recorder:
             else:
                 if spec.get("nodeName") and not known.node:
                     known.node = spec["nodeName"]
+                    if status.get("phase") not in _FINISHED:
+                        self._hold(name, known, t)
                     if record:
                         kind = Kind.HELD if known.placeholder else Kind.BOUND
-                        self.emit(Event(t, kind, known.gang, name))
+                        self.emit(Event(t, kind, known.gang, name, node=known.node))
                 phase = status.get("phase")
                 if phase and phase not in known.phases:
                     known.phases = (*known.phases, phase)
+                    if phase in _FINISHED:
+                        self._release(known)
                     if record and not known.placeholder and phase in _PHASE_EVENTS:
                         self.emit(Event(t, _PHASE_EVENTS[phase], known.gang, name))
             self._changed.notify_all()
+
+    def _hold(self, name: str, pod: _Pod, t: float) -> None:
+        """Count a newly bound pod on its node, and note it if the node is over-committed."""
+        if self.capacity is None or pod.node is None:
+            return
+        used = self._used.setdefault(pod.node, [0, 0])
+        used[0] += pod.requests[0]
+        used[1] += pod.requests[1]
+        pod.counted = True
+        if used[0] > self.capacity[0] or used[1] > self.capacity[1]:
+            self.overcommits.append(
+                {"t": t, "node": pod.node, "pod": name, "cpu_m": used[0], "memory": used[1]}
+            )
+
+    def _release(self, pod: _Pod) -> None:
+        if pod.counted and pod.node is not None:
+            used = self._used[pod.node]
+            used[0] -= pod.requests[0]
+            used[1] -= pod.requests[1]
+            pod.counted = False
 
     def run(self, stop: threading.Event) -> None:
         """List, then watch from the list's resourceVersion, until `stop` is set. A watch
@@ -172,3 +222,5 @@ class Recorder:
 
 
 _PHASE_EVENTS = {"Running": Kind.RUNNING, "Succeeded": Kind.SUCCEEDED}
+# Phases whose pods hold no room (kube-scheduler's assigned-pod informer drops them).
+_FINISHED = ("Succeeded", "Failed")

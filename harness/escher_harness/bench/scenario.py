@@ -31,8 +31,16 @@ class Scenario:
     run_time: str  # seconds a complete gang runs before it succeeds (a distribution)
     deadline: float  # a gang not complete this long after its submission is given up
     attempt_timeout: float  # the pure approaches: one attempt's wait before a rollback
+    # Each gang asks for its topology level (escher_harness.bench.topology): "" (no topology),
+    # "required" or "preferred". Not part of the trace: the arrivals are the same.
+    topology: str = ""
 
     def __post_init__(self) -> None:
+        if self.topology not in ("", "required", "preferred"):
+            raise ValueError(
+                f"scenario {self.name}: topology must be required, preferred or empty, "
+                f"not {self.topology!r}"
+            )
         # Parsing checks the text; a bad scenario fails when it is made, not mid-run.
         ints(parse(self.sizes))
         parse_shapes(self.shapes)

@@ -54,6 +54,7 @@ class Event:
     pod: str = ""
     size: int = 0  # SUBMIT: the gang's members (all required)
     due: float = 0.0  # SUBMIT: when the trace planned it (wall clock)
+    node: str = ""  # BOUND: the node (placement quality, escher_harness.bench.topology)
 
 
 def load(path: Path) -> list[Event]:
@@ -69,6 +70,7 @@ def load(path: Path) -> list[Event]:
                     d.get("pod", ""),
                     d.get("size", 0),
                     d.get("due", 0.0),
+                    d.get("node", ""),
                 )
             )
     return sorted(events, key=lambda e: e.t)

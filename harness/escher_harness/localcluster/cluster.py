@@ -46,7 +46,7 @@ from escher_harness.localcluster.config import (
     replica_name,
 )
 from escher_harness.localcluster.errors import ClusterError
-from escher_harness.localcluster.fakenodes import NodeShape, create_nodes
+from escher_harness.localcluster.fakenodes import NodeShape, Topology, create_nodes
 from escher_harness.localcluster.health import http_client, probe, start_failure, wait_ready
 from escher_harness.localcluster.manifests import (
     Manifest,
@@ -85,6 +85,8 @@ class ClusterSpec:
     node_memory: str = "128Gi"
     node_pods: str = "110"
     node_labels: Mapping[str, str] = field(default_factory=dict)
+    # Label the nodes into zones, blocks and racks (escher_harness.localcluster.fakenodes).
+    node_topology: Topology | None = None
     # Extended resources every node advertises, e.g. {"example.com/gpu": "4"}.
     node_resources: Mapping[str, str] = field(default_factory=dict)
     # A KubeSchedulerConfiguration to run instead of the mode's; clientConnection.kubeconfig
@@ -751,7 +753,9 @@ def _create_nodes(
 
     workers = 16
     with api_client(kubeconfig, pool_size=workers) as api, _api_errors("creating the fake nodes"):
-        create_nodes(api, names, shape, workers=workers, progress=report)
+        create_nodes(
+            api, names, shape, workers=workers, progress=report, topology=spec.node_topology
+        )
 
 
 def _wait_for_kwok(
