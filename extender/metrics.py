@@ -107,6 +107,14 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.gang_nominations = Counter(
+            "escher_gang_nominations_total",
+            "Reserved nodes written to gang members' status.nominatedNodeName "
+            "(extender.adapters.nominator), by outcome (sent, cleared, failed, deferred: too "
+            "many in flight).",
+            ["outcome"],
+            registry=r,
+        )
         self.gang_gate_hold = Gauge(
             "escher_gang_gate_hold",
             "What the adaptive gang gate's switch last said: 1, new gang members are held at "

@@ -112,6 +112,7 @@ class Service:
                 api,
                 self.declarations,
             )
+            self.gangs.nominate = k.nominator
             if k.waker is not None:
                 requeue = Requeue(k.waker, s.requeue_window_seconds, s.requeue_max_pods)
                 self.events.subscribe(requeue.on_pod)
@@ -305,7 +306,7 @@ class Service:
         k = self.kube
         if k is None:
             return
-        for part in (k.waker, k.lifter, k.switch):
+        for part in (k.waker, k.lifter, k.nominator, k.switch):
             if part is not None:
                 await part.aclose()
         if k.elector is not None and self._started:

@@ -186,6 +186,12 @@ class Settings(BaseSettings):
         description="NAMESPACE/NAME of the ConfigMap deploy/'s adaptive gang-gate policy reads: "
         "the extender sets its hold while gangs wait for room (empty: none written)",
     )
+    gang_nominate: bool = Field(
+        True,
+        description="write each gang member's reserved node to its status.nominatedNodeName: "
+        "kube-scheduler then tries that node alone, and counts the reservation against other "
+        "pods (extender.adapters.nominator)",
+    )
     gang_topology: str = Field(
         topology.DEFAULT,
         max_length=2048,

@@ -22,11 +22,13 @@ LEAST_PRIVILEGE = {
     ),
     *(("escher.io", f"{r}/status", "patch") for r in ("ephemeralresources", "esls")),
 }
-# Extender mode binds pods itself (bindVerb) and annotates gang members' pods, and reads the
-# gangs declared as PodGroups of either API group (listed and watched only).
+# Extender mode binds pods itself (bindVerb), annotates gang members' pods, writes their
+# nominated node, and reads the gangs declared as PodGroups of either API group (listed and
+# watched only).
 PLACEMENT = {
     ("", "pods/binding", "create"),
     ("", "pods", "patch"),
+    ("", "pods/status", "patch"),
     *(
         (g, "podgroups", v)
         for g in ("scheduling.k8s.io", "scheduling.x-k8s.io")

@@ -2,8 +2,8 @@
 
 Called by the composition root (extender.service) in the modes that talk to the API
 (settings.kube): pure gets the cluster view, the write-back and, with leader election, the
-elector; the extender mode also the binder, the gate lifter, the waker of pods turned away,
-the PodGroup informers that fill the gang declarations index and, when configured, the
+elector; the extender mode also the binder, the gate lifter, the nominator, the waker of pods
+turned away, the PodGroup informers that fill the gang declarations index and, when configured, the
 adaptive gang gate's switch; with policy_objects, the object store that keeps policies as
 EphemeralResource and ESL objects. The service wires their callbacks
 (may_write, leadership), runs them and closes them.
@@ -19,6 +19,7 @@ from extender.adapters.gateswitch import GateSwitch
 from extender.adapters.kubeapi import KubeAPI
 from extender.adapters.leader import LeaderElector, default_identity
 from extender.adapters.lifter import Lifter
+from extender.adapters.nominator import Nominator
 from extender.adapters.podgroups import PodGroups
 from extender.adapters.policies.esls import BackendFactory
 from extender.adapters.policies.store import ObjectStore
@@ -43,6 +44,7 @@ class KubeParts:
     elector: LeaderElector | None  # leader_elect
     binder: Binder | None  # the extender mode, and the three below
     lifter: Lifter | None
+    nominator: Nominator | None
     waker: Waker | None  # requeue_window_seconds > 0
     switch: GateSwitch | None  # gang_gate_switch set
     store: ObjectStore | None  # policy_objects
@@ -101,6 +103,7 @@ def build(
         elector=elector,
         binder=Binder(api, metrics, may_write) if binds else None,
         lifter=Lifter(api, keys.gate, metrics, may_write) if binds else None,
+        nominator=Nominator(api, metrics, may_write) if binds and s.gang_nominate else None,
         waker=(
             Waker(api, s.resource_domain, metrics, may_write)
             if binds and s.requeue_window_seconds > 0

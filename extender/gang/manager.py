@@ -127,6 +127,8 @@ class GangState:
     committed: set[str] = field(default_factory=set)
     # Members whose filter passed their reserved node, in this reservation.
     passed: set[str] = field(default_factory=set)
+    # Members whose reserved node was written to their status.nominatedNodeName (uid -> node).
+    nominated: dict[str, str] = field(default_factory=dict)
     # Its timeline, in wall-clock seconds (comparable with other processes' clocks): when
     # it was first learnt, last reserved, when its minimum had last all passed filter to
     # their places, and when it was last all at bind.
@@ -198,6 +200,10 @@ class GangManager:
         # a gang that did not fit is worth planning again only after it moved.
         self.room_epoch = 0
         self._short: set[str] = set()  # keys of the gangs whose last plan found no room now
+        # Writes a member's reserved node to its status.nominatedNodeName ("" clears it), so
+        # kube-scheduler tries that node alone (extender.adapters.nominator, extender mode);
+        # None writes nothing.
+        self.nominate: Callable[[PodInfo, str], None] | None = None
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -230,8 +236,19 @@ class GangManager:
             self._forget(pod.uid)  # its filter says why; nothing to plan for it
             return
         if spec is not None and (spec.key in self._gangs or len(self._gangs) < self.max_gangs):
-            _, m = self._learn(spec, pod)
+            new = pod.uid not in self._member_of
+            g, m = self._learn(spec, pod)
             m.unconfirmed_since = None
+            # A member created after its gang was reserved takes a place kept for it now, so
+            # that its nomination reaches kube-scheduler before its first cycle.
+            if (
+                new
+                and self.nominate is not None
+                and g.phase is Phase.RESERVED
+                and not (m.bound or pod.held)
+                and self._slot_of(g, m, [s.node for s in g.slots]) is not None
+            ):
+                self._nominate(g)
         else:
             self._forget(pod.uid)
 
@@ -281,6 +298,7 @@ class GangManager:
         g.roster += 1
         g.committed.discard(uid)
         g.passed.discard(uid)
+        g.nominated.pop(uid, None)
         for slot in g.slots:
             if slot.member == uid:
                 slot.member = None  # the place waits for a replacement
@@ -292,6 +310,7 @@ class GangManager:
     def _on_bound(self, g: GangState, m: Member) -> None:
         """A member is seen bound: its place is the bound pod now, not a reservation."""
         g.committed.discard(m.pod.uid)
+        g.nominated.pop(m.pod.uid, None)
         for slot in g.slots:
             if slot.member == m.pod.uid:
                 self.ledger.release(slot.holder)
@@ -408,6 +427,7 @@ class GangManager:
         outcome = self._reserve(g, m, nodes)
         if outcome is not Outcome.RESERVED:
             return _all(nodes, g.reason, unresolvable=outcome is Outcome.NEVER)
+        self._nominate(g, skip=m.pod.uid)  # m is in its cycle: it gets its place now
         verdict = self._reserved(g, m, nodes)
         assert verdict is not None  # m was planned a place among the offered nodes
         return verdict
@@ -552,7 +572,22 @@ class GangManager:
             if any(s.member is None for s in g.slots):
                 self._release(g, f"gang {g.key}: a held member fits none of the reserved places")
                 return False
+        self._nominate(g)
         return True
+
+    def _nominate(self, g: GangState, skip: str = "") -> None:
+        """Write each pending member's reserved node to it, once per place."""
+        if self.nominate is None:
+            return
+        for slot in g.slots:
+            uid = slot.member
+            if uid is None or uid == skip or g.nominated.get(uid) == slot.node:
+                continue
+            m = g.members.get(uid)
+            if m is None or m.bound or uid in g.committed:
+                continue
+            g.nominated[uid] = slot.node
+            self.nominate(m.pod, slot.node)
 
     # ---- bind ------------------------------------------------------------------------------
 
@@ -602,6 +637,7 @@ class GangManager:
                 g.slots.remove(slot)
                 break
         g.committed.add(uid)
+        g.nominated.pop(uid, None)
         self._settle(g)
 
     # ---- time ---------------------------------------------------------------------------------
@@ -641,6 +677,13 @@ class GangManager:
             g.slots = []
             self.room_epoch += 1
         g.passed = set()
+        if g.nominated and self.nominate is not None:
+            # The places are gone: kube-scheduler must not keep counting them, nor try them.
+            for uid in g.nominated:
+                m = g.members.get(uid)
+                if m is not None and not m.bound and uid not in g.committed:
+                    self.nominate(m.pod, "")
+        g.nominated = {}
         if g.barrier is not None:
             g.barrier.cancel(why or f"gang {g.key} was released")
             g.barrier = None

@@ -873,7 +873,7 @@ def test_another_resource_domain_reaches_every_key_that_names_it() -> None:
         [{"name": "scheduling.example.com/score", "ignoredByScheduler": True}],
     ]
     policies = [d for d in docs if d["kind"].endswith("AdmissionPolicy")]
-    assert len(policies) == 3
+    assert len(policies) == 4  # marker, gang gate, pod touch, pod nominate
     text = json.dumps(policies)
     assert "escher.io" not in text
     for key_ in ("example.com/gang", "example.com/pack", "example.com/prefer",

@@ -173,6 +173,19 @@ def test_only_extender_mode_writes_to_pods_and_an_admission_policy_holds_it_to_o
     assert {v["name"]: v["expression"] for v in policy["variables"]}["key"] == (
         '"escher.io/requeued-at"'
     )
+    # Its status: the nominated node alone (a gang member's reserved node).
+    status = {r for r in triples(granted(extender, EXTENDER_SA)) if r[1] == "pods/status"}
+    assert status == {("", "pods/status", "patch")}
+    nominate = find(extender, "ValidatingAdmissionPolicy", "escher-extender-pod-nominate")["spec"]
+    assert find(extender, "ValidatingAdmissionPolicyBinding", "escher-extender-pod-nominate")[
+        "spec"
+    ] == {"policyName": "escher-extender-pod-nominate", "validationActions": ["Deny"]}
+    [rule] = nominate["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["pods/status"] and rule["operations"] == ["UPDATE"]
+    assert nominate["failurePolicy"] == "Fail"
+    [check] = nominate["validations"]
+    assert "nominatedNodeName" not in check["expression"]
+    assert "object.status.?conditions == oldObject.status.?conditions" in check["expression"]
 
 
 def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender() -> None:
