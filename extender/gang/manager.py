@@ -48,7 +48,7 @@ from extender.core.ledger import Ledger, NodeView
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo, Rejection
 from extender.gang.barrier import Barrier
-from extender.gang.plan import Want, plan
+from extender.gang.plan import Planned, Unplaced, Want, plan
 from extender.gang.spec import GangSpec, InvalidGang, gang_spec
 
 log = logging.getLogger(__name__)
@@ -412,9 +412,10 @@ class GangManager:
             return False
         wants = self._wants(g, m, pending, nodes)
         views = self._views(nodes)
-        places = plan(wants, views, self.ledger.prefix)
-        if places is None:
+        planned = plan(wants, views, self.ledger.prefix)
+        if not isinstance(planned, Planned):
             return self._no_room(g, wants, nodes)
+        places = planned.places
         generation = f"{g.key}#{g.generation}.{g.attempts + 1}"
         slots = [
             Slot(f"{generation}/{i}", places[w.ref], dict(w.amounts), None)
@@ -478,11 +479,9 @@ class GangManager:
     def _no_room(self, g: Gang, wants: list[Want], nodes: Sequence[str]) -> bool:
         """Say why the gang does not fit; True when it never can, even on empty nodes."""
         shape = ", ".join(f"{r}={v}" for r, v in sorted(wants[0].amounts.items()))
-        if plan(wants, self._views(nodes), self.ledger.prefix, empty=True) is None:
-            g.reason = (
-                f"gang {g.key} can never fit: {len(wants)} member(s) of {shape} need more "
-                "than the nodes they may use have, even empty"
-            )
+        never = plan(wants, self._views(nodes), self.ledger.prefix, empty=True)
+        if isinstance(never, Unplaced):
+            g.reason = f"gang {g.key} can never fit: {never.reason}"
             self._set_short(g, False)
             return True
         g.reason = (
