@@ -196,6 +196,13 @@ class _Gang:
         self.free = _free_of(sorted({r for c in classes for r, _ in c.amounts}), prefix, empty)
         # The gang's shape: its largest class (the first of them).
         self.main = max(range(len(classes)), key=lambda i: len(classes[i].wants))
+        # The least every member takes of the resources all of them take: a node short of it
+        # takes none of the gang, and is passed over at the cost of one class, not of each.
+        floor = dict(classes[0].amounts)
+        for c in classes[1:]:
+            theirs = dict(c.amounts)
+            floor = {r: min(a, theirs[r]) for r, a in floor.items() if r in theirs}
+        self.floor = _takes_of(tuple(floor.items()), 1, prefix, empty) if floor else None
 
     def fill(self, views: Iterable[NodeView]) -> tuple[_Took, int]:
         """First-fit over `views`: where each class goes, and how many members are placed."""
@@ -203,8 +210,10 @@ class _Gang:
         left = [len(c.wants) for c in classes]
         took: _Took = [[] for _ in classes]
         total = self.n
-        free_of = self.free
+        free_of, floor = self.free, self.floor
         for view in views:
+            if floor is not None and not floor(view):
+                continue
             free = None
             for i, c in enumerate(classes):
                 k = left[i]
@@ -213,7 +222,9 @@ class _Gang:
                 if free is None:
                     # Nothing placed here yet: ask the node itself, so that a node too full
                     # for the member costs no dict (most of a busy cluster's nodes).
-                    k = min(k, c.takes(view))
+                    f = c.takes(view)
+                    if f < k:
+                        k = f
                     if k <= 0:
                         continue
                     free = free_of(view)
@@ -239,10 +250,12 @@ class _Gang:
         disjoint domains; exact for a gang of one class), and their room, how many members of
         its largest class they could take (what best fit minimises: the room a domain keeps
         is for gangs like this one)."""
-        classes, main = self.classes, self.main
+        classes, main, floor = self.classes, self.main, self.floor
         counts = [len(c.wants) for c in classes]
         caps = [0] * len(classes)
         for view in views:
+            if floor is not None and not floor(view):
+                continue
             for i, c in enumerate(classes):
                 if (caps[i] < counts[i] or i == main) and (c.loose or c.want.allows(view)):
                     caps[i] += c.takes(view)
