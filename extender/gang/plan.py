@@ -203,6 +203,7 @@ class _Gang:
             theirs = dict(c.amounts)
             floor = {r: min(a, theirs[r]) for r, a in floor.items() if r in theirs}
         self.floor = _takes_of(tuple(floor.items()), 1, prefix, empty) if floor else None
+        self.floored = bool(floor) and floor == dict(classes[self.main].amounts)
 
     def fill(self, views: Iterable[NodeView]) -> tuple[_Took, int]:
         """First-fit over `views`: where each class goes, and how many members are placed."""
@@ -250,15 +251,30 @@ class _Gang:
         disjoint domains; exact for a gang of one class), and their room, how many members of
         its largest class they could take (what best fit minimises: the room a domain keeps
         is for gangs like this one)."""
-        classes, main, floor = self.classes, self.main, self.floor
+        classes, main, floored = self.classes, self.main, self.floored
         counts = [len(c.wants) for c in classes]
         caps = [0] * len(classes)
+        big = classes[main]
+        # The other classes count only up to their size: once they have it, the pass is
+        # one class's.
+        others = [i for i in range(len(classes)) if i != main]
+        # A node short of the floor takes none of the gang: when the largest class takes
+        # just the floor, counting it tells as much; otherwise the floor is checked first.
+        floor = None if floored else self.floor
         for view in views:
             if floor is not None and not floor(view):
                 continue
-            for i, c in enumerate(classes):
-                if (caps[i] < counts[i] or i == main) and (c.loose or c.want.allows(view)):
-                    caps[i] += c.takes(view)
+            if big.loose or big.want.allows(view):
+                k = big.takes(view)
+                if not k and floored:
+                    continue
+                caps[main] += k
+            if others:
+                for i in others:
+                    c = classes[i]
+                    if c.loose or c.want.allows(view):
+                        caps[i] += c.takes(view)
+                others = [i for i in others if caps[i] < counts[i]]
         return sum(map(min, caps, counts)), caps[main]
 
     def spread(self, views: list[NodeView], level: Level, keys: list[str]) -> Iterator[NodeView]:
