@@ -141,13 +141,15 @@ class _Class:
 
     __slots__ = ("amounts", "loose", "shape", "takes", "want", "wants")
 
-    def __init__(self, want: Want, shape: tuple[tuple[str, int], ...]) -> None:
+    def __init__(
+        self, want: Want, shape: tuple[tuple[str, int], ...], prefix: str, empty: bool
+    ) -> None:
         self.want = want  # stands for all: allows() is the same for each
         self.wants = [want]
         self.shape = shape
         # Only positive amounts take room (and divide).
         self.amounts = tuple((r, v) for r, v in shape if v > 0)
-        self.takes: Callable[[NodeView], int] = _never
+        self.takes = _takes_of(self.amounts, prefix, empty)
         self.loose = want.constraints is None and want.candidates is None and not want.excluded
 
 
@@ -182,14 +184,13 @@ class _Gang:
                     c.wants.append(w)
                     break
             else:
-                c = _Class(w, shape)
+                c = _Class(w, shape, prefix, empty)
                 same.append(c)
                 classes.append(c)
             by_id[ik] = c
         for c in classes:
             c.wants.sort(key=lambda w: w.ref)
             c.want = c.wants[0]
-            c.takes = _takes_of(c.amounts, len(c.wants), prefix, empty)
         # Fewest nodes to choose from first, then the largest, then by ref (a stable order).
         classes.sort(key=lambda c: (_choice(c.want, views), *_size(c.want)))
         self.classes = classes
@@ -202,7 +203,7 @@ class _Gang:
         for c in classes[1:]:
             theirs = dict(c.amounts)
             floor = {r: min(a, theirs[r]) for r, a in floor.items() if r in theirs}
-        self.floor = _takes_of(tuple(floor.items()), 1, prefix, empty) if floor else None
+        self.floor = _takes_of(tuple(floor.items()), prefix, empty) if floor else None
         self.floored = bool(floor) and floor == dict(classes[self.main].amounts)
 
     def fill(self, views: Iterable[NodeView]) -> tuple[_Took, int]:
@@ -383,21 +384,16 @@ def _free_of(
     return free
 
 
-def _never(view: NodeView) -> int:
-    return 0
-
-
 def _takes_of(
-    amounts: tuple[tuple[str, int], ...], count: int, prefix: str, empty: bool
+    amounts: tuple[tuple[str, int], ...], prefix: str, empty: bool
 ) -> Callable[[NodeView], int]:
-    """How many members of `amounts` a node has room for (from the free resources of
-    _free_of, without building them); all `count` when they take nothing."""
+    """How many members of positive `amounts` a node has room for (from the free resources
+    of _free_of, without building them); sys.maxsize when they take nothing."""
     kinds = [(r, a, r.startswith(prefix)) for r, a in amounts]
-    most = sys.maxsize if amounts else count
 
     def takes(view: NodeView) -> int:
         used = view.used
-        k = most
+        k = sys.maxsize
         for r, a, ephemeral in kinds:
             cap = (view.ephemeral if ephemeral else view.physical).get(r, 0)
             f = (cap if empty else cap - used.get(r, 0)) // a
