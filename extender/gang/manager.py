@@ -49,9 +49,9 @@ from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo, Rejection
 from extender.gang.barrier import Barrier
 from extender.gang.declarations import NO_GROUPS, Groups
-from extender.gang.plan import Want, plan
+from extender.gang.plan import Planned, Want, plan
 from extender.gang.spec import DEFAULT_HIERARCHY, GangSpec, InvalidGang, gang_spec
-from extender.gang.topology import Hierarchy
+from extender.gang.topology import Hierarchy, Placement
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +248,7 @@ class GangManager:
                 and not (m.bound or pod.held)
                 and self._slot_of(g, m, [s.node for s in g.slots]) is not None
             ):
-                self._nominate(g)
+                self._nominate(g, only=pod.uid)
         else:
             self._forget(pod.uid)
 
@@ -458,9 +458,10 @@ class GangManager:
             return Outcome.WAITING
         wants = self._wants(g, m, pending, nodes)
         views = self._views(nodes)
-        places = plan(wants, views, self.ledger.prefix)
-        if places is None:
-            return self._no_room(g, wants, nodes)
+        planned = plan(wants, views, self.ledger.prefix, placement=self._placement(g))
+        if not isinstance(planned, Planned):
+            return self._no_room(g, wants, views, planned.reason)
+        places = planned.places
         generation = f"{g.key}#{g.generation}.{g.attempts + 1}"
         slots = [
             Slot(f"{generation}/{i}", places[w.ref], dict(w.amounts), None)
@@ -523,20 +524,19 @@ class GangManager:
         seen = set(nodes)
         return offered + [v for n in ledger.node_names() if n not in seen and (v := ledger.node(n))]
 
-    def _no_room(self, g: GangState, wants: list[Want], nodes: Sequence[str]) -> Outcome:
-        """Say why the gang does not fit, now or ever (even on empty nodes)."""
-        shape = ", ".join(f"{r}={v}" for r, v in sorted(wants[0].amounts.items()))
-        if plan(wants, self._views(nodes), self.ledger.prefix, empty=True) is None:
-            g.reason = (
-                f"gang {g.key} can never fit: {len(wants)} member(s) of {shape} need more "
-                "than the nodes they may use have, even empty"
-            )
+    def _placement(self, g: GangState) -> Placement:
+        """The topology g's plan honours: its levels, and the hierarchy to pack by."""
+        return Placement(g.spec.required, g.spec.preferred, pack=self.hierarchy.levels)
+
+    def _no_room(self, g: GangState, wants: list[Want], views: list[NodeView], now: str) -> Outcome:
+        """Say why the gang does not fit (`now`: the plan's reason), now or ever (even on
+        empty nodes)."""
+        never = plan(wants, views, self.ledger.prefix, empty=True, placement=self._placement(g))
+        if not isinstance(never, Planned):
+            g.reason = f"gang {g.key} can never fit: {never.reason}"
             self._set_short(g, False)
             return Outcome.NEVER
-        g.reason = (
-            f"gang {g.key} does not fit now: no set of nodes has room for {len(wants)} "
-            f"member(s) of {shape}; waiting for resources to free"
-        )
+        g.reason = f"gang {g.key} does not fit now: {now}; waiting for resources to free"
         self._set_short(g, True)
         return Outcome.WAITING
 
@@ -575,13 +575,16 @@ class GangManager:
         self._nominate(g)
         return True
 
-    def _nominate(self, g: GangState, skip: str = "") -> None:
-        """Write each pending member's reserved node to it, once per place."""
+    def _nominate(self, g: GangState, skip: str = "", only: str = "") -> None:
+        """Write each pending member's reserved node to it (or only member `only`'s), once
+        per place."""
         if self.nominate is None:
             return
         for slot in g.slots:
             uid = slot.member
             if uid is None or uid == skip or g.nominated.get(uid) == slot.node:
+                continue
+            if only and uid != only:
                 continue
             m = g.members.get(uid)
             if m is None or m.bound or uid in g.committed:

@@ -163,6 +163,11 @@ def gang_spec(
         if raw_preferred is None
         else _level(raw_preferred, f"annotation {keys.gang_preferred_topology}", key, hierarchy)
     )
+    if levels and preferred is not None and not _below(preferred, levels[0][1], hierarchy):
+        raise InvalidGang(
+            f"gang {key}: the preferred level {preferred.name} must lie inside the required "
+            f"level {levels[0][1].name} (levels, outermost first: {hierarchy.names()})"
+        )
     return GangSpec(
         pod.namespace,
         name,
@@ -171,6 +176,15 @@ def gang_spec(
         levels[0][1] if levels else None,
         preferred,
     )
+
+
+def _below(inner: Level, outer: Level, hierarchy: Hierarchy) -> bool:
+    """Whether `inner` is a level inside `outer` (a label key outside the hierarchy: only
+    when different from it, as nothing says how they nest)."""
+    order = [lv.key for lv in hierarchy.levels]
+    if inner.key in order and outer.key in order:
+        return order.index(inner.key) > order.index(outer.key)
+    return inner.key != outer.key
 
 
 def _int(raw: str, where: str, what: str) -> int:

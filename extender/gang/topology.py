@@ -4,9 +4,9 @@ A hierarchy lists levels outermost first, each a name and the node-label key who
 its domains. A gang names a level (by name, or by its label key, as Kueue's and the native
 PodGroup's `topology.key` do) that it requires all members to share one domain of, or whose
 domains it prefers to span as few of as it can (extender.gang.spec reads the declaration,
-extender.gang.plan places it). The default uses the keys the ecosystem uses: the well-known
-zone label, Kueue's and GKE's block label, the native PodGroup API's rack example, and the
-hostname. `Settings.gang_topology` replaces it. Pure, no I/O.
+extender.gang.plan places it, given a Placement). The default uses the keys the ecosystem
+uses: the well-known zone label, Kueue's and GKE's block label, the native PodGroup API's
+rack example, and the hostname. `Settings.gang_topology` replaces it. Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -46,6 +46,19 @@ class Hierarchy:
 
     def __str__(self) -> str:
         return ",".join(f"{lv.name}={lv.key}" for lv in self.levels)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a gang's members may go, for the planner (extender.gang.plan): all of them in
+    one domain of `required`, over as few domains of `preferred` as they can (inside the
+    required domain, so a level below it), and first-fit filling the nodes domain by domain
+    of `pack` (the hierarchy's levels, outermost first) so that gangs pack and leave whole
+    domains free. All three may be given together; none is plain first-fit."""
+
+    required: Level | None = None
+    preferred: Level | None = None
+    pack: tuple[Level, ...] = ()
 
 
 DEFAULT = (

@@ -9,7 +9,7 @@ import pytest
 
 from extender.core.constraints import Constraints
 from extender.core.ledger import NodeView
-from extender.gang.plan import Want, plan
+from extender.gang.plan import Planned, Unplaced, Want, plan
 
 CPU = "cpu"
 
@@ -67,8 +67,9 @@ def test_constrained_members_are_placed_first_in_any_order(
     for members in itertools.permutations(wants):
         for offered in itertools.permutations(nodes):
             for empty in (False, True):
-                placed = plan(members, offered, "escher.io/", empty=empty)
-                assert placed is not None, (members, [v.name for v in offered])
+                result = plan(members, offered, "escher.io/", empty=empty)
+                assert isinstance(result, Planned), (members, [v.name for v in offered])
+                placed = result.places
                 assert placed.items() >= fixed.items()
                 for n in nodes:  # no node over its capacity
                     took = sum(w.amounts[CPU] for w in wants if placed[w.ref] == n.name)
@@ -77,11 +78,14 @@ def test_constrained_members_are_placed_first_in_any_order(
 
 def test_a_gang_that_does_not_fit_gets_no_plan() -> None:
     wants = [Want("a", {CPU: 1000}, on("n0")), Want("b", {CPU: 1000}, on("n0"))]
-    assert plan(wants, [node("n0", 2000, used=1000), node("n1", 2000)], "escher.io/") is None
+    assert plan(wants, [node("n0", 2000, used=1000), node("n1", 2000)], "escher.io/") == Unplaced(
+        "only 1 of 2 member(s) of cpu=1000 fit the nodes they may use"
+    )
     # Empty, it could.
-    assert plan(wants, [node("n0", 2000, used=1000)], "escher.io/", empty=True) == {
-        "a": "n0",
-        "b": "n0",
-    }
+    assert plan(wants, [node("n0", 2000, used=1000)], "escher.io/", empty=True) == Planned(
+        {"a": "n0", "b": "n0"}
+    )
     # A selector no node matches: never.
-    assert plan([Want("x", {CPU: 1}, on("gone"))], NODES, "escher.io/", empty=True) is None
+    assert plan([Want("x", {CPU: 1}, on("gone"))], NODES, "escher.io/", empty=True) == Unplaced(
+        "only 0 of 1 member(s) of cpu=1 fit the nodes they may use, even empty"
+    )

@@ -1,0 +1,148 @@
+"""Topology through the gang manager: the members' annotations reach the planner, whose
+choice the reservation keeps; bad declarations are refused with a reason and reserve nothing;
+reserved nodes are nominated to the members kube-scheduler has not tried yet, and the
+nominations are cleared when the places go."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import builders
+import pytest
+from builders import Clock, info
+
+from extender.core.events import PodChange, PodEvent
+from extender.core.ledger import HolderKind, Ledger
+from extender.core.pod import Keys, PodInfo
+from extender.gang.manager import GangManager, Phase
+
+KEYS = Keys.for_domain("escher.io")
+RACK = "topology.kubernetes.io/rack"
+BLOCK = "cloud.google.com/gce-topology-block"
+
+
+def racks(per_rack: dict[str, int], cpu: int = 2000) -> tuple[Ledger, dict[str, str]]:
+    """Nodes of `cpu` millicores in racks (rack name -> nodes), two racks to a block."""
+    lg, rack_of = Ledger("escher.io"), {}
+    for r, (rack, n) in enumerate(per_rack.items()):
+        for i in range(n):
+            name = f"{rack}-n{i}"
+            labels = {RACK: rack, BLOCK: f"b{r // 2}"}
+            lg.upsert_node(name, labels, {"cpu": cpu, "memory": 8 << 30, "pods": 10}, {}, ())
+            rack_of[name] = rack
+    return lg, rack_of
+
+
+def member(gang: str, i: int, size: int, **annotations: str) -> PodInfo:
+    manifest = builders.member(gang, i, size)
+    manifest["metadata"]["annotations"].update(annotations)
+    return info(manifest)
+
+
+def upsert(gm: GangManager, pod: PodInfo) -> None:
+    gm.on_pod(PodEvent(PodChange.UPSERT, pod.uid, pod))
+
+
+def reserve(gm: GangManager, pods: list[PodInfo], nodes: list[str]) -> Any:
+    for p in pods:
+        upsert(gm, p)
+    gm.filter(pods[0], nodes)
+    return gm.gang(f"default/{pods[0].gang}")
+
+
+REQUIRED, PREFERRED = KEYS.gang_required_topology, KEYS.gang_preferred_topology
+
+
+@pytest.mark.parametrize(
+    ("racks_", "size", "annotations", "want_racks"),
+    [
+        # Best fit: the smallest rack that holds the gang, so the big one stays whole.
+        ({"r0": 4, "r1": 2, "r2": 3}, 4, {REQUIRED: "rack"}, {"r1"}),
+        ({"r0": 4, "r1": 2, "r2": 3}, 6, {REQUIRED: RACK}, {"r2"}),  # by label key too
+        # Preferred: fewest racks (two of 2 cpu per node: rack r0 takes 8), then best effort.
+        ({"r0": 4, "r1": 2, "r2": 3}, 8, {PREFERRED: "rack"}, {"r0"}),
+        ({"r0": 4, "r1": 2, "r2": 3}, 10, {PREFERRED: "rack"}, {"r0", "r1"}),
+        # Required block, preferred rack inside it: b0 (r0, r1) holds only 6, so b1; r2 alone.
+        ({"r0": 1, "r1": 2, "r2": 4, "r3": 1}, 7, {REQUIRED: "block", PREFERRED: "rack"},
+         {"r2"}),
+    ],
+)  # fmt: skip
+def test_a_gangs_levels_shape_its_reservation(
+    racks_: dict[str, int], size: int, annotations: dict[str, str], want_racks: set[str]
+) -> None:
+    lg, rack_of = racks(racks_)
+    gm = GangManager(lg, KEYS, clock=Clock())
+    pods = [member("g", i, size, **annotations) for i in range(size)]
+    g = reserve(gm, pods, lg.node_names())
+    assert g.phase is Phase.RESERVED, g.reason
+    assert {rack_of[s.node] for s in g.slots} == want_racks
+    assert lg.totals().holdings[HolderKind.RESERVATION] == size
+
+
+@pytest.mark.parametrize(
+    ("annotations", "reason"),
+    [
+        ({REQUIRED: "rack"}, "no rack has room for 9 member(s)"),
+        ({REQUIRED: "shelf"}, "'shelf' is no topology level"),
+        ({REQUIRED: "rack", PREFERRED: "block"}, "must lie inside the required level rack"),
+    ],
+)
+def test_a_gang_that_cannot_honour_its_levels_says_why_and_reserves_nothing(
+    annotations: dict[str, str], reason: str
+) -> None:
+    lg, _ = racks({"r0": 4, "r1": 3})
+    gm = GangManager(lg, KEYS, clock=Clock())
+    pods = [member("g", i, 9, **annotations) for i in range(9)]
+    for p in pods:
+        upsert(gm, p)
+    verdict = gm.filter(pods[0], lg.node_names())
+    assert verdict is not None
+    why = {r.reason for r in verdict.rejected.values()}
+    assert len(why) == 1 and reason in why.pop()
+    assert all(r.unresolvable for r in verdict.rejected.values())  # never retried for ever
+    assert lg.totals().holdings[HolderKind.RESERVATION] == 0
+
+
+def test_the_largest_domain_is_named_when_the_gang_can_never_fit() -> None:
+    lg, _ = racks({"r0": 4, "r1": 3})
+    gm = GangManager(lg, KEYS, clock=Clock())
+    pods = [member("g", i, 9, **{REQUIRED: "rack"}) for i in range(9)]
+    upsert(gm, pods[0])
+    gm.filter(pods[0], lg.node_names())
+    g = gm.gang("default/g")
+    assert g is not None and "can never fit" in g.reason
+    assert "the largest takes 8 (rack r0)" in g.reason
+
+
+class Nominations:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def __call__(self, pod: PodInfo, node: str) -> None:
+        self.sent.append((pod.name, node))
+
+
+def test_reserved_nodes_are_nominated_to_the_members_not_in_a_cycle_and_cleared_on_release() -> (
+    None
+):
+    lg, _ = racks({"r0": 4})
+    gm = GangManager(lg, KEYS, clock=Clock())
+    gm.nominate = nominated = Nominations()
+    pods = [member("g", i, 4) for i in range(3)]
+    g = reserve(gm, pods, lg.node_names())
+    place = {s.member: s.node for s in g.slots}
+    # The asking member is in its cycle: only the two others are nominated, once each.
+    assert sorted(nominated.sent) == [("g-1", place["g-1-uid"]), ("g-2", place["g-2-uid"])]
+    gm.filter(pods[1], lg.node_names())
+    assert len(nominated.sent) == 2
+    # A member created later takes a place kept for it, and its nomination goes at once.
+    late = member("g", 3, 4)
+    upsert(gm, late)
+    (slot,) = [s for s in g.slots if s.member == late.uid]
+    assert nominated.sent[-1] == ("g-3", slot.node)
+    # One member bound; then the reservation expires: the others' nominations are cleared.
+    gm.bound(pods[1].uid, place["g-1-uid"])
+    nominated.sent.clear()
+    gm.clock.now += 60  # type: ignore[attr-defined]
+    gm.expire()
+    assert sorted(nominated.sent) == [("g-2", ""), ("g-3", "")]
