@@ -1,0 +1,116 @@
+"""Topology-aware gangs in the extender approach, on the real control plane: kwok nodes
+labelled into racks, blocks and zones (the default hierarchy's keys); a gang that requires a
+rack lands in one, one that prefers a block spans the fewest, one that can never fit its
+level waits with the level and the largest domain named (and holds nothing); and the
+members' reserved nodes reach kube-scheduler as nominations."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import builders
+import httpx
+import pytest
+
+from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
+from escher_harness.localcluster.fakenodes import Topology
+from escher_harness.workload import Workload
+from extender.core.pod import Keys
+
+KEYS = Keys.for_domain("escher.io")
+# Six nodes of 4 cpu: racks of 2 nodes (rack-000..002), blocks of 2 racks (block-00: racks 0
+# and 1; block-01: rack 2). A member takes 2 cpu: a node holds 2, a rack 4, block-00 8.
+TOPOLOGY = Topology(rack_nodes=2, racks_per_block=2, blocks_per_zone=2)
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.cluster(nodes=6, mode="extender", node_cpu="4", node_topology=TOPOLOGY),
+]
+
+
+def gang(name: str, size: int, **annotations: str) -> list[dict[str, Any]]:
+    pods = []
+    for i in range(size):
+        pod = builders.member(name, i, size, cpu="2", requests={"memory": "128Mi"})
+        pod["metadata"]["annotations"].update(annotations)
+        pods.append(pod)
+    return pods
+
+
+def domains(info: localcluster.ClusterInfo, nodes: set[str | None], level: str) -> set[str]:
+    order = sorted(info.nodes)
+    return {TOPOLOGY.domains(order.index(n))[level] for n in nodes if n}
+
+
+def nominations(info: localcluster.ClusterInfo) -> float:
+    text = httpx.get(f"{info.extender_url}/metrics").text
+    found = re.search(r'escher_gang_nominations_total\{outcome="sent"\} (\S+)', text)
+    return float(found.group(1)) if found else 0.0
+
+
+def gone(work: Workload, names: list[str]) -> None:
+    """Delete the pods and wait until they are gone, so the next test has the nodes."""
+    work.delete(names)
+    deadline = time.monotonic() + 60
+    while work.placements(names):
+        assert time.monotonic() < deadline, "pods not gone"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "annotations", "level"),
+    [
+        ("rack", 4, {KEYS.gang_required_topology: "rack"}, "rack"),
+        ("block", 6, {KEYS.gang_preferred_topology: "block"}, "block"),
+        ("key", 4, {KEYS.gang_required_topology: "topology.kubernetes.io/rack"}, "rack"),
+    ],
+)
+def test_a_gang_lands_in_one_domain_of_the_level_it_asks_for(
+    cluster: localcluster.ClusterInfo, name: str, size: int, annotations: dict[str, str], level: str
+) -> None:
+    work = Workload(api_client(cluster.kubeconfig))
+    pods = gang(name, size, **annotations)
+    sent = nominations(cluster)
+    try:
+        for pod in pods:
+            work.create(pod)
+        placed = work.wait([p["metadata"]["name"] for p in pods], timeout=60)
+        nodes = {p.node for p in placed.values()}
+        assert None not in nodes, placed
+        assert len(domains(cluster, nodes, level)) == 1, (level, nodes)
+        # Members the informer knew before their gang was reserved were nominated.
+        assert nominations(cluster) > sent
+    finally:
+        gone(work, [p["metadata"]["name"] for p in pods])
+
+
+def test_a_gang_that_can_never_fit_its_level_names_it_and_the_largest_domain(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    work = Workload(api_client(cluster.kubeconfig))
+    pods = gang("never", 6, **{KEYS.gang_required_topology: "rack"})  # a rack holds 4
+    names = [p["metadata"]["name"] for p in pods]
+    try:
+        for pod in pods:
+            work.create(pod)
+        deadline = time.monotonic() + 30
+        while True:
+            placed = work.placements(names)
+            reasons = {p.reason for p in placed.values()}
+            if any("can never fit" in r for r in reasons):
+                break
+            assert time.monotonic() < deadline, reasons
+            time.sleep(0.5)
+        assert all(p.node is None for p in placed.values())
+        why = next(r for r in reasons if "can never fit" in r)
+        assert "no rack has room for 6 member(s)" in why and "the largest takes 4" in why, why
+        gangs = httpx.get(
+            f"{cluster.extender_url}/v1/gangs",
+            headers={"Authorization": f"Bearer {cluster.token}"},
+        ).json()
+        (g,) = [g for g in gangs if g["gang"] == "default/never"]
+        assert g["phase"] == "waiting" and g["unclaimed_places"] == []
+    finally:
+        gone(work, names)
