@@ -61,6 +61,7 @@ SERVICE_ACCOUNT = "escher-extender"
 RBAC_REFUSAL = f'"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}" cannot'
 TOUCH_REFUSAL = "may change only the escher.io/requeued-at annotation"
 SPEC_REFUSAL = "may change no field of a pod's spec but remove the escher.io/gang scheduling gate"
+STATUS_REFUSAL = "may change only a pod's status.nominatedNodeName"
 # Granted by kube-apiserver's bootstrap policy, not by the manifests, (group, resource): the
 # self reviews to every authenticated user (system:basic-user), and since 1.37, where
 # ClusterTrustBundle is GA, reading clustertrustbundles to every ServiceAccount
@@ -485,6 +486,9 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
     relabel = {"metadata": {"labels": {"app": "hijacked"}}}
     reannotate = {"metadata": {"annotations": {"escher.io/gang": "hijacked"}}}
     touch = {"metadata": {"annotations": {"escher.io/requeued-at": "1"}}}
+    fake_condition = {
+        "status": {"conditions": [{"type": "PodScheduled", "status": "True", "reason": "x"}]}
+    }
     refused: dict[str, tuple[Callable[[], object], str]] = {
         "delete a node": (lambda: core.delete_node(node), RBAC_REFUSAL),
         "patch a node's spec": (
@@ -519,12 +523,20 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
             ),
             RBAC_REFUSAL if env.mode == "pure" else SPEC_REFUSAL,
         ),
+        # Extender mode may nominate a node (extender/adapters/nominator.py), nothing else.
+        "change a pod's status conditions": (
+            lambda: core.patch_namespaced_pod_status(pod, "default", fake_condition),
+            RBAC_REFUSAL if env.mode == "pure" else STATUS_REFUSAL,
+        ),
     }
     if env.mode == "extender":
         touched = core.patch_namespaced_pod(pod, "default", touch)
         assert touched.metadata.annotations == {"escher.io/requeued-at": "1"}
         lifted = core.patch_namespaced_pod(pod, "default", lift("escher.io/gang"))
         assert [g.name for g in lifted.spec.scheduling_gates] == ["example.com/other"]
+        nominate = {"status": {"nominatedNodeName": node}}
+        nominated = core.patch_namespaced_pod_status(pod, "default", nominate)
+        assert nominated.status.nominated_node_name == node
     if env.mode == "pure":
         binding = client.V1Binding(
             metadata=client.V1ObjectMeta(name=pod),
@@ -571,7 +583,12 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env, hold: bool) -> 
         time.sleep(1)  # the API server's policy parameters follow a watch
     gang = f"g{next(_names)}"
     members = [f"{gang}-{i}" for i in range(3)]
-    lifts = metric(env.metrics(), "escher_gang_lifts_total", {"outcome": "sent"})
+    before = env.metrics()
+    lifts = metric(before, "escher_gang_lifts_total", {"outcome": "sent"})
+    nominations = {
+        outcome: metric(before, "escher_gang_nominations_total", {"outcome": outcome})
+        for outcome in ("sent", "failed")
+    }
     try:
         for name in members:
             manifest = pod_manifest(
@@ -593,6 +610,12 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env, hold: bool) -> 
         )
         lifted = metric(metrics, "escher_gang_lifts_total", {"outcome": "sent"}) - lifts
         assert lifted == (3 if hold else 0)
+        # Held members are planned together and each nominated to its place; none of the
+        # nominations the role allows is refused.
+        sent = metric(metrics, "escher_gang_nominations_total", {"outcome": "sent"})
+        assert sent - nominations["sent"] >= (3 if hold else 0)
+        failed = metric(metrics, "escher_gang_nominations_total", {"outcome": "failed"})
+        assert failed == nominations["failed"]
     finally:
         work.delete(members)
         if hold:
