@@ -55,6 +55,8 @@ from extender.gang.topology import Hierarchy, Placement
 
 log = logging.getLogger(__name__)
 
+HOSTNAME = "kubernetes.io/hostname"  # the well-known label: one domain per node
+
 
 class Phase(StrEnum):
     WAITING = "waiting"  # no places held: members are turned away, with why
@@ -184,6 +186,8 @@ class GangManager:
         # The topology levels gangs may name, and the group objects (PodGroups) members may
         # name: what gang_spec reads besides the pod (extender.gang.declarations).
         self.hierarchy = hierarchy
+        # The levels plans pack by: all but the hostname, whose domains are single nodes.
+        self._pack = tuple(lv for lv in hierarchy.levels if lv.key != HOSTNAME)
         self.groups = groups
         self.clock = clock
         self.wall = wall
@@ -396,7 +400,9 @@ class GangManager:
             if g.filtered_at is None and self._placed(g) >= g.spec.min_members:
                 g.filtered_at = self.wall()
             why = f"gang {g.key} reserved node {slot.node} for this pod"
-            return Verdict({n: Rejection(why) for n in nodes if n != slot.node}, final=True)
+            rejected = dict.fromkeys(nodes, Rejection(why))
+            del rejected[slot.node]
+            return Verdict(rejected, final=True)
         # kube-scheduler's own filters refused the reserved node: plan again without it.
         m.excluded.add(slot.node)
         self._release(g, f"kube-scheduler refused node {slot.node} for member {m.pod.name}")
@@ -526,7 +532,7 @@ class GangManager:
 
     def _placement(self, g: GangState) -> Placement:
         """The topology g's plan honours: its levels, and the hierarchy to pack by."""
-        return Placement(g.spec.required, g.spec.preferred, pack=self.hierarchy.levels)
+        return Placement(g.spec.required, g.spec.preferred, pack=self._pack)
 
     def _no_room(self, g: GangState, wants: list[Want], views: list[NodeView], now: str) -> Outcome:
         """Say why the gang does not fit (`now`: the plan's reason), now or ever (even on

@@ -309,6 +309,9 @@ class _Gang:
         yield from _pack(bare, inner)
 
     def planned(self, views: list[NodeView], preferred: Level | None, keys: list[str]) -> Result:
+        if preferred is None:
+            # Levels no node carries order nothing; finding that is cheaper than a split.
+            keys = [k for k in keys if any(k in v.labels for v in views)]
         order = _pack(views, keys) if preferred is None else self.spread(views, preferred, keys)
         took, placed = self.fill(order)
         if placed < self.n:
