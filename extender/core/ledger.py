@@ -416,9 +416,7 @@ class Ledger:
                     self._drop(holder)
             added: dict[str, dict[str, int]] = {}
             for holder, (node, amounts) in final.items():
-                self._put(
-                    Holding(holder, node, dict(amounts), HolderKind.RESERVATION), count=False
-                )
+                self._put(Holding(holder, node, dict(amounts), HolderKind.RESERVATION), count=False)
                 per = added.setdefault(node, {})
                 for res, v in amounts.items():
                     per[res] = per.get(res, 0) + v
