@@ -133,10 +133,21 @@ class Compose(BaseESL[ComposeParams]):
         return {r: int(v) for r, v in req.limits.items() if r.startswith(prefix)}
 
     def _check(self, state: ClusterState) -> None:
-        """Unsatisfiable unless `pods` could fit, by capacity, where all requests exist."""
+        """Unsatisfiable unless `pods` could fit, by capacity, where all requests exist.
+        Parts that create their resources only when stepped (fair share and queues start
+        every user at 0) have none yet: what they ask for is not judged here."""
+        later = {
+            r
+            for p in self.parts
+            if isinstance(p, Dynamic) and not p.resources()
+            for key in p.request_keys()
+            for r in self._ephemeral(p.requests_for(key))
+        }
         fit = 0
         for key in self.request_keys():
-            want = self._ephemeral(self.requests_for(key))
+            want = {
+                r: v for r, v in self._ephemeral(self.requests_for(key)).items() if r not in later
+            }
             for res in state.nodes.values():
                 if all(r in res for r in want):
                     fit += min(res[r].capacity // v for r, v in want.items())

@@ -61,11 +61,10 @@ def test_gang_in_one_rack_and_fair_share_and_anti_affinity_compose(rack_env: Env
     )
     spread = AntiAffinity(env.backend, AntiAffinityParams(name="train", pods=3))
     esl = Compose(env.backend, ComposeParams(name="train", op="and", pods=3), [gang, fair, spread])
-    # Fair sharing's first step before the composition's apply: it creates its users'
-    # resources only when stepped, and apply refuses a composition whose requested resources
-    # exist nowhere (alice two units on every node, bob one).
-    fair.step()
+    # Fair sharing creates its users' resources at its first step (alice two units on every
+    # node, bob one), which the composition's first step takes.
     esl.apply()
+    esl.step()
     everyone: list[str] = []
     try:
         members = env.pods(esl.requests_for("alice"), 3, prefix="train-")

@@ -124,6 +124,26 @@ def test_and_steps_its_dynamic_parts() -> None:
     assert sim.place(esl.requests_for()) in {"node-1", "node-3"}
 
 
+def test_and_with_fair_share_is_applied_before_its_first_step_creates_the_shares() -> None:
+    """Fair share creates its users' resources only when stepped: the check at apply does not
+    refuse the composition for them (found by tests/e2e/esl/test_esl_compose_topology.py)."""
+    sim = Sim(nodes=2, cpu=8)
+    parts = [
+        {"kind": "fairshare", "params": {"name": "t", "slots": 4, "groups": {"all": {
+            "users": {"alice": 1, "bob": 1}}}}},
+        {"kind": "antiaffinity", "params": {"name": "a", "pods": 2}},
+    ]  # fmt: skip
+    esl = compose(sim, "and", 2, parts)
+    esl.apply()
+    esl.step()  # type: ignore[attr-defined]
+    assert sim.place_all(esl.requests_for("alice"), 3)[:2] != [None, None]
+    # The static parts are still judged: no two of a user's pods on a node, two nodes, two
+    # users: five pods can never fit.
+    never = [*parts[:1], {"kind": "antiaffinity", "params": {"name": "b"}}]
+    with pytest.raises(Unsatisfiable, match="at most 4 fit"):
+        compose(sim, "and", 5, never).apply()
+
+
 @pytest.mark.parametrize(
     ("data", "error", "field", "message"),
     [
