@@ -107,6 +107,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.filter_nodes = Histogram(
+            "escher_extender_filter_nodes",
+            "Nodes named in a filter call (kube-scheduler sends every feasible node, or only a "
+            "pod's nominated node when that one passes its own filters).",
+            buckets=(1, 2, 8, 64, 512, 1024, 5000, 15000),
+            registry=r,
+        )
         self.gang_nominations = Counter(
             "escher_gang_nominations_total",
             "Reserved nodes written to gang members' status.nominatedNodeName "

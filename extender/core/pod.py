@@ -117,6 +117,8 @@ class PodInfo:
     constraints: Constraints | None
     # The native PodGroup it names (spec.schedulingGroup.podGroupName), "" if none.
     group: str = ""
+    # status.nominatedNodeName: where kube-scheduler will try it first ("" if nowhere).
+    nominated: str = ""
 
     @property
     def key(self) -> str:
@@ -182,4 +184,5 @@ def pod_info(pod: Pod, keys: Keys, prefix: str) -> PodInfo:
         terminating=meta.deletion_timestamp is not None,
         held=any(g.name == keys.gate for g in spec.scheduling_gates),
         constraints=constraints_of(spec) if gang else None,
+        nominated=pod.status.nominated_node_name,
     )

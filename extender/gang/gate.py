@@ -42,6 +42,7 @@ class GangGate:
         lift_retry: float = 5.0,
         interval: float = 1.0,
         cooldown: float = 10.0,
+        nomination_wait: float = 1.0,
     ) -> None:
         self.gangs = gangs
         self.clock = clock
@@ -50,6 +51,12 @@ class GangGate:
         self.lift_retry = lift_retry
         self.interval = interval
         self.cooldown = cooldown
+        # With nominations, a member is let through once the informer shows its place in its
+        # nominatedNodeName, so that kube-scheduler's first cycle tries that node alone; at
+        # most nomination_wait seconds after it had its place (a nomination lost costs speed,
+        # never the member).
+        self.nomination_wait = nomination_wait
+        self._placed_at: dict[str, float] = {}  # uid -> when it first had its place
         # Gangs with held members, in arrival order so the oldest is planned first; held
         # pods of no valid gang; members whose lift was asked for (uid -> when); per gang,
         # the (room epoch, roster) its last failed plan saw: not planned again before
@@ -65,7 +72,14 @@ class GangGate:
 
     def __len__(self) -> int:
         """Entries held (bounded by the held pods the informer shows)."""
-        parts = (self._held, self._held_by, self._stray, self._lifting, self._tried)
+        parts = (
+            self._held,
+            self._held_by,
+            self._stray,
+            self._lifting,
+            self._tried,
+            self._placed_at,
+        )
         return sum(len(p) for p in parts)
 
     def on_pod(self, event: PodEvent) -> None:
@@ -79,6 +93,7 @@ class GangGate:
         if event.change is PodChange.GONE or pod is None or pod.terminating:
             self._stray.pop(uid, None)
             self._lifting.pop(uid, None)
+            self._placed_at.pop(uid, None)
             return
         key = self.gangs.gang_of(uid)
         if key is not None:
@@ -88,6 +103,7 @@ class GangGate:
                 self._held_by[uid] = key
             else:
                 self._lifting.pop(uid, None)
+                self._placed_at.pop(uid, None)
         elif pod.held:
             self._stray[uid] = pod
         else:
@@ -143,11 +159,26 @@ class GangGate:
                     continue
                 self._tried.pop(key, None)
                 self.gangs.claim(g)
-            places = {s.member for s in g.slots}
+            places = {s.member: s.node for s in g.slots if s.member is not None}
             for m in held:
-                if g.phase is Phase.BOUND or m.pod.uid in places:
+                node = places.get(m.pod.uid)
+                if g.phase is Phase.BOUND or (
+                    node is not None and self._nominated(m.pod, node, now)
+                ):
                     let(m.pod)
         return out, False
+
+    def _nominated(self, pod: PodInfo, node: str, now: float) -> bool:
+        """Whether a held member with a place may go: its nomination is seen, or nominations
+        are off, or it waited nomination_wait for it."""
+        if self.gangs.nominate is None or pod.nominated == node:
+            self._placed_at.pop(pod.uid, None)
+            return True
+        since = self._placed_at.setdefault(pod.uid, now)
+        if now - since >= self.nomination_wait:
+            del self._placed_at[pod.uid]
+            return True
+        return False
 
     def hold(self) -> bool:
         """Whether new members should be created held: while some gang waits for room, and

@@ -56,6 +56,7 @@ class VerbEndpoints:
         self.metrics = metrics
         self.ready = ready
         m = metrics
+        self._filter_nodes = m.filter_nodes
         self._passed = m.decisions.labels("filter", "passed")
         self._rejected = m.decisions.labels("filter", "rejected")
         self._scored = m.decisions.labels("prioritize", "scored")
@@ -110,8 +111,10 @@ class VerbEndpoints:
 
     async def _filter(self, body: bytes) -> bytes:
         result = self.verbs.filter(wire.decode(body, wire.ExtenderArgs))
-        self._passed.inc(len(result.NodeNames or (result.Nodes.items if result.Nodes else ())))
+        passed = len(result.NodeNames or (result.Nodes.items if result.Nodes else ()))
         failed = len(result.FailedNodes) + len(result.FailedAndUnresolvableNodes)
+        self._filter_nodes.observe(passed + failed)  # every node named passes or fails
+        self._passed.inc(passed)
         if failed:
             self._rejected.inc(failed)
         return wire.encode(result)

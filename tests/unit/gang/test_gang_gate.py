@@ -247,3 +247,22 @@ def test_the_adaptive_hold_lasts_while_a_gang_waits_for_room_and_a_cooldown_afte
     assert gm.gate.hold()  # cooling down
     clock.now += 0.2
     assert not gm.gate.hold()
+
+
+def test_with_nominations_a_held_member_goes_once_its_nomination_is_seen_or_waited_for() -> None:
+    clock = Clock()
+    gm = manager(clock=clock, nomination_wait=1.0)
+    sent: dict[str, str] = {}
+    gm.gm.nominate = lambda pod, node: sent.__setitem__(pod.name, node)
+    pods = [held("g", i, size=2) for i in range(2)]
+    for p in pods:
+        upsert(gm, p)
+    assert lifted(gm) == []  # placed and nominated, not yet seen nominated
+    assert sorted(sent) == ["g-0", "g-1"]
+    upsert(gm, PodInfo(**{**_fields(pods[0]), "nominated": sent["g-0"]}))  # the informer
+    assert lifted(gm) == ["g-0"]
+    clock.now += 1.0  # g-1's nomination never shows: it goes anyway
+    assert lifted(gm) == ["g-1"]
+    for p in pods:
+        gone(gm, p)
+    assert len(gm.gate) == 0
