@@ -129,8 +129,10 @@ class GangState:
     committed: set[str] = field(default_factory=set)
     # Members whose filter passed their reserved node, in this reservation.
     passed: set[str] = field(default_factory=set)
-    # Members whose reserved node was written to their status.nominatedNodeName (uid -> node).
+    # Members whose reserved node was written to their status.nominatedNodeName (uid -> node),
+    # and those the pod watch has shown with it since.
     nominated: dict[str, str] = field(default_factory=dict)
+    seen_nominated: set[str] = field(default_factory=set)
     # Its timeline, in wall-clock seconds (comparable with other processes' clocks): when
     # it was first learnt, last reserved, when its minimum had last all passed filter to
     # their places, and when it was last all at bind.
@@ -253,6 +255,17 @@ class GangManager:
                 and self._slot_of(g, m, [s.node for s in g.slots]) is not None
             ):
                 self._nominate(g, only=pod.uid)
+            elif pod.uid in g.nominated and not m.bound:
+                if pod.nominated == g.nominated[pod.uid]:
+                    g.seen_nominated.add(pod.uid)
+                elif pod.uid in g.seen_nominated:
+                    # Seen, then cleared while its place is still held: kube-scheduler clears
+                    # it when a bind fails (a member that timed out at the barrier), and
+                    # without it every retry filters every node, too slow for a large gang's
+                    # members to all reach the barrier in time. Written again.
+                    g.seen_nominated.discard(pod.uid)
+                    del g.nominated[pod.uid]
+                    self._nominate(g, only=pod.uid)
         else:
             self._forget(pod.uid)
 
@@ -303,6 +316,7 @@ class GangManager:
         g.committed.discard(uid)
         g.passed.discard(uid)
         g.nominated.pop(uid, None)
+        g.seen_nominated.discard(uid)
         for slot in g.slots:
             if slot.member == uid:
                 slot.member = None  # the place waits for a replacement
@@ -315,6 +329,7 @@ class GangManager:
         """A member is seen bound: its place is the bound pod now, not a reservation."""
         g.committed.discard(m.pod.uid)
         g.nominated.pop(m.pod.uid, None)
+        g.seen_nominated.discard(m.pod.uid)
         for slot in g.slots:
             if slot.member == m.pod.uid:
                 self.ledger.release(slot.holder)
@@ -647,6 +662,7 @@ class GangManager:
                 break
         g.committed.add(uid)
         g.nominated.pop(uid, None)
+        g.seen_nominated.discard(uid)
         self._settle(g)
 
     # ---- time ---------------------------------------------------------------------------------
@@ -693,6 +709,7 @@ class GangManager:
                 if m is not None and not m.bound and uid not in g.committed:
                     self.nominate(m.pod, "")
         g.nominated = {}
+        g.seen_nominated = set()
         if g.barrier is not None:
             g.barrier.cancel(why or f"gang {g.key} was released")
             g.barrier = None

@@ -146,3 +146,30 @@ def test_reserved_nodes_are_nominated_to_the_members_not_in_a_cycle_and_cleared_
     gm.clock.now += 60  # type: ignore[attr-defined]
     gm.expire()
     assert sorted(nominated.sent) == [("g-2", ""), ("g-3", "")]
+
+
+def test_a_nomination_kube_scheduler_cleared_is_written_again_while_the_place_is_held() -> None:
+    lg, _ = racks({"r0": 4})
+    gm = GangManager(lg, KEYS, clock=Clock())
+    gm.nominate = nominated = Nominations()
+    pods = [member("g", i, 2) for i in range(2)]
+    g = reserve(gm, pods, lg.node_names())
+    ((who, node),) = nominated.sent
+    assert who == "g-1"
+    upsert(gm, PodInfo(**{**_fields(pods[1]), "nominated": ""}))  # before the patch landed
+    assert len(nominated.sent) == 1  # not sent again
+    upsert(gm, PodInfo(**{**_fields(pods[1]), "nominated": node}))  # the informer shows it
+    assert len(nominated.sent) == 1
+    upsert(gm, PodInfo(**{**_fields(pods[1]), "nominated": ""}))  # a failed bind cleared it
+    assert nominated.sent[-1] == ("g-1", node) and len(nominated.sent) == 2
+    gm.expire()
+    g.expires = 0
+    gm.clock.now += 1  # type: ignore[attr-defined]
+    gm.expire()  # released: the nomination is cleared by the extender itself
+    assert nominated.sent[-1] == ("g-1", "")
+    upsert(gm, PodInfo(**{**_fields(pods[1]), "nominated": ""}))
+    assert nominated.sent[-1] == ("g-1", "")  # not written again: no place is held
+
+
+def _fields(p: PodInfo) -> dict[str, Any]:
+    return {f: getattr(p, f) for f in PodInfo.__slots__}
