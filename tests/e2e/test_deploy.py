@@ -610,12 +610,14 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env, hold: bool) -> 
         )
         lifted = metric(metrics, "escher_gang_lifts_total", {"outcome": "sent"}) - lifts
         assert lifted == (3 if hold else 0)
-        # Held members are planned together and each nominated to its place; none of the
-        # nominations the role allows is refused.
+        # Held members are planned together and each nominated to its place before it is let
+        # through; none of those nominations is refused. (Ungated members race with their own
+        # binding: a nomination that arrives after the bind may fail, harmlessly.)
         sent = metric(metrics, "escher_gang_nominations_total", {"outcome": "sent"})
         assert sent - nominations["sent"] >= (3 if hold else 0)
         failed = metric(metrics, "escher_gang_nominations_total", {"outcome": "failed"})
-        assert failed == nominations["failed"]
+        if hold:
+            assert failed == nominations["failed"]
     finally:
         work.delete(members)
         if hold:
