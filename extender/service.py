@@ -232,6 +232,7 @@ class Service:
         async for attempt in retrying:
             with attempt:
                 await k.view.sync()
+                await k.writeback.sync()
                 if k.store is not None:
                     await k.store.sync()
                 if k.podgroups is not None:
@@ -240,6 +241,8 @@ class Service:
         self._spawn(k.view.nodes.run(), "watch-nodes")
         self._spawn(k.view.pods.run(), "watch-pods")
         self._spawn(k.writeback.run(), "writeback")
+        for informer in k.writeback.informers():
+            self._spawn(informer.run(), f"watch-{informer.name}")
         if k.store is not None:
             self._spawn(k.store.run(), "policy-objects")
         if k.podgroups is not None:

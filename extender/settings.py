@@ -20,7 +20,7 @@ from extender.gang import topology
 
 # Finite: an infinite timeout or backoff is a hang, and NaN compares false with everything.
 Seconds = FiniteFloat
-Mode = Literal["standalone", "pure", "extender"]
+Mode = Literal["standalone", "pure", "extender", "dra"]
 
 
 class Settings(BaseSettings):
@@ -60,8 +60,23 @@ class Settings(BaseSettings):
     mode: Mode = Field(
         "extender",
         description="extender: in kube-scheduler's path, also binding pods; pure: the policy "
-        "API and the write-back only, kube-scheduler decides alone; standalone: no Kubernetes "
-        "API at all, nodes only from requests, no write-back, no bind",
+        "API and the write-back only, kube-scheduler decides alone; dra: as pure, with the "
+        "resources published as DRA devices (ResourceSlices and a DeviceClass per resource) "
+        "instead of Node status; standalone: no Kubernetes API at all, nodes only from "
+        "requests, no write-back, no bind",
+    )
+    dra_driver: str = Field(
+        "",
+        max_length=63,
+        description="mode dra: the DRA driver name the ResourceSlices are published under "
+        "(default: resource_domain)",
+    )
+    dra_max_slices: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="mode dra: ResourceSlices per node and resource at most (128 devices "
+        "each): a larger capacity is refused with 422",
     )
     kubeconfig: Path | None = Field(None, description="kubeconfig file (default: $KUBECONFIG)")
     in_cluster: bool = Field(False, description="use the pod's service account")
@@ -220,6 +235,15 @@ class Settings(BaseSettings):
     )
     log_json: bool = Field(True, description="log JSON lines (off: text)")
 
+    @field_validator("dra_driver")
+    @classmethod
+    def _driver(cls, v: str) -> str:
+        # A DRA driver name is a DNS subdomain of at most 63 characters, as the domain.
+        try:
+            return check_domain(v) if v else v
+        except InvalidValue as e:
+            raise ValueError(str(e).replace("resource domain", "DRA driver")) from None
+
     @field_validator("resource_domain")
     @classmethod
     def _domain(cls, v: str) -> str:
@@ -247,6 +271,11 @@ class Settings(BaseSettings):
     def binds(self) -> bool:
         """Whether the service binds pods (kube-scheduler's bindVerb): the extender mode."""
         return self.mode == "extender"
+
+    @property
+    def dra_driver_name(self) -> str:
+        """The DRA driver the dra mode publishes under."""
+        return self.dra_driver or self.resource_domain
 
     @property
     def hierarchy(self) -> topology.Hierarchy:

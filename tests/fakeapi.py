@@ -141,6 +141,8 @@ class _Kind:
 
 CUSTOM = ("ephemeralresources", "esls")
 _GROUP = ["apis", "escher.io", "v1alpha1"]
+DRA = ("resourceslices", "resourceclaims", "deviceclasses")
+_DRA_GROUP = ["apis", "resource.k8s.io", "v1"]
 
 
 class Cluster:
@@ -149,7 +151,7 @@ class Cluster:
     def __init__(self) -> None:
         self.version = 100
         self.compacted = 0  # watches from a version below this one get 410
-        self.kinds = {n: _Kind() for n in ("nodes", "pods", *CUSTOM)}
+        self.kinds = {n: _Kind() for n in ("nodes", "pods", *CUSTOM, *DRA)}
         self.requests: list[httpx.Request] = []
         self.times: list[float] = []  # the event loop's time of each request
         self.faults: list[_Fault] = []
@@ -242,6 +244,12 @@ class Cluster:
                     return self._watch(parts[3], request)
                 return self._list(parts[3], request)
             return self._custom(request, parts[3], parts[4] if len(parts) > 4 else "", parts[5:])
+        if parts[:3] == _DRA_GROUP and len(parts) >= 4 and parts[3] in DRA:
+            if len(parts) == 4 and request.method == "GET":
+                if request.url.params.get("watch") == "true":
+                    return self._watch(parts[3], request)
+                return self._list(parts[3], request)
+            return self._plain(request, parts[3], parts[4] if len(parts) > 4 else "")
         if parts[:3] == ["api", "v1", "nodes"] and len(parts) >= 4:
             return self._node_status(request, parts[3])
         if parts[-1] == "binding":
@@ -260,7 +268,9 @@ class Cluster:
         return status(404, f"{path} not found")
 
     def _list(self, kind: str, request: httpx.Request) -> httpx.Response:
-        keys = sorted(self.kinds[kind].objects)
+        selected = _selector(request.url.params.get("fieldSelector", ""))
+        objects = self.kinds[kind].objects
+        keys = sorted(k for k, o in objects.items() if selected(o))
         start = int(request.url.params.get("continue") or 0)
         limit = int(request.url.params.get("limit") or len(keys) or 1)
         chunk = keys[start : start + limit]
@@ -274,6 +284,7 @@ class Cluster:
 
     def _watch(self, kind: str, request: httpx.Request) -> httpx.Response | Stream:
         since = int(request.url.params.get("resourceVersion") or 0)
+        selected = _selector(request.url.params.get("fieldSelector", ""))
         if since < self.compacted:
             return status(410, f"too old resource version: {since} ({self.compacted})")
         self._stopped = False
@@ -284,6 +295,8 @@ class Cluster:
                 for version, type_, obj in list(self.kinds[kind].events):
                     if version > sent:
                         sent = version
+                        if not selected(obj):
+                            continue
                         yield json.dumps({"type": type_, "object": obj}).encode()
                 async with self._changed:
                     if self._stopped:
@@ -357,6 +370,31 @@ class Cluster:
             return httpx.Response(200, json=new)
         return httpx.Response(200, json=self._store(kind, name, new, "MODIFIED"))
 
+    def _plain(self, request: httpx.Request, kind: str, name: str) -> httpx.Response:
+        """A cluster-scoped built-in kind: create, get, replace (resourceVersion checked),
+        delete."""
+        objects = self.kinds[kind].objects
+        body = json.loads(request.content) if request.content else {}
+        if request.method == "POST" and not name:
+            name = body["metadata"]["name"]
+            if name in objects:
+                return status(409, f'{kind} "{name}" already exists')
+            body["metadata"]["uid"] = f"uid-{name}-{self.version + 1}"
+            return httpx.Response(201, json=self._store(kind, name, body, "ADDED"))
+        obj = objects.get(name)
+        if obj is None:
+            return status(404, f'{kind} "{name}" not found')
+        if request.method == "GET":
+            return httpx.Response(200, json=obj)
+        if request.method == "DELETE":
+            self.delete(kind, name)
+            return httpx.Response(200, json=obj)
+        wanted = body.get("metadata", {}).get("resourceVersion")
+        if wanted != obj["metadata"]["resourceVersion"]:
+            return status(409, "the object has been modified")
+        body["metadata"]["uid"] = obj["metadata"]["uid"]
+        return httpx.Response(200, json=self._store(kind, name, body, "MODIFIED"))
+
     def _bind(self, request: httpx.Request, namespace: str, name: str) -> httpx.Response:
         binding = json.loads(request.content)
         pod = self.kinds["pods"].objects.get(f"{namespace}/{name}")
@@ -384,6 +422,19 @@ class Cluster:
     async def _notify(self) -> None:
         async with self._changed:
             self._changed.notify_all()
+
+
+def _selector(text: str) -> Callable[[dict[str, Any]], bool]:
+    """A field selector of `a.b=value` terms joined by commas (what the service sends)."""
+    terms = [t.partition("=")[::2] for t in text.split(",") if t]
+
+    def field_of(obj: dict[str, Any], path: str) -> str:
+        value: Any = obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return "" if value is None else str(value)
+
+    return lambda obj: all(field_of(obj, p) == v for p, v in terms if not p.endswith("!"))
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:

@@ -2,11 +2,12 @@
 
 Called by the composition root (extender.service) in the modes that talk to the API
 (settings.kube): pure gets the cluster view, the write-back and, with leader election, the
-elector; the extender mode also the binder, the gate lifter, the nominator, the waker of pods
-turned away, the PodGroup informers that fill the gang declarations index and, when configured, the
-adaptive gang gate's switch; with policy_objects, the object store that keeps policies as
-EphemeralResource and ESL objects. The service wires their callbacks
-(may_write, leadership), runs them and closes them.
+elector; dra the same, with the ResourceSlice publisher as the write-back; the extender mode
+also the binder, the gate lifter, the nominator, the waker of pods turned away, the PodGroup
+informers that fill the gang declarations index and, when configured, the adaptive gang
+gate's switch; with policy_objects, the object store that keeps policies as EphemeralResource
+and ESL objects. The service wires their callbacks (may_write, leadership), runs them and
+closes them.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from extender.adapters.gateswitch import GateSwitch
 from extender.adapters.kubeapi import KubeAPI
 from extender.adapters.leader import LeaderElector, default_identity
 from extender.adapters.lifter import Lifter
+from extender.adapters.nodewriter import NodeWriter
 from extender.adapters.nominator import Nominator
 from extender.adapters.podgroups import PodGroups
 from extender.adapters.policies.esls import BackendFactory
 from extender.adapters.policies.store import ObjectStore
+from extender.adapters.slices import SlicePublisher
 from extender.adapters.view import ClusterView
 from extender.adapters.waker import Waker
 from extender.adapters.writeback import WriteBack
@@ -40,7 +43,7 @@ from extender.store import WaitDurable
 class KubeParts:
     api: KubeAPI
     view: ClusterView
-    writeback: WriteBack
+    writeback: NodeWriter  # Node status (WriteBack), or in mode dra ResourceSlices
     elector: LeaderElector | None  # leader_elect
     binder: Binder | None  # the extender mode, and the three below
     lifter: Lifter | None
@@ -69,17 +72,32 @@ def build(
     api = api or KubeAPI(s.kubeconfig, in_cluster=s.in_cluster, qps=s.kube_qps, burst=s.kube_burst)
     # The markers, on every node while this service answers kube-scheduler's verbs.
     advertised = dict.fromkeys(keys.markers, MARKER_CAPACITY) if s.binds else {}
-    writeback = WriteBack(api, ledger, s, metrics, may_write, advertised)
-    view = ClusterView(
-        api,
-        ledger,
-        keys,
-        events,
-        metrics,
-        adopt=lambda: not may_write(),  # a follower mirrors the nodes; the leader writes them
-        on_node_seen=writeback.node_seen,
-        advertised=advertised,
-    )
+    writeback: NodeWriter
+    if s.mode == "dra":
+        writeback = publisher = SlicePublisher(api, ledger, s, metrics, may_write)
+        ledger.guard = publisher.guard
+        view = ClusterView(
+            api,
+            ledger,
+            keys,
+            events,
+            metrics,
+            adopt=lambda: not may_write(),
+            node_resources=False,
+            on_node_gone=publisher.drifted,  # its slices go with it
+        )
+    else:
+        writeback = status = WriteBack(api, ledger, s, metrics, may_write, advertised)
+        view = ClusterView(
+            api,
+            ledger,
+            keys,
+            events,
+            metrics,
+            adopt=lambda: not may_write(),  # a follower mirrors the nodes; the leader writes
+            on_node_seen=status.node_seen,
+            advertised=advertised,
+        )
     elector = (
         LeaderElector(
             api,

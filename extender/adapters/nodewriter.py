@@ -25,9 +25,11 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from extender.adapters.informer import Informer
 from extender.adapters.kubeapi import ApiError
 from extender.core.ledger import Ledger
 from extender.metrics import Metrics
@@ -80,6 +82,15 @@ class NodeWriter(ABC):
         metrics.writeback_pending.set_function(lambda: len(self.pending_nodes()))
 
     # ---- what a subclass provides ----------------------------------------------------------
+
+    def informers(self) -> Sequence[Informer[Any]]:
+        """What this writer watches of the cluster besides the cluster view (run by the
+        service after `sync`)."""
+        return ()
+
+    async def sync(self) -> None:
+        """Read what the writer needs before the service is ready (after the view's sync)."""
+        return  # the Node status writer learns from the view's node events
 
     @abstractmethod
     async def _converge(self, node: str) -> bool:

@@ -52,6 +52,8 @@ class ClusterView:
         adopt: Callable[[], bool],
         on_node_seen: NodeSeen | None = None,
         advertised: Collection[str] = (),
+        node_resources: bool = True,
+        on_node_gone: Callable[[str], None] | None = None,
     ) -> None:
         self.ledger = ledger
         self.keys = keys
@@ -62,6 +64,10 @@ class ClusterView:
         # The write-back's own keys outside the domain (the markers): reported to it with the
         # domain's, never taken into the ledger.
         self._advertised = frozenset(advertised)
+        # Whether the ephemeral resources live in Node status (off in mode dra: they are
+        # ResourceSlices, and a domain key left on a node is neither adopted nor counted).
+        self._node_resources = node_resources
+        self._on_node_gone = on_node_gone
         self._building = True
         self._pods: set[str] = set()  # uids published as present
         self.nodes = Informer(
@@ -96,6 +102,8 @@ class ClusterView:
         name = node.metadata.name
         if kind == "DELETED":
             self.ledger.remove_node(name)
+            if self._on_node_gone is not None:
+                self._on_node_gone(name)
             return
         physical: dict[str, int] = {}
         ephemeral: dict[str, int] = {}
@@ -113,6 +121,8 @@ class ClusterView:
                     log.warning("node quantity skipped", extra={"node": name, "error": str(e)})
                     continue
             if res.startswith(self.prefix):
+                if not self._node_resources:
+                    continue
                 shown[res] = value
                 if value is not None:
                     ephemeral[res] = value
@@ -123,7 +133,7 @@ class ClusterView:
             for r, t in node.status.capacity.items()
             if r.startswith(self.prefix) or r in self._advertised
         }
-        adopt = self._building or self._adopt()
+        adopt = (self._building or self._adopt()) and self._node_resources
         self.ledger.upsert_node(
             name,
             node.metadata.labels,
@@ -132,13 +142,15 @@ class ClusterView:
             node.spec.taints,
             node.spec.unschedulable,
         )
-        if self._on_node_seen is not None:
+        if self._on_node_seen is not None and self._node_resources:
             self._on_node_seen(name, node.metadata.resource_version, capacity, shown)
 
     def _nodes_listed(self, names: set[str]) -> None:
         for name in set(self.ledger.node_names()) - names:
             log.info("node disappeared while not watched", extra={"node": name})
             self.ledger.remove_node(name)
+            if self._on_node_gone is not None:
+                self._on_node_gone(name)
 
     # ---- pods ----------------------------------------------------------------------------
 

@@ -171,6 +171,9 @@ class Ledger:
         # Nodes whose shown() changed with their holdings (a pod bound beyond a capacity, or
         # one of those leaving): told to the listeners with the next change.
         self._reshown: set[str] = set()
+        # A check of every capacity change before it is applied (mode dra: what ResourceSlices
+        # can publish); raises a core error, and then nothing is changed.
+        self.guard: Callable[[str, Mapping[str, int]], None] | None = None
 
     # ---- observation (no lock) ----------------------------------------------------------
 
@@ -686,6 +689,8 @@ class Ledger:
         """
         if not resource.startswith(self.prefix):
             raise CoreError(f"{resource} is not under {self.prefix} the ledger owns", "name")
+        if self.guard is not None:
+            self.guard(resource, {n: c for n, c in capacity.items() if c})
         with self._lock:
             missing = [n for n in capacity if n not in self._nodes]
             if missing:

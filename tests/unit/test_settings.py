@@ -70,7 +70,7 @@ def test_one_mode_says_what_the_service_talks_to_and_does(
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"mode": "both"}, "Input should be 'standalone', 'pure' or 'extender'"),
+        ({"mode": "both"}, "Input should be 'standalone', 'pure', 'extender' or 'dra'"),
         ({"mode": "standalone", "leader_elect": True}, "leader_elect needs the Kubernetes API"),
         ({"mode": "standalone", "kubernetes_auth": True}, "kubernetes_auth needs the Kubernetes"),
     ],

@@ -25,8 +25,8 @@ from escher_harness.localcluster.paths import scheduler_config_dir
 from escher_harness.localcluster.pki import Pki
 from extender.core.pod import Keys
 
-Mode = Literal["none", "extender", "pure"]
-MODES: Final[tuple[Mode, ...]] = ("none", "extender", "pure")
+Mode = Literal["none", "extender", "pure", "dra"]
+MODES: Final[tuple[Mode, ...]] = ("none", "extender", "pure", "dra")
 
 DEFAULT_RESOURCE_DOMAIN: Final = "escher.io"
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"

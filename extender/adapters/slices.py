@@ -1,0 +1,676 @@
+"""The dra mode's write-back: ephemeral resources published as DRA devices in ResourceSlices.
+
+Kubernetes 1.37 backs extended resources with DRA (KEP-5004, GA): a DeviceClass whose
+`extendedResourceName` is `<domain>/<name>` lets an unmodified pod request `<domain>/<name>:
+1`, and kube-scheduler's DynamicResources plugin allocates one device of that class for it
+(a ResourceClaim it creates for the pod). Here each node's capacity of each resource
+(NodeView.shown, as the Node status write-back writes it) becomes one pool of that many
+devices, `u0`, `u1`, ..., under this service's driver: pool `<node>/<name>`, split into
+slices of at most 128 devices (the API's limit), all carrying the pool's generation and
+slice count, so kube-scheduler uses the pool only once every slice of a new generation is
+there. A device a claim holds is always kept, so lowering a capacity never takes a unit away
+from a pod, and a decrease that raced with kube-scheduler's allocations shows what is held
+until it is released (never over capacity; the rule of NodeView.shown).
+
+Three informers feed it: our slices (the durable truth: adopted by the ledger while it is
+built and on a replica that does not lead, compared with the ledger otherwise), the
+ResourceClaims (which devices are allocated), and the DeviceClasses (ours are created when a
+resource first has capacity and deleted with its last pool; another's class that maps a name
+of the domain, or a slice of our driver we did not write, makes `guard` refuse that
+resource: never adopted, never overwritten). `guard` is the ledger's check before any
+capacity is set: above what `dra_max_slices` slices can hold is refused with 422 naming the
+limit, so nothing is published halfway.
+
+Coalescing, retries, durability and leadership are the engine's
+(extender.adapters.nodewriter). Created by extender.adapters.build in mode dra.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from msgspec import Struct
+
+from extender.adapters.informer import Handler, Informer
+from extender.adapters.kubeapi import ApiError, KubeAPI
+from extender.adapters.nodewriter import NodeWriter
+from extender.core.errors import Conflict, InvalidValue
+from extender.core.ledger import Ledger
+from extender.core.objects import ObjectMeta
+from extender.metrics import Metrics
+from extender.settings import Settings
+
+log = logging.getLogger(__name__)
+
+GROUP = "/apis/resource.k8s.io/v1"
+MAX_DEVICES = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
+MANAGED_BY = ("app.kubernetes.io/managed-by", "escher-extender")
+_CONFLICT_RETRIES = 3
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+# ---- the objects, as far as they are read -------------------------------------------------
+
+
+class _Obj(Struct, rename="camel", frozen=True, gc=False):
+    """Kubernetes JSON: camelCase keys; unknown keys are skipped."""
+
+
+class _Device(_Obj, frozen=True):
+    name: str = ""
+
+
+class _Pool(_Obj, frozen=True):
+    name: str = ""
+    generation: int = 0
+    resource_slice_count: int = 0
+
+
+class _SliceSpec(_Obj, frozen=True):
+    driver: str = ""
+    node_name: str | None = None
+    pool: _Pool = _Pool()
+    devices: list[_Device] = []
+
+
+class ResourceSlice(_Obj, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: _SliceSpec = _SliceSpec()
+
+
+class _Result(_Obj, frozen=True):
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+
+
+class _Devices(_Obj, frozen=True):
+    results: list[_Result] = []
+
+
+class _Allocation(_Obj, frozen=True):
+    devices: _Devices = _Devices()
+
+
+class _ClaimStatus(_Obj, frozen=True):
+    allocation: _Allocation | None = None
+
+
+class ResourceClaim(_Obj, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    status: _ClaimStatus = _ClaimStatus()
+
+
+class _ClassSpec(_Obj, frozen=True):
+    extended_resource_name: str | None = None
+
+
+class DeviceClass(_Obj, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: _ClassSpec = _ClassSpec()
+
+
+# ---- names ----------------------------------------------------------------------------------
+
+
+def dns_name(short: str) -> str:
+    """A resource's name as DNS label characters (DeviceClass and pool names need them):
+    itself when it is one, else lower-cased with `_` and `.` as `-` and a hash of the real
+    name appended, so two names never meet."""
+    if _DNS_LABEL.match(short) and len(short) <= 50:
+        return short
+    base = re.sub(r"[^a-z0-9-]", "-", short.lower()).strip("-")[:40] or "r"
+    return f"{base}-{hashlib.sha256(short.encode()).hexdigest()[:8]}"
+
+
+def pool_name(node: str, short: str) -> str:
+    return f"{node}/{dns_name(short)}"
+
+
+def slice_name(pool: str, index: int) -> str:
+    node, _, res = pool.partition("/")
+    digest = hashlib.sha256(pool.encode()).hexdigest()[:8]
+    return f"{node[:180]}-{res}-{digest}-{index}"
+
+
+def device_names(count: int, allocated: Iterable[str]) -> list[str]:
+    """The devices of a pool of `count` units: every allocated device (kept whatever the
+    count), then `u<i>` names not taken, lowest first, up to `count`; in index order."""
+    names = set(allocated)
+    i = 0
+    while len(names) < count:
+        names.add(f"u{i}")
+        i += 1
+    return sorted(names, key=_index)
+
+
+def _index(device: str) -> tuple[int, str]:
+    digits = device[1:]
+    return (int(digits), "") if device.startswith("u") and digits.isdigit() else (1 << 62, device)
+
+
+# ---- what the cluster shows ---------------------------------------------------------------
+
+
+@dataclass
+class _Seen:
+    """One of our slices as last seen."""
+
+    name: str
+    version: str
+    generation: int
+    count: int  # the pool's resourceSliceCount
+    devices: tuple[str, ...]
+
+
+@dataclass
+class _PoolSeen:
+    node: str
+    resource: str  # full name
+    slices: dict[str, _Seen] = field(default_factory=dict)
+    stale: bool = False
+
+    def current(self) -> list[_Seen]:
+        """The slices of the newest generation (kube-scheduler ignores older ones)."""
+        if not self.slices:
+            return []
+        top = max(s.generation for s in self.slices.values())
+        return [s for s in self.slices.values() if s.generation == top]
+
+    def units(self) -> int:
+        """Devices kube-scheduler sees: 0 while the newest generation is incomplete."""
+        cur = self.current()
+        if not cur or len(cur) < cur[0].count:
+            return 0
+        return sum(len(s.devices) for s in cur)
+
+
+class SlicePublisher(NodeWriter):
+    def __init__(
+        self,
+        api: KubeAPI,
+        ledger: Ledger,
+        settings: Settings,
+        metrics: Metrics,
+        may_write: Callable[[], bool],
+    ) -> None:
+        super().__init__(ledger, settings, metrics, may_write)
+        self._api = api
+        self.driver = settings.dra_driver_name
+        self.max_capacity = settings.dra_max_slices * MAX_DEVICES
+        self._prefix = ledger.prefix
+        self._domain = settings.resource_domain
+        self._building = True
+        self._pools: dict[str, _PoolSeen] = {}  # pool name -> what the cluster shows
+        self._node_pools: dict[str, set[str]] = {}  # node -> its pool names
+        self._foreign: dict[str, str] = {}  # pool name -> slice of our driver not ours
+        self._claims: dict[str, tuple[tuple[str, str], ...]] = {}  # uid -> (pool, device)
+        self._allocated: dict[str, dict[str, int]] = {}  # pool -> device -> claims holding
+        self._classes: dict[str, DeviceClass] = {}  # class name -> class
+        self._mapped: dict[str, str] = {}  # extended resource name -> class name (not ours)
+        selector = f"spec.driver={self.driver}"
+        self.slices = Informer(
+            api,
+            "resourceslices",
+            f"{GROUP}/resourceslices",
+            ResourceSlice,
+            Handler(self._slice, self._slices_listed, lambda s: s.metadata.name),
+            metrics,
+            field_selector=selector,
+        )
+        self.claims = Informer(
+            api,
+            "resourceclaims",
+            f"{GROUP}/resourceclaims",
+            ResourceClaim,
+            Handler(self._claim, self._claims_listed, lambda c: c.metadata.uid),
+            metrics,
+        )
+        self.classes = Informer(
+            api,
+            "deviceclasses",
+            f"{GROUP}/deviceclasses",
+            DeviceClass,
+            Handler(self._class, self._classes_listed, lambda c: c.metadata.name),
+            metrics,
+        )
+
+    def informers(self) -> Sequence[Informer[Any]]:
+        return (self.classes, self.claims, self.slices)
+
+    async def sync(self) -> None:
+        """List classes, claims and slices; the slices' capacities go into the ledger (the
+        nodes are in it already: the cluster view synced first)."""
+        self._building = True
+        for informer in self.informers():
+            await informer.sync()
+        self._building = False
+
+    # ---- the ledger's guard ------------------------------------------------------------------
+
+    def guard(self, resource: str, capacity: Mapping[str, int]) -> None:
+        """Refuse a capacity this mode cannot publish, before anything is changed."""
+        over = sorted((n, c) for n, c in capacity.items() if c > self.max_capacity)
+        if over:
+            node, cap = over[0]
+            raise InvalidValue(
+                f"capacity {cap} of {resource} on node {node} is above {self.max_capacity}, "
+                f"the most mode dra publishes per node: {self._settings.dra_max_slices} "
+                f"ResourceSlices (dra_max_slices) of {MAX_DEVICES} devices; nothing was changed",
+                "capacity",
+            )
+        theirs = self._mapped.get(resource)
+        if theirs is not None:
+            raise Conflict(
+                f"DeviceClass {theirs} (not written by escher-extender) already maps "
+                f"{resource}: pods asking for it would get its devices, so none are "
+                "published under that name; delete that class or choose another name",
+                "name",
+            )
+        short = resource[len(self._prefix) :]
+        for node in capacity:
+            pool = pool_name(node, short)
+            other = self._foreign.get(pool)
+            if other is not None:
+                raise Conflict(
+                    f"ResourceSlice {other} of driver {self.driver} (not written by this "
+                    f"service) already publishes pool {pool}; nothing was changed",
+                    "name",
+                )
+            if len(pool) > 253:
+                raise InvalidValue(
+                    f"pool name {pool[:64]}... is longer than 253 characters: node and "
+                    "resource names too long for mode dra",
+                    "name",
+                )
+
+    # ---- informer events -----------------------------------------------------------------------
+
+    def _slice(self, kind: str, s: ResourceSlice) -> None:
+        meta, spec = s.metadata, s.spec
+        pool = spec.pool.name
+        ours = meta.labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
+        if not ours:
+            if kind == "DELETED":
+                self._foreign.pop(pool, None)
+            else:
+                self._foreign[pool] = meta.name
+                log.warning(
+                    "ResourceSlice of our driver not written by us: left alone, its pool refused",
+                    extra={"slice": meta.name, "pool": pool},
+                )
+            return
+        resource = meta.labels.get(self._resource_label, "")
+        node = spec.node_name or ""
+        if not node or not resource:
+            return
+        seen = self._pools.get(pool)
+        if kind == "DELETED":
+            if seen is not None:
+                seen.slices.pop(meta.name, None)
+                if not seen.slices:
+                    self._drop_pool(pool)
+        else:
+            if seen is None:
+                seen = self._pools[pool] = _PoolSeen(node, self._prefix + resource)
+                self._node_pools.setdefault(node, set()).add(pool)
+            seen.slices[meta.name] = _seen(s)
+        self._compare(node)
+
+    def _slices_listed(self, names: set[str]) -> None:
+        for pool, seen in list(self._pools.items()):
+            for name in list(seen.slices):
+                if name not in names:
+                    del seen.slices[name]
+            if not seen.slices:
+                self._drop_pool(pool)
+                self._compare(seen.node)
+
+    def _drop_pool(self, pool: str) -> None:
+        seen = self._pools.pop(pool, None)
+        if seen is not None:
+            pools = self._node_pools.get(seen.node)
+            if pools is not None:
+                pools.discard(pool)
+                if not pools:
+                    del self._node_pools[seen.node]
+
+    def _compare(self, node: str) -> None:
+        """The cluster changed for `node`: mirror it while building or following, else
+        re-assert the ledger where it differs."""
+        shown = self._shown(node)
+        if self._building or not self._may_write():
+            self._ledger.adopt(node, shown)
+            return
+        view = self._ledger.node(node)
+        if view is not None and view.shown() != shown:
+            self.drifted(node)
+
+    def _claim(self, kind: str, c: ResourceClaim) -> None:
+        uid = c.metadata.uid
+        old = self._claims.pop(uid, ())
+        for pool, device in old:
+            self._unhold(pool, device)
+        alloc = c.status.allocation
+        if kind == "DELETED" or alloc is None:
+            self._released(old)
+            return
+        held = tuple((r.pool, r.device) for r in alloc.devices.results if r.driver == self.driver)
+        if held:
+            self._claims[uid] = held
+            for pool, device in held:
+                per = self._allocated.setdefault(pool, {})
+                per[device] = per.get(device, 0) + 1
+        self._released(tuple(set(old) - set(held)))
+
+    def _unhold(self, pool: str, device: str) -> None:
+        per = self._allocated.get(pool)
+        if per is None:
+            return
+        left = per.get(device, 0) - 1
+        if left > 0:
+            per[device] = left
+        else:
+            per.pop(device, None)
+            if not per:
+                del self._allocated[pool]
+
+    def _released(self, devices: Iterable[tuple[str, str]]) -> None:
+        # A device kept only because a claim held it may go now: look at its node again.
+        for pool in {p for p, _ in devices}:
+            seen = self._pools.get(pool)
+            if seen is not None and not self._building and self._may_write():
+                self.drifted(seen.node)
+
+    def _claims_listed(self, uids: set[str]) -> None:
+        for uid in list(self._claims):
+            if uid not in uids:
+                held = self._claims.pop(uid)
+                for pool, device in held:
+                    self._unhold(pool, device)
+                self._released(held)
+
+    def _class(self, kind: str, c: DeviceClass) -> None:
+        name = c.metadata.name
+        self._forget_class(name)
+        if kind == "DELETED":
+            return
+        self._classes[name] = c
+        mapped = c.spec.extended_resource_name
+        if mapped and mapped.startswith(self._prefix) and not _ours(c.metadata):
+            self._mapped[mapped] = name
+
+    def _forget_class(self, name: str) -> None:
+        old = self._classes.pop(name, None)
+        mapped = old.spec.extended_resource_name if old is not None else None
+        if mapped and self._mapped.get(mapped) == name:
+            del self._mapped[mapped]
+
+    def _classes_listed(self, names: set[str]) -> None:
+        for name in list(self._classes):
+            if name not in names:
+                self._forget_class(name)
+
+    # ---- NodeWriter ----------------------------------------------------------------------------
+
+    @property
+    def _resource_label(self) -> str:
+        return f"{self._domain}/resource"
+
+    def _shown(self, node: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for pool in self._node_pools.get(node, ()):
+            seen = self._pools[pool]
+            units = seen.units()
+            if units:
+                out[seen.resource] = units
+        return out
+
+    def _last_known(self, node: str) -> Mapping[str, int] | None:
+        return self._shown(node) if node in self._node_pools else None
+
+    def _forget(self, node: str) -> None:
+        pass  # a node's pools leave with their slices' delete events
+
+    def _stale(self, node: str) -> None:
+        for pool in self._node_pools.get(node, ()):
+            self._pools[pool].stale = True
+
+    async def _converge(self, node: str) -> bool:
+        view = self._ledger.node(node)
+        desired = view.shown() if view is not None else {}
+        resources = set(desired) | {self._pools[p].resource for p in self._node_pools.get(node, ())}
+        wrote = False
+        for resource in sorted(resources):
+            wrote |= await self._publish(node, resource, desired.get(resource, 0))
+        return wrote
+
+    async def _publish(self, node: str, resource: str, count: int) -> bool:
+        short = resource[len(self._prefix) :]
+        pool = pool_name(node, short)
+        if pool in self._foreign:
+            return False  # refused by the guard; never overwritten
+        wrote = False
+        for _ in range(_CONFLICT_RETRIES + 1):
+            seen = self._pools.get(pool)
+            if seen is not None and seen.stale:
+                await self._reread(node)
+                seen = self._pools.get(pool)
+            try:
+                return await self._publish_once(node, resource, short, pool, count, seen) or wrote
+            except ApiError as e:
+                if e.status != 409:
+                    raise
+                wrote = True
+                await self._reread(node)
+        return wrote
+
+    async def _publish_once(
+        self,
+        node: str,
+        resource: str,
+        short: str,
+        pool: str,
+        count: int,
+        seen: _PoolSeen | None,
+    ) -> bool:
+        existing = dict(seen.slices) if seen is not None else {}
+        if count == 0:
+            for s in existing.values():
+                self._check_leading()
+                await self._delete(f"{GROUP}/resourceslices/{s.name}", f"deleting slice {s.name}")
+                self._forget_slice(pool, s.name)
+            if existing and not self._ledger.has_resource(resource):
+                await self._delete_class(short)
+            return bool(existing)
+        devices = device_names(count, self._allocated.get(pool, {}))
+        chunks = [devices[i : i + MAX_DEVICES] for i in range(0, len(devices), MAX_DEVICES)]
+        names = [slice_name(pool, i) for i in range(len(chunks))]
+        if seen is not None and _unchanged(seen, names, chunks):
+            return False
+        await self._ensure_class(short, resource)
+        generation = max((s.generation for s in existing.values()), default=0) + 1
+        for name, chunk in zip(names, chunks, strict=True):
+            body = self._slice_body(name, node, short, pool, generation, len(chunks), chunk)
+            self._check_leading()
+            old = existing.get(name)
+            if old is None:
+                reply = await self._api.request(
+                    "POST",
+                    f"{GROUP}/resourceslices",
+                    body=msgspec.json.encode(body),
+                    content_type="application/json",
+                    what=f"creating slice {name}",
+                )
+            else:
+                body["metadata"]["resourceVersion"] = old.version
+                reply = await self._api.request(
+                    "PUT",
+                    f"{GROUP}/resourceslices/{name}",
+                    body=msgspec.json.encode(body),
+                    content_type="application/json",
+                    what=f"updating slice {name}",
+                )
+            self._slice("MODIFIED", msgspec.json.decode(reply, type=ResourceSlice))
+        for name in sorted(set(existing) - set(names)):
+            self._check_leading()
+            await self._delete(f"{GROUP}/resourceslices/{name}", f"deleting slice {name}")
+            self._forget_slice(pool, name)
+        return True
+
+    def _slice_body(
+        self,
+        name: str,
+        node: str,
+        short: str,
+        pool: str,
+        generation: int,
+        count: int,
+        devices: list[str],
+    ) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {
+                "name": name,
+                "labels": {MANAGED_BY[0]: MANAGED_BY[1], self._resource_label: short},
+            },
+            "spec": {
+                "driver": self.driver,
+                "nodeName": node,
+                "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
+                "devices": [
+                    {"name": d, "attributes": {"resource": {"string": short}}} for d in devices
+                ],
+            },
+        }
+
+    def _forget_slice(self, pool: str, name: str) -> None:
+        seen = self._pools.get(pool)
+        if seen is not None:
+            seen.slices.pop(name, None)
+            if not seen.slices:
+                self._drop_pool(pool)
+
+    async def _reread(self, node: str) -> None:
+        """List the node's slices of our driver afresh (after a conflict or a failure)."""
+        reply = await self._api.request(
+            "GET",
+            f"{GROUP}/resourceslices",
+            params={"fieldSelector": f"spec.nodeName={node},spec.driver={self.driver}"},
+            what=f"listing slices of node {node}",
+        )
+        page = msgspec.json.decode(reply, type=_SliceList)
+        for pool in list(self._node_pools.get(node, ())):
+            self._drop_pool(pool)
+        building = self._building
+        self._building = False  # a re-read is not an adoption
+        try:
+            for s in page.items:
+                if s.metadata.labels.get(MANAGED_BY[0]) == MANAGED_BY[1]:
+                    pool = s.spec.pool.name
+                    resource = s.metadata.labels.get(self._resource_label, "")
+                    if resource:
+                        seen = self._pools.setdefault(
+                            pool, _PoolSeen(node, self._prefix + resource)
+                        )
+                        self._node_pools.setdefault(node, set()).add(pool)
+                        seen.slices[s.metadata.name] = _seen(s)
+        finally:
+            self._building = building
+
+    async def _delete(self, path: str, what: str) -> None:
+        try:
+            await self._api.request("DELETE", path, what=what)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+    # ---- device classes ------------------------------------------------------------------------
+
+    def class_name(self, short: str) -> str:
+        return f"{dns_name(short)}.{self._domain}"
+
+    async def _ensure_class(self, short: str, resource: str) -> None:
+        name = self.class_name(short)
+        known = self._classes.get(name)
+        if known is not None and _ours(known.metadata):
+            return
+        if known is not None:
+            raise ApiError(409, f"DeviceClass {name} exists and is not ours", f"class {name}")
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name, "labels": {MANAGED_BY[0]: MANAGED_BY[1]}},
+            "spec": {
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": f'device.driver == "{self.driver}" && '
+                            f'device.attributes["{self.driver}"].resource == "{short}"'
+                        }
+                    }
+                ],
+                "extendedResourceName": resource,
+            },
+        }
+        self._check_leading()
+        try:
+            reply = await self._api.request(
+                "POST",
+                f"{GROUP}/deviceclasses",
+                body=msgspec.json.encode(body),
+                content_type="application/json",
+                what=f"creating device class {name}",
+            )
+        except ApiError as e:
+            if e.status != 409:
+                raise
+            reply = await self._api.request(
+                "GET", f"{GROUP}/deviceclasses/{name}", what=f"reading device class {name}"
+            )
+        self._class("ADDED", msgspec.json.decode(reply, type=DeviceClass))
+
+    async def _delete_class(self, short: str) -> None:
+        name = self.class_name(short)
+        known = self._classes.get(name)
+        if known is None or not _ours(known.metadata):
+            return
+        self._check_leading()
+        await self._delete(f"{GROUP}/deviceclasses/{name}", f"deleting device class {name}")
+        self._forget_class(name)
+
+
+class _SliceList(Struct, frozen=True, gc=False):
+    items: list[ResourceSlice] = []
+
+
+def _unchanged(seen: _PoolSeen, names: list[str], chunks: list[list[str]]) -> bool:
+    """Whether the pool shows exactly these slices (one generation, complete) and devices."""
+    current = {s.name: s for s in seen.current()}
+    if set(seen.slices) != set(names) or len(current) != len(names):
+        return False
+    return all(
+        current[n].count == len(names) and current[n].devices == tuple(c)
+        for n, c in zip(names, chunks, strict=True)
+    )
+
+
+def _ours(meta: ObjectMeta) -> bool:
+    return meta.labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
+
+
+def _seen(s: ResourceSlice) -> _Seen:
+    return _Seen(
+        s.metadata.name,
+        s.metadata.resource_version,
+        s.spec.pool.generation,
+        s.spec.pool.resource_slice_count,
+        tuple(d.name for d in s.spec.devices),
+    )

@@ -1,0 +1,350 @@
+"""The dra mode's write-back (extender.adapters.slices) against an API server holding
+ResourceSlices, ResourceClaims and DeviceClasses (fakeapi.Cluster): a capacity becomes a pool
+of devices in slices of at most 128 under one generation, a DeviceClass maps the resource
+name, allocated devices survive a decrease, the guard refuses what cannot be published (and
+another's class or slice) before anything changes, slices are adopted while the ledger is
+built, and drift is re-asserted. The naming helpers are table-tested."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeapi import Cluster, connected
+
+from extender.adapters.slices import (
+    MANAGED_BY,
+    SlicePublisher,
+    device_names,
+    dns_name,
+    pool_name,
+)
+from extender.core.errors import Conflict, InvalidValue
+from extender.core.ledger import Ledger
+from extender.metrics import Metrics
+from extender.settings import Settings
+
+R = "escher.io/r"
+NODES = ("n0", "n1")
+
+
+@dataclass
+class Setup:
+    cluster: Cluster
+    ledger: Ledger
+    publisher: SlicePublisher
+    leading: list[bool]
+
+    def slices(self, node: str = "n0", resource: str = "r") -> list[dict[str, Any]]:
+        """The node's slices of `resource` in the cluster, by name."""
+        objs = self.cluster.kinds["resourceslices"].objects
+        return [
+            objs[k]
+            for k in sorted(objs)
+            if objs[k]["spec"]["nodeName"] == node
+            and objs[k]["spec"]["pool"]["name"] == pool_name(node, resource)
+        ]
+
+    def devices(self, node: str = "n0", resource: str = "r") -> list[str]:
+        return [d["name"] for s in self.slices(node, resource) for d in s["spec"]["devices"]]
+
+    async def durable(self, timeout: float = 5.0) -> bool:
+        return await self.publisher.wait_durable(self.ledger.version, NODES, timeout)
+
+    def claim(self, uid: str, *devices: tuple[str, str]) -> None:
+        """A ResourceClaim kube-scheduler allocated: (pool, device) of our driver."""
+        results = [
+            {"request": "r", "driver": "escher.io", "pool": p, "device": d} for p, d in devices
+        ]
+        self.cluster.put(
+            "resourceclaims",
+            uid,
+            {
+                "metadata": {"name": uid, "namespace": "default", "uid": uid},
+                "status": {"allocation": {"devices": {"results": results}}},
+            },
+        )
+
+
+def ours(
+    name: str, node: str, resource: str, devices: list[str], gen: int = 1, count: int = 1
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {MANAGED_BY[0]: MANAGED_BY[1], "escher.io/resource": resource},
+        },
+        "spec": {
+            "driver": "escher.io",
+            "nodeName": node,
+            "pool": {
+                "name": pool_name(node, resource),
+                "generation": gen,
+                "resourceSliceCount": count,
+            },
+            "devices": [{"name": d} for d in devices],
+        },
+    }
+
+
+@contextlib.asynccontextmanager
+async def running(
+    tmp_path: Path, before: Callable[[Cluster], None] | None = None, max_slices: int = 16
+) -> AsyncIterator[Setup]:
+    cluster = Cluster()
+    if before is not None:
+        before(cluster)
+    ledger = Ledger("escher.io")
+    for n in NODES:
+        ledger.upsert_node(n, {}, {"cpu": 4000, "pods": 110}, None, ())
+    config = Settings(
+        mode="dra",
+        dra_max_slices=max_slices,
+        writeback_coalesce_seconds=0.02,
+        writeback_backoff_initial_seconds=0.05,
+        writeback_backoff_max_seconds=0.4,
+    )
+    leading = [True]
+    async with connected(cluster, tmp_path) as api:
+        pub = SlicePublisher(api, ledger, config, Metrics(), lambda: leading[0])
+        ledger.guard = pub.guard
+        await pub.sync()
+        tasks = [asyncio.create_task(pub.run())]
+        tasks += [asyncio.create_task(i.run()) for i in pub.informers()]
+        try:
+            yield Setup(cluster, ledger, pub, leading)
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+
+
+def scenario(tmp_path: Path, body: Callable[[Setup], Any], **kw: Any) -> None:
+    async def run() -> None:
+        async with running(tmp_path, **kw) as s:
+            await body(s)
+
+    asyncio.run(run())
+
+
+async def settled(s: Setup, check: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "not settled"
+        await asyncio.sleep(0.02)
+
+
+def test_a_capacity_becomes_a_pool_of_devices_and_a_device_class_maps_the_name(
+    tmp_path: Path,
+) -> None:
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 3})
+        assert await s.durable()
+        (one,) = s.slices()
+        assert one["spec"]["pool"] == {"name": "n0/r", "generation": 1, "resourceSliceCount": 1}
+        assert s.devices() == ["u0", "u1", "u2"]
+        assert one["spec"]["devices"][0]["attributes"] == {"resource": {"string": "r"}}
+        cls = s.cluster.kinds["deviceclasses"].objects["r.escher.io"]
+        assert cls["spec"]["extendedResourceName"] == R
+        assert 'device.attributes["escher.io"].resource == "r"' in str(cls["spec"]["selectors"])
+        assert s.slices("n1") == []
+
+    scenario(tmp_path, body)
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "sizes"),
+    [
+        (300, 100, [100]),  # three slices, then one: the others deleted
+        (100, 300, [128, 128, 44]),
+        (128, 129, [128, 1]),
+        (5, 2, [2]),
+    ],
+)
+def test_a_pool_spans_slices_of_128_under_one_generation(
+    tmp_path: Path, first: int, then: int, sizes: list[int]
+) -> None:
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": first})
+        assert await s.durable()
+        gen = s.slices()[0]["spec"]["pool"]["generation"]
+        s.ledger.set_capacity(R, {"n0": then})
+        assert await s.durable()
+        got = s.slices()
+        assert [len(x["spec"]["devices"]) for x in got] == sizes
+        assert {x["spec"]["pool"]["generation"] for x in got} == {gen + 1}
+        assert {x["spec"]["pool"]["resourceSliceCount"] for x in got} == {len(sizes)}
+        assert len(set(s.devices())) == then
+
+    scenario(tmp_path, body)
+
+
+def test_a_decrease_keeps_every_device_a_claim_holds(tmp_path: Path) -> None:
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 200})
+        assert await s.durable()
+        s.claim("c1", ("n0/r", "u150"))
+        s.claim("c2", ("n0/r", "u7"), ("other/pool", "u1"))
+        await settled(s, lambda: "n0/r" in s.publisher._allocated)
+        s.ledger.set_capacity(R, {"n0": 4})
+        assert await s.durable()
+        assert s.devices() == ["u0", "u1", "u7", "u150"]
+        # The claim released: its device is not kept for it any more.
+        s.cluster.delete("resourceclaims", "c1")
+        await settled(s, lambda: "u150" not in s.devices())
+        assert s.devices() == ["u0", "u1", "u2", "u7"]
+
+    scenario(tmp_path, body)
+
+
+def test_what_a_pool_cannot_hold_is_refused_naming_the_limit_and_nothing_is_published(
+    tmp_path: Path,
+) -> None:
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 2})
+        assert await s.durable()
+        version = s.ledger.version
+        with pytest.raises(InvalidValue, match=r"above 256.*2 ResourceSlices") as e:
+            s.ledger.set_capacity(R, {"n0": 3, "n1": 257})
+        assert e.value.field == "capacity"
+        assert s.ledger.version == version and s.ledger.node("n0").ephemeral == {R: 2}  # type: ignore[union-attr]
+        s.ledger.set_capacity(R, {"n1": 256})  # exactly the limit
+        assert await s.durable()
+        assert len(s.slices("n1")) == 2
+
+    scenario(tmp_path, body, max_slices=2)
+
+
+def foreign_class(cluster: Cluster) -> None:
+    cluster.put(
+        "deviceclasses",
+        "gpu.vendor.example",
+        {
+            "metadata": {"name": "gpu.vendor.example"},
+            "spec": {"extendedResourceName": "escher.io/taken"},
+        },
+    )
+
+
+def foreign_slice(cluster: Cluster) -> None:
+    slice_ = ours("theirs", "n1", "r", ["d0"])
+    del slice_["metadata"]["labels"][MANAGED_BY[0]]
+    cluster.put("resourceslices", "theirs", slice_)
+
+
+@pytest.mark.parametrize(
+    ("before", "resource", "node", "match"),
+    [
+        (foreign_class, "escher.io/taken", "n0", "DeviceClass gpu.vendor.example"),
+        (foreign_slice, R, "n1", "ResourceSlice theirs of driver escher.io"),
+    ],
+)
+def test_another_writers_class_or_slice_is_refused_never_adopted_or_overwritten(
+    tmp_path: Path, before: Callable[[Cluster], None], resource: str, node: str, match: str
+) -> None:
+    async def body(s: Setup) -> None:
+        objects = {k: dict(v.objects) for k, v in s.cluster.kinds.items()}
+        with pytest.raises(Conflict, match=match) as e:
+            s.ledger.set_capacity(resource, {node: 1})
+        assert e.value.field == "name"
+        assert s.ledger.node(node).ephemeral == {}  # type: ignore[union-attr]
+        await asyncio.sleep(0.1)
+        assert {k: dict(v.objects) for k, v in s.cluster.kinds.items()} == objects
+        s.ledger.set_capacity(R if resource != R else "escher.io/free", {node: 1})
+        assert await s.durable()  # other names and nodes are published as usual
+        assert s.cluster.kinds["resourceslices"].objects.get("theirs") == objects[
+            "resourceslices"
+        ].get("theirs")
+
+    scenario(tmp_path, body, before=before)
+
+
+def test_slices_are_the_truth_while_the_ledger_is_built_an_incomplete_pool_counts_nothing(
+    tmp_path: Path,
+) -> None:
+    def before(cluster: Cluster) -> None:
+        cluster.put("resourceslices", "a", ours("a", "n0", "r", ["u0", "u1", "u2"]))
+        # A pool of two slices of which one is there: kube-scheduler would not use it.
+        cluster.put("resourceslices", "b", ours("b", "n1", "r", ["u0"], count=2))
+
+    async def body(s: Setup) -> None:
+        assert s.ledger.node("n0").ephemeral == {R: 3}  # type: ignore[union-attr]
+        assert s.ledger.node("n1").ephemeral == {}  # type: ignore[union-attr]
+
+    scenario(tmp_path, body, before=before)
+
+
+def test_drift_is_re_asserted_and_a_follower_mirrors_instead(tmp_path: Path) -> None:
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 3})
+        assert await s.durable()
+        (one,) = s.slices()
+        s.cluster.delete("resourceslices", one["metadata"]["name"])
+        await settled(s, lambda: s.devices() == ["u0", "u1", "u2"])
+        s.leading[0] = False
+        (one,) = s.slices()
+        s.cluster.put(
+            "resourceslices",
+            one["metadata"]["name"],
+            ours(one["metadata"]["name"], "n0", "r", ["u0"], gen=9),
+        )
+        await settled(s, lambda: s.ledger.node("n0").ephemeral == {R: 1})  # type: ignore[union-attr]
+
+    scenario(tmp_path, body)
+
+
+def test_a_removed_resource_takes_its_slices_and_its_class_with_it(tmp_path: Path) -> None:
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 3, "n1": 200})
+        assert await s.durable()
+        s.ledger.set_capacity(R, {"n0": 0})
+        assert await s.durable()
+        assert s.slices("n0") == [] and len(s.slices("n1")) == 2
+        assert "r.escher.io" in s.cluster.kinds["deviceclasses"].objects
+        s.ledger.remove_resource(R)
+        assert await s.durable()
+        assert s.cluster.kinds["resourceslices"].objects == {}
+        await settled(s, lambda: "r.escher.io" not in s.cluster.kinds["deviceclasses"].objects)
+
+    scenario(tmp_path, body)
+
+
+@pytest.mark.parametrize(
+    ("count", "allocated", "want"),
+    [
+        (0, [], []),
+        (3, [], ["u0", "u1", "u2"]),
+        (3, ["u1"], ["u0", "u1", "u2"]),
+        (2, ["u5", "u9"], ["u5", "u9"]),
+        (1, ["u5", "u9"], ["u5", "u9"]),  # held devices stay, whatever the count
+        (3, ["x"], ["u0", "u1", "x"]),  # a name we would not choose, kept last
+    ],
+)
+def test_device_names(count: int, allocated: list[str], want: list[str]) -> None:
+    assert device_names(count, allocated) == want
+
+
+@pytest.mark.parametrize(
+    ("short", "want"),
+    [
+        ("slot", "slot"),
+        ("gang-a-b", "gang-a-b"),
+        ("GPU_slot", "gpu-slot-"),  # + a hash of the real name
+        ("a.b", "a-b-"),
+    ],
+)
+def test_dns_name(short: str, want: str) -> None:
+    got = dns_name(short)
+    assert (
+        got == want
+        if not want.endswith("-")
+        else got.startswith(want) and len(got) == len(want) + 8
+    )
+    assert dns_name("GPU_slot") != dns_name("gpu-slot")
