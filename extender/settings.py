@@ -75,8 +75,8 @@ class Settings(BaseSettings):
         16,
         ge=1,
         le=1024,
-        description="mode dra: ResourceSlices per node and resource at most (128 devices "
-        "each): a larger capacity is refused with 422",
+        description="mode dra: ResourceSlices per node and resource at most (a pool of one "
+        "slice of 128 devices each): a larger capacity is refused with 422",
     )
     kubeconfig: Path | None = Field(None, description="kubeconfig file (default: $KUBECONFIG)")
     in_cluster: bool = Field(False, description="use the pod's service account")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the local control plane's binaries (etcd, kube-apiserver, kube-scheduler),
+# Builds the local control plane's binaries (etcd, kube-apiserver, kube-scheduler, and
+# kube-controller-manager: mode dra needs its garbage collector and resource-claim controller),
 # kubectl (for the deploy/ manifests' tests) and the kwok controller (the fake
 # nodes' kubelets) from the Go modules pinned in hack/etcd, hack/kubernetes and
 # hack/kwok, into $ESCHER_CACHE_DIR/bin (hack/lib.sh). A stamp file records what
@@ -11,7 +12,7 @@ require_go build-binaries 1.26
 
 want=$(stamp_of "$repo"/hack/{kubernetes,etcd,kwok}/go.{mod,sum} "$repo/hack/build-binaries.sh")
 if [[ -f $bin/.stamp && $(cat "$bin/.stamp") == "$want" ]] &&
-   [[ -x $bin/etcd && -x $bin/kube-apiserver && -x $bin/kube-scheduler && -x $bin/kubectl && -x $bin/kwok ]]; then
+   [[ -x $bin/etcd && -x $bin/kube-apiserver && -x $bin/kube-scheduler && -x $bin/kube-controller-manager && -x $bin/kubectl && -x $bin/kwok ]]; then
   echo "build-binaries: up to date in $bin"
   exit 0
 fi
@@ -24,6 +25,7 @@ total=$SECONDS
 go_build build-binaries "$repo/hack/etcd" . "$bin/etcd" "-s -w"
 go_build build-binaries "$k8s" k8s.io/kubernetes/cmd/kube-scheduler "$bin/kube-scheduler" "$ldk"
 go_build build-binaries "$k8s" k8s.io/kubernetes/cmd/kube-apiserver "$bin/kube-apiserver" "$ldk"
+go_build build-binaries "$k8s" k8s.io/kubernetes/cmd/kube-controller-manager "$bin/kube-controller-manager" "$ldk"
 go_build build-binaries "$k8s" k8s.io/kubernetes/cmd/kubectl "$bin/kubectl" "$ldk"
 go_build build-binaries "$repo/hack/kwok" sigs.k8s.io/kwok/cmd/kwok "$bin/kwok" "-s -w"
 echo "$want" > "$bin/.stamp"

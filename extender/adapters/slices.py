@@ -4,13 +4,16 @@ Kubernetes 1.37 backs extended resources with DRA (KEP-5004, GA): a DeviceClass 
 `extendedResourceName` is `<domain>/<name>` lets an unmodified pod request `<domain>/<name>:
 1`, and kube-scheduler's DynamicResources plugin allocates one device of that class for it
 (a ResourceClaim it creates for the pod). Here each node's capacity of each resource
-(NodeView.shown, as the Node status write-back writes it) becomes one pool of that many
-devices, `u0`, `u1`, ..., under this service's driver: pool `<node>/<name>`, split into
-slices of at most 128 devices (the API's limit), all carrying the pool's generation and
-slice count, so kube-scheduler uses the pool only once every slice of a new generation is
-there. A device a claim holds is always kept, so lowering a capacity never takes a unit away
-from a pod, and a decrease that raced with kube-scheduler's allocations shows what is held
-until it is released (never over capacity; the rule of NodeView.shown).
+(NodeView.shown, as the Node status write-back writes it) becomes that many devices, `u0`,
+`u1`, ..., under this service's driver, device `u<k>` in pool `<node>/<name>/<k // 128>`, each
+pool one slice (128 devices is the API's limit per slice). One slice per pool because
+kube-scheduler skips a pool whose newest generation is not complete: a pool of several slices
+would be unusable from the first slice rewritten to the last. A change rewrites only the pools
+it changes, and a device never moves between pools. A device a claim holds is always kept, so
+lowering a capacity never takes a unit away from a pod (kube-scheduler counts free devices as
+those published minus those claimed), and a decrease that raced with kube-scheduler's
+allocations shows what is held until it is released (never over capacity; the rule of
+NodeView.shown).
 
 Three informers feed it: our slices (the durable truth: adopted by the ledger while it is
 built and on a replica that does not lead, compared with the ledger otherwise), the
@@ -18,7 +21,7 @@ ResourceClaims (which devices are allocated), and the DeviceClasses (ours are cr
 resource first has capacity and deleted with its last pool; another's class that maps a name
 of the domain, or a slice of our driver we did not write, makes `guard` refuse that
 resource: never adopted, never overwritten). `guard` is the ledger's check before any
-capacity is set: above what `dra_max_slices` slices can hold is refused with 422 naming the
+capacity is set: above what `dra_max_slices` pools can hold is refused with 422 naming the
 limit, so nothing is published halfway.
 
 Coalescing, retries, durability and leadership are the engine's
@@ -129,14 +132,26 @@ def dns_name(short: str) -> str:
     return f"{base}-{hashlib.sha256(short.encode()).hexdigest()[:8]}"
 
 
-def pool_name(node: str, short: str) -> str:
+def group_name(node: str, short: str) -> str:
+    """The pools of one node's resource share this prefix: `<node>/<name>`."""
     return f"{node}/{dns_name(short)}"
 
 
-def slice_name(pool: str, index: int) -> str:
-    node, _, res = pool.partition("/")
+def pool_name(node: str, short: str, index: int = 0) -> str:
+    """Pool `index` of a node's resource: devices u<128*index> .. u<128*index+127>."""
+    return f"{group_name(node, short)}/{index}"
+
+
+def slice_name(pool: str) -> str:
+    """The one slice of a pool (a DNS subdomain, unique per pool)."""
+    node, _, rest = pool.partition("/")
     digest = hashlib.sha256(pool.encode()).hexdigest()[:8]
-    return f"{node[:180]}-{res}-{digest}-{index}"
+    return f"{node[:180]}-{rest.replace('/', '-')}-{digest}"
+
+
+def pool_of(device: str) -> int:
+    """The pool index a device name belongs in (foreign names: the last possible)."""
+    return _index(device)[0] // MAX_DEVICES
 
 
 def device_names(count: int, allocated: Iterable[str]) -> list[str]:
@@ -211,7 +226,8 @@ class SlicePublisher(NodeWriter):
         self._node_pools: dict[str, set[str]] = {}  # node -> its pool names
         self._foreign: dict[str, str] = {}  # pool name -> slice of our driver not ours
         self._claims: dict[str, tuple[tuple[str, str], ...]] = {}  # uid -> (pool, device)
-        self._allocated: dict[str, dict[str, int]] = {}  # pool -> device -> claims holding
+        # Group (node/name) -> device -> claims holding it (device names are unique per group).
+        self._allocated: dict[str, dict[str, int]] = {}
         self._classes: dict[str, DeviceClass] = {}  # class name -> class
         self._mapped: dict[str, str] = {}  # extended resource name -> class name (not ours)
         selector = f"spec.driver={self.driver}"
@@ -275,20 +291,28 @@ class SlicePublisher(NodeWriter):
             )
         short = resource[len(self._prefix) :]
         for node in capacity:
-            pool = pool_name(node, short)
-            other = self._foreign.get(pool)
+            group = group_name(node, short)
+            other = self._foreign_in(group)
             if other is not None:
                 raise Conflict(
-                    f"ResourceSlice {other} of driver {self.driver} (not written by this "
-                    f"service) already publishes pool {pool}; nothing was changed",
+                    f"ResourceSlice {other[1]} of driver {self.driver} (not written by this "
+                    f"service) already publishes pool {other[0]}; nothing was changed",
                     "name",
                 )
+            pool = pool_name(node, short, self._settings.dra_max_slices - 1)
             if len(pool) > 253:
                 raise InvalidValue(
                     f"pool name {pool[:64]}... is longer than 253 characters: node and "
                     "resource names too long for mode dra",
                     "name",
                 )
+
+    def _foreign_in(self, group: str) -> tuple[str, str] | None:
+        """Another writer's (pool, slice) among a group's pool names, if any."""
+        for pool, name in self._foreign.items():
+            if pool == group or pool.startswith(group + "/"):
+                return pool, name
+        return None
 
     # ---- informer events -----------------------------------------------------------------------
 
@@ -365,12 +389,13 @@ class SlicePublisher(NodeWriter):
         if held:
             self._claims[uid] = held
             for pool, device in held:
-                per = self._allocated.setdefault(pool, {})
+                per = self._allocated.setdefault(_group(pool), {})
                 per[device] = per.get(device, 0) + 1
         self._released(tuple(set(old) - set(held)))
 
     def _unhold(self, pool: str, device: str) -> None:
-        per = self._allocated.get(pool)
+        group = _group(pool)
+        per = self._allocated.get(group)
         if per is None:
             return
         left = per.get(device, 0) - 1
@@ -379,7 +404,7 @@ class SlicePublisher(NodeWriter):
         else:
             per.pop(device, None)
             if not per:
-                del self._allocated[pool]
+                del self._allocated[group]
 
     def _released(self, devices: Iterable[tuple[str, str]]) -> None:
         # A device kept only because a claim held it may go now: look at its node again.
@@ -453,17 +478,15 @@ class SlicePublisher(NodeWriter):
 
     async def _publish(self, node: str, resource: str, count: int) -> bool:
         short = resource[len(self._prefix) :]
-        pool = pool_name(node, short)
-        if pool in self._foreign:
+        group = group_name(node, short)
+        if self._foreign_in(group) is not None:
             return False  # refused by the guard; never overwritten
         wrote = False
         for _ in range(_CONFLICT_RETRIES + 1):
-            seen = self._pools.get(pool)
-            if seen is not None and seen.stale:
+            if any(self._pools[p].stale for p in self._node_pools.get(node, ())):
                 await self._reread(node)
-                seen = self._pools.get(pool)
             try:
-                return await self._publish_once(node, resource, short, pool, count, seen) or wrote
+                return await self._publish_once(node, resource, short, group, count) or wrote
             except ApiError as e:
                 if e.status != 409:
                     raise
@@ -472,35 +495,28 @@ class SlicePublisher(NodeWriter):
         return wrote
 
     async def _publish_once(
-        self,
-        node: str,
-        resource: str,
-        short: str,
-        pool: str,
-        count: int,
-        seen: _PoolSeen | None,
+        self, node: str, resource: str, short: str, group: str, count: int
     ) -> bool:
-        existing = dict(seen.slices) if seen is not None else {}
-        if count == 0:
-            for s in existing.values():
-                self._check_leading()
-                await self._delete(f"{GROUP}/resourceslices/{s.name}", f"deleting slice {s.name}")
-                self._forget_slice(pool, s.name)
-            if existing and not self._ledger.has_resource(resource):
-                await self._delete_class(short)
-            return bool(existing)
-        devices = device_names(count, self._allocated.get(pool, {}))
-        chunks = [devices[i : i + MAX_DEVICES] for i in range(0, len(devices), MAX_DEVICES)]
-        names = [slice_name(pool, i) for i in range(len(chunks))]
-        if seen is not None and _unchanged(seen, names, chunks):
-            return False
-        await self._ensure_class(short, resource)
-        generation = max((s.generation for s in existing.values()), default=0) + 1
-        for name, chunk in zip(names, chunks, strict=True):
-            body = self._slice_body(name, node, short, pool, generation, len(chunks), chunk)
+        """One pass: each pool whose devices differ rewritten (its one slice, the next
+        generation), pools no longer wanted deleted. A device stays in pool index // 128, so
+        a held device never changes pools, and a change touches only the pools it changes."""
+        wanted: dict[str, list[str]] = {}
+        if count:
+            for d in device_names(count, self._allocated.get(group, {})):
+                wanted.setdefault(pool_name(node, short, pool_of(d)), []).append(d)
+        have = [p for p in self._node_pools.get(node, ()) if self._pools[p].resource == resource]
+        wrote = False
+        for pool, devices in sorted(wanted.items()):
+            seen = self._pools.get(pool)
+            if seen is not None and _unchanged(seen, devices):
+                continue
+            await self._ensure_class(short, resource)
+            old = seen.slices if seen is not None else {}
+            generation = max((x.generation for x in old.values()), default=0) + 1
+            name = slice_name(pool)
+            body = self._slice_body(name, node, short, pool, generation, devices)
             self._check_leading()
-            old = existing.get(name)
-            if old is None:
+            if name not in old:
                 reply = await self._api.request(
                     "POST",
                     f"{GROUP}/resourceslices",
@@ -509,7 +525,7 @@ class SlicePublisher(NodeWriter):
                     what=f"creating slice {name}",
                 )
             else:
-                body["metadata"]["resourceVersion"] = old.version
+                body["metadata"]["resourceVersion"] = old[name].version
                 reply = await self._api.request(
                     "PUT",
                     f"{GROUP}/resourceslices/{name}",
@@ -518,11 +534,19 @@ class SlicePublisher(NodeWriter):
                     what=f"updating slice {name}",
                 )
             self._slice("MODIFIED", msgspec.json.decode(reply, type=ResourceSlice))
-        for name in sorted(set(existing) - set(names)):
-            self._check_leading()
-            await self._delete(f"{GROUP}/resourceslices/{name}", f"deleting slice {name}")
-            self._forget_slice(pool, name)
-        return True
+            for other in [x for x in old if x != name]:  # a slice we did not name so
+                await self._delete(f"{GROUP}/resourceslices/{other}", f"deleting slice {other}")
+                self._forget_slice(pool, other)
+            wrote = True
+        for pool in sorted(set(have) - set(wanted)):
+            for name in list(self._pools[pool].slices):
+                self._check_leading()
+                await self._delete(f"{GROUP}/resourceslices/{name}", f"deleting slice {name}")
+                self._forget_slice(pool, name)
+            wrote = True
+        if have and not wanted and not self._ledger.has_resource(resource):
+            await self._delete_class(short)
+        return wrote
 
     def _slice_body(
         self,
@@ -531,7 +555,6 @@ class SlicePublisher(NodeWriter):
         short: str,
         pool: str,
         generation: int,
-        count: int,
         devices: list[str],
     ) -> dict[str, Any]:
         return {
@@ -544,7 +567,7 @@ class SlicePublisher(NodeWriter):
             "spec": {
                 "driver": self.driver,
                 "nodeName": node,
-                "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
+                "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1},
                 "devices": [
                     {"name": d, "attributes": {"resource": {"string": short}}} for d in devices
                 ],
@@ -651,15 +674,17 @@ class _SliceList(Struct, frozen=True, gc=False):
     items: list[ResourceSlice] = []
 
 
-def _unchanged(seen: _PoolSeen, names: list[str], chunks: list[list[str]]) -> bool:
-    """Whether the pool shows exactly these slices (one generation, complete) and devices."""
-    current = {s.name: s for s in seen.current()}
-    if set(seen.slices) != set(names) or len(current) != len(names):
+def _unchanged(seen: _PoolSeen, devices: list[str]) -> bool:
+    """Whether the pool shows exactly these devices, in its one slice."""
+    if len(seen.slices) != 1:
         return False
-    return all(
-        current[n].count == len(names) and current[n].devices == tuple(c)
-        for n, c in zip(names, chunks, strict=True)
-    )
+    (only,) = seen.slices.values()
+    return only.count == 1 and only.devices == tuple(devices)
+
+
+def _group(pool: str) -> str:
+    """The group (node/name) of one of our pool names (node/name/index)."""
+    return pool.rsplit("/", 1)[0]
 
 
 def _ours(meta: ObjectMeta) -> bool:

@@ -230,6 +230,32 @@ class Workload:
         self.watch(stop, on_change)
         return seen
 
+    def published(self, driver: str, label: str) -> dict[str, dict[str, int]]:
+        """Mode dra's resources as kube-scheduler sees them: node -> resource name (the
+        slices' `label`) -> devices, over the complete newest generation of each pool."""
+        reply = self.core.api_client.call_api(
+            "/apis/resource.k8s.io/v1/resourceslices",
+            "GET",
+            query_params=[("fieldSelector", f"spec.driver={driver}")],
+            response_type="object",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+        pools: dict[str, list[dict[str, Any]]] = {}
+        for item in reply.get("items", []):
+            pools.setdefault(item["spec"]["pool"]["name"], []).append(item)
+        out: dict[str, dict[str, int]] = {}
+        for slices in pools.values():
+            top = max(s["spec"]["pool"]["generation"] for s in slices)
+            current = [s for s in slices if s["spec"]["pool"]["generation"] == top]
+            if len(current) < current[0]["spec"]["pool"]["resourceSliceCount"]:
+                continue  # incomplete: kube-scheduler does not use it yet
+            first = current[0]
+            name = first["metadata"].get("labels", {}).get(label, "")
+            node = out.setdefault(first["spec"]["nodeName"], {})
+            node[name] = sum(len(s["spec"].get("devices") or []) for s in current)
+        return out
+
     def node_resources(self, node: str, prefix: str) -> dict[str, dict[str, str]]:
         """The node's capacity and allocatable entries whose names start with `prefix`."""
         status = self.core.read_node_status(node).status

@@ -1,6 +1,7 @@
 """Restart without loss: SIGKILL the extender with resources and allocations in place,
 start it again, and check that nothing was lost or double-counted and no node went over
-capacity. On the real local control plane, in both modes."""
+capacity. On the real local control plane, in every mode with a write-back (dra: the
+ResourceSlices are what the ledger is rebuilt from)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _ephemeral(policy: PolicyClient, domain: str) -> dict[str, dict[str, tuple[i
     }
 
 
-@pytest.mark.parametrize("mode", ["extender", "pure"])
+@pytest.mark.parametrize("mode", ["extender", "pure", "dra"])
 def test_sigkill_and_restart_loses_nothing(mode: str, tmp_path: Path) -> None:
     info = localcluster.up(localcluster.ClusterSpec(dir=tmp_path / "c", nodes=3, mode=mode))
     try:
@@ -82,10 +83,13 @@ def test_sigkill_and_restart_loses_nothing(mode: str, tmp_path: Path) -> None:
             if p.node and (p.name.startswith("a") or p.name.startswith("c"))
         )
         assert bound_r1 == {"node-0": 3, "node-1": 2}
-        # the written-back capacities survived on the Node objects too
-        assert work.node_resources("node-0", d + "/")["allocatable"] == {
-            f"{d}/r1": "3",
-            f"{d}/r2": "1",
-        }
+        # the written-back capacities survived in the cluster too
+        if mode == "dra":
+            assert work.published(d, f"{d}/resource")["node-0"] == {"r1": 3, "r2": 1}
+        else:
+            assert work.node_resources("node-0", d + "/")["allocatable"] == {
+                f"{d}/r1": "3",
+                f"{d}/r2": "1",
+            }
     finally:
         localcluster.down(info.dir, keep_logs=True)

@@ -311,7 +311,7 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
     the logs of a failed start are kept in <dir>/logs. `progress` receives one-line messages.
     """
     started = time.monotonic()
-    binaries = find_binaries(kwok=spec.kwok)
+    binaries = find_binaries(kwok=spec.kwok, controller_manager=spec.mode == "dra")
     if spec.scheduler_binary is not None:
         binaries = dataclasses.replace(
             binaries, kube_scheduler=_executable(spec.scheduler_binary, "scheduler_binary")
@@ -600,6 +600,18 @@ def _start(
         f"{apiserver_url}/readyz",
         health_token=admin_token,
     )
+    if binaries.kube_controller_manager is not None:
+        # Mode dra: kube-scheduler creates a ResourceClaim per pod; the resource-claim
+        # controller releases it when the pod ends and the garbage collector deletes it with
+        # the pod. Without them a deleted pod's device stays allocated for ever.
+        launch(
+            "kube-controller-manager",
+            config.controller_manager_command(
+                binaries.kube_controller_manager, kubeconfig=cdir.kubeconfig
+            ),
+            0,
+            "",
+        )
     if extender_url:
         # The policies' CRDs, served wherever the service runs (deploy/ installs them too).
         crds = in_domain(load_manifests(policy_crds()), spec.resource_domain)

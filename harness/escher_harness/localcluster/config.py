@@ -266,7 +266,8 @@ def apiserver_command(
         f"--cert-dir={cert_dir}",
         f"--token-auth-file={tokens}",
         "--authorization-mode=RBAC",
-        # No controller-manager: TaintNodesByCondition would leave every node not-ready-tainted,
+        # No controller-manager (but for mode dra's two controllers): TaintNodesByCondition
+        # would leave every node not-ready-tainted,
         # ServiceAccount would refuse pods for want of a default service account.
         "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
         "--service-cluster-ip-range=10.0.0.0/24",
@@ -307,6 +308,20 @@ def scheduler_command(
     if feature_gates:
         command.append(f"--feature-gates={format_feature_gates(feature_gates)}")
     return command
+
+
+def controller_manager_command(binary: Path, *, kubeconfig: Path) -> list[str]:
+    """kube-controller-manager with only what mode dra needs: the garbage collector and the
+    resource-claim controller (ResourceClaims of ended and deleted pods). No listener: it
+    serves nothing the cluster waits for; its controllers start within seconds."""
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        "--controllers=garbage-collector-controller,resourceclaim-controller",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        "--secure-port=0",
+    ]
 
 
 def kwok_command(binary: Path, *, kubeconfig: Path, stages: Path) -> list[str]:

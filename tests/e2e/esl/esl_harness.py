@@ -3,6 +3,8 @@
 - "extender": a cluster in extender mode, ESLs through its policy API (ExtenderBackend).
 - "pure": a cluster with no extender service at all (mode "none"), ESLs patching the Node
   objects directly (NodeBackend); kube-scheduler alone enforces the resources.
+- "dra": a cluster in mode dra, ESLs through its policy API, the resources published as DRA
+  devices; kube-scheduler alone allocates them (its DynamicResources plugin).
 
 Imported by tests/e2e/esl/ (pytest puts this directory on sys.path); conftest.py there
 gives each module its `env`.
@@ -24,8 +26,9 @@ from extender.esl.backends import ExtenderBackend
 from extender.esl.base import ESL, Backend, PodRequest
 from extender.esl.client import PolicyClient
 
-APPROACHES = ["extender", "pure"]
-MODES = {"extender": "extender", "pure": "none"}  # the cluster's mode for each approach
+APPROACHES = ["extender", "pure", "dra"]
+# The cluster's mode for each approach.
+MODES = {"extender": "extender", "pure": "none", "dra": "dra"}
 _seq = itertools.count()
 
 
@@ -37,10 +40,10 @@ class Env:
         api = api_client(info.kubeconfig)
         self.work = Workload(api)
         self.backend: Backend
-        if approach == "extender":
+        if approach in ("extender", "dra"):
             assert info.extender_url and info.token
             self.policy = PolicyClient(info.extender_url, info.token)
-            self.backend = ExtenderBackend(self.policy, self.domain)
+            self.backend = ExtenderBackend(self.policy, self.domain, in_path=approach == "extender")
         else:
             self.backend = NodeBackend(api, self.domain)
 
@@ -65,7 +68,13 @@ class Env:
         return name
 
     def on_nodes(self) -> dict[str, set[str]]:
-        """The domain's resources on each Node object (capacity and allocatable alike)."""
+        """The domain's resources on each Node object (capacity and allocatable alike), or in
+        mode dra in each node's ResourceSlices."""
+        if self.approach == "dra":
+            published = self.work.published(self.domain, f"{self.domain}/resource")
+            return {
+                n: {f"{self.domain}/{r}" for r in published.get(n, {})} for n in self.info.nodes
+            }
         out: dict[str, set[str]] = {}
         for node in self.info.nodes:
             got = self.work.node_resources(node, self.domain + "/")

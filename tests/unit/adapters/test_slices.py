@@ -47,7 +47,7 @@ class Setup:
             objs[k]
             for k in sorted(objs)
             if objs[k]["spec"]["nodeName"] == node
-            and objs[k]["spec"]["pool"]["name"] == pool_name(node, resource)
+            and objs[k]["spec"]["pool"]["name"].startswith(f"{node}/{resource}/")
         ]
 
     def devices(self, node: str = "n0", resource: str = "r") -> list[str]:
@@ -148,7 +148,7 @@ def test_a_capacity_becomes_a_pool_of_devices_and_a_device_class_maps_the_name(
         s.ledger.set_capacity(R, {"n0": 3})
         assert await s.durable()
         (one,) = s.slices()
-        assert one["spec"]["pool"] == {"name": "n0/r", "generation": 1, "resourceSliceCount": 1}
+        assert one["spec"]["pool"] == {"name": "n0/r/0", "generation": 1, "resourceSliceCount": 1}
         assert s.devices() == ["u0", "u1", "u2"]
         assert one["spec"]["devices"][0]["attributes"] == {"resource": {"string": "r"}}
         cls = s.cluster.kinds["deviceclasses"].objects["r.escher.io"]
@@ -160,27 +160,33 @@ def test_a_capacity_becomes_a_pool_of_devices_and_a_device_class_maps_the_name(
 
 
 @pytest.mark.parametrize(
-    ("first", "then", "sizes"),
+    ("first", "then", "sizes", "writes"),
     [
-        (300, 100, [100]),  # three slices, then one: the others deleted
-        (100, 300, [128, 128, 44]),
-        (128, 129, [128, 1]),
-        (5, 2, [2]),
+        (300, 100, [100], 3),  # pool 0 rewritten, pools 1 and 2 deleted
+        (100, 300, [128, 128, 44], 3),
+        (128, 129, [128, 1], 1),  # pool 0 untouched, pool 1 created
+        (5, 2, [2], 1),
+        (200, 200, [128, 72], 0),
     ],
 )
-def test_a_pool_spans_slices_of_128_under_one_generation(
-    tmp_path: Path, first: int, then: int, sizes: list[int]
+def test_a_capacity_is_pools_of_one_slice_and_a_change_writes_only_the_pools_it_changes(
+    tmp_path: Path, first: int, then: int, sizes: list[int], writes: int
 ) -> None:
     async def body(s: Setup) -> None:
         s.ledger.set_capacity(R, {"n0": first})
         assert await s.durable()
-        gen = s.slices()[0]["spec"]["pool"]["generation"]
+        before = len([r for r in s.cluster.requests if r.method in ("POST", "PUT", "DELETE")])
         s.ledger.set_capacity(R, {"n0": then})
         assert await s.durable()
+        after = len([r for r in s.cluster.requests if r.method in ("POST", "PUT", "DELETE")])
+        assert after - before == writes
         got = s.slices()
         assert [len(x["spec"]["devices"]) for x in got] == sizes
-        assert {x["spec"]["pool"]["generation"] for x in got} == {gen + 1}
-        assert {x["spec"]["pool"]["resourceSliceCount"] for x in got} == {len(sizes)}
+        for x in got:  # each device in pool index // 128, each pool complete in one slice
+            pool = x["spec"]["pool"]
+            assert pool["resourceSliceCount"] == 1
+            index = int(pool["name"].rsplit("/", 1)[1])
+            assert {int(d["name"][1:]) // 128 for d in x["spec"]["devices"]} == {index}
         assert len(set(s.devices())) == then
 
     scenario(tmp_path, body)
@@ -190,8 +196,8 @@ def test_a_decrease_keeps_every_device_a_claim_holds(tmp_path: Path) -> None:
     async def body(s: Setup) -> None:
         s.ledger.set_capacity(R, {"n0": 200})
         assert await s.durable()
-        s.claim("c1", ("n0/r", "u150"))
-        s.claim("c2", ("n0/r", "u7"), ("other/pool", "u1"))
+        s.claim("c1", ("n0/r/1", "u150"))
+        s.claim("c2", ("n0/r/0", "u7"), ("other/pool/0", "u1"))
         await settled(s, lambda: "n0/r" in s.publisher._allocated)
         s.ledger.set_capacity(R, {"n0": 4})
         assert await s.durable()

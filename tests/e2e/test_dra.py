@@ -1,0 +1,187 @@
+"""Mode dra on the real control plane: ephemeral resources as DRA devices (Kubernetes 1.37's
+DRA-backed extended resources), allocated by an unmodified kube-scheduler.
+
+The service publishes each node's capacity as a pool of devices in ResourceSlices and a
+DeviceClass mapping `escher.io/<name>`; pods request `escher.io/<name>` as in every mode,
+kube-scheduler's DynamicResources plugin allocates a device per unit in a ResourceClaim it
+creates, and the garbage collector (kube-controller-manager runs in this mode) deletes the
+claim with its pod, which frees the unit. Here: pods get units up to the capacity and the
+rest wait, and are placed once a unit is freed; get_cluster_state counts the allocations; a
+capacity larger than one slice works; a decrease below what pods hold is refused, one above
+keeps every held device; what slices cannot hold and another writer's DeviceClass are
+refused, changing nothing. The restart (tests/e2e/test_restart.py) and the ESLs
+(tests/e2e/esl, approach dra) run in this mode too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
+from escher_harness.workload import Workload, pod_manifest
+from extender.esl.client import PolicyAPIError, PolicyClient
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=3, node_cpu="8", mode="dra")]
+
+_names = itertools.count()
+
+
+def policy(info: localcluster.ClusterInfo) -> PolicyClient:
+    assert info.extender_url is not None and info.token is not None
+    return PolicyClient(info.extender_url, info.token)
+
+
+def claims(info: localcluster.ClusterInfo) -> list[dict[str, Any]]:
+    api = api_client(info.kubeconfig)
+    reply = api.call_api(
+        "/apis/resource.k8s.io/v1/resourceclaims",
+        "GET",
+        response_type="object",
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+    )
+    return list(reply.get("items", []))
+
+
+def held_devices(info: localcluster.ClusterInfo, pool: str) -> set[str]:
+    return {
+        r["device"]
+        for c in claims(info)
+        for r in ((c.get("status") or {}).get("allocation") or {})
+        .get("devices", {})
+        .get("results", [])
+        if r["pool"] == pool
+    }
+
+
+def allocated(info: localcluster.ClusterInfo, node: str, resource: str) -> tuple[int, int]:
+    with policy(info) as p:
+        usage = p.cluster_state().nodes[node].get(resource)
+    return (usage.capacity, usage.allocated) if usage is not None else (0, 0)
+
+
+def wait_for(check: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_pods_get_units_up_to_the_capacity_and_the_rest_wait_for_a_freed_one(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    node = cluster.nodes[0]
+    with policy(cluster) as p:
+        result = p.set_resource(f"slot{n}", 2, node=node)
+    assert result.durable
+    resource = result.resource
+    cls = client.ResourceV1Api(api_client(cluster.kubeconfig)).read_device_class(
+        f"slot{n}.{cluster.resource_domain}"
+    )
+    assert cls.spec.extended_resource_name == resource
+    names = [f"dra{n}-{i}" for i in range(3)]
+    for name in names:
+        work.create(pod_manifest(name, limits={resource: "1"}))
+    try:
+        placed = work.wait(names, timeout=60, bound=2, settle=3.0)
+        bound = sorted(k for k, v in placed.items() if v.node)
+        assert len(bound) == 2 and {placed[k].node for k in bound} == {node}, placed
+        # Each bound pod holds one device of the node's pool, in a claim kube-scheduler made.
+        assert len(held_devices(cluster, f"{node}/slot{n}")) == 2
+        wait_for(lambda: allocated(cluster, node, resource) == (2, 2))
+        waiting = next(k for k in names if k not in bound)
+        work.delete([bound[0]])
+        # The claim goes with its pod (garbage collection), the unit with it.
+        assert work.wait([waiting], timeout=60)[waiting].node == node
+    finally:
+        work.delete(names)
+
+
+def test_a_capacity_beyond_one_slice_works_and_a_decrease_keeps_held_devices(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    node = cluster.nodes[1]
+    name = f"wide{n}"
+    pool = f"{node}/{name}"
+    with policy(cluster) as p:
+        resource = p.set_resource(name, 300, node=node).resource
+        published = work.published(cluster.resource_domain, f"{cluster.resource_domain}/resource")
+        assert published[node][name] == 300
+        pods = [f"w{n}-{i}" for i in range(3)]
+        for pod in pods:
+            work.create(pod_manifest(pod, limits={resource: "1"}))
+        try:
+            assert all(v.node == node for v in work.wait(pods, timeout=60).values())
+            wait_for(lambda: allocated(cluster, node, resource) == (300, 3))
+            with pytest.raises(PolicyAPIError) as e:
+                p.set_resource(name, 2, node=node)
+            assert e.value.status == 409 and e.value.field == "capacity"
+            held = held_devices(cluster, pool)
+            assert len(held) == 3
+            assert p.set_resource(name, 4, node=node).durable
+            slices = work.published(cluster.resource_domain, f"{cluster.resource_domain}/resource")
+            assert slices[node][name] == 4
+            assert held <= _devices(cluster, pool)
+        finally:
+            work.delete(pods)
+
+
+def _devices(info: localcluster.ClusterInfo, pool: str) -> set[str]:
+    api = api_client(info.kubeconfig)
+    reply = api.call_api(
+        "/apis/resource.k8s.io/v1/resourceslices",
+        "GET",
+        response_type="object",
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+    )
+    return {
+        d["name"]
+        for s in reply.get("items", [])
+        if s["spec"]["pool"]["name"] == pool
+        for d in s["spec"].get("devices") or []
+    }
+
+
+def test_what_slices_cannot_hold_and_another_writers_class_are_refused_changing_nothing(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    n = next(_names)
+    node = cluster.nodes[2]
+    dra = client.ResourceV1Api(api_client(cluster.kubeconfig))
+    taken = f"{cluster.resource_domain}/taken{n}"
+    dra.create_device_class(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": f"someone-else-{n}"},
+            "spec": {"extendedResourceName": taken},
+        }
+    )
+    time.sleep(1.0)  # the service's watch of DeviceClasses sees it
+    try:
+        with policy(cluster) as p:
+            before = p.cluster_state().nodes[node]
+            with pytest.raises(PolicyAPIError, match="2048") as e:
+                p.set_resource(f"big{n}", 2049, node=node)
+            assert e.value.status == 422 and e.value.field == "capacity"
+            with pytest.raises(PolicyAPIError, match=f"someone-else-{n}") as e:
+                p.set_resource(f"taken{n}", 1, node=node)
+            assert e.value.status == 409 and e.value.field == "name"
+            assert p.cluster_state().nodes[node] == before
+        published = Workload(api_client(cluster.kubeconfig)).published(
+            cluster.resource_domain, f"{cluster.resource_domain}/resource"
+        )
+        assert not {f"big{n}", f"taken{n}"} & set(published.get(node, {}))
+    finally:
+        dra.delete_device_class(f"someone-else-{n}")
