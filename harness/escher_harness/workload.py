@@ -233,27 +233,20 @@ class Workload:
     def published(self, driver: str, label: str) -> dict[str, dict[str, int]]:
         """Mode dra's resources as kube-scheduler sees them: node -> resource name (the
         slices' `label`) -> devices, over the complete newest generation of each pool."""
-        reply = self.core.api_client.call_api(
-            "/apis/resource.k8s.io/v1/resourceslices",
-            "GET",
-            query_params=[("fieldSelector", f"spec.driver={driver}")],
-            response_type="object",
-            auth_settings=["BearerToken"],
-            _return_http_data_only=True,
-        )
-        pools: dict[str, list[dict[str, Any]]] = {}
-        for item in reply.get("items", []):
-            pools.setdefault(item["spec"]["pool"]["name"], []).append(item)
+        dra = client.ResourceV1Api(self.core.api_client)
+        pools: dict[str, list[Any]] = {}
+        for item in dra.list_resource_slice(field_selector=f"spec.driver={driver}").items:
+            pools.setdefault(item.spec.pool.name, []).append(item)
         out: dict[str, dict[str, int]] = {}
         for slices in pools.values():
-            top = max(s["spec"]["pool"]["generation"] for s in slices)
-            current = [s for s in slices if s["spec"]["pool"]["generation"] == top]
-            if len(current) < current[0]["spec"]["pool"]["resourceSliceCount"]:
+            top = max(s.spec.pool.generation for s in slices)
+            current = [s for s in slices if s.spec.pool.generation == top]
+            if len(current) < current[0].spec.pool.resource_slice_count:
                 continue  # incomplete: kube-scheduler does not use it yet
             first = current[0]
-            name = first["metadata"].get("labels", {}).get(label, "")
-            node = out.setdefault(first["spec"]["nodeName"], {})
-            node[name] = sum(len(s["spec"].get("devices") or []) for s in current)
+            name = (first.metadata.labels or {}).get(label, "")
+            node = out.setdefault(first.spec.node_name, {})
+            node[name] = node.get(name, 0) + sum(len(s.spec.devices or []) for s in current)
         return out
 
     def node_resources(self, node: str, prefix: str) -> dict[str, dict[str, str]]:

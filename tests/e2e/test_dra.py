@@ -37,26 +37,25 @@ def policy(info: localcluster.ClusterInfo) -> PolicyClient:
     return PolicyClient(info.extender_url, info.token)
 
 
-def claims(info: localcluster.ClusterInfo) -> list[dict[str, Any]]:
-    api = api_client(info.kubeconfig)
-    reply = api.call_api(
-        "/apis/resource.k8s.io/v1/resourceclaims",
-        "GET",
-        response_type="object",
-        auth_settings=["BearerToken"],
-        _return_http_data_only=True,
-    )
-    return list(reply.get("items", []))
-
-
-def held_devices(info: localcluster.ClusterInfo, pool: str) -> set[str]:
+def held_devices(info: localcluster.ClusterInfo, group: str) -> set[str]:
+    """The devices of a node's resource (pools `group/<i>`) that claims hold."""
+    dra = client.ResourceV1Api(api_client(info.kubeconfig))
     return {
-        r["device"]
-        for c in claims(info)
-        for r in ((c.get("status") or {}).get("allocation") or {})
-        .get("devices", {})
-        .get("results", [])
-        if r["pool"] == pool
+        r.device
+        for c in dra.list_resource_claim_for_all_namespaces().items
+        if c.status is not None and c.status.allocation is not None
+        for r in c.status.allocation.devices.results or []
+        if r.pool.startswith(group + "/")
+    }
+
+
+def published_devices(info: localcluster.ClusterInfo, group: str) -> set[str]:
+    dra = client.ResourceV1Api(api_client(info.kubeconfig))
+    return {
+        d.name
+        for s in dra.list_resource_slice().items
+        if s.spec.pool.name.startswith(group + "/")
+        for d in s.spec.devices or []
     }
 
 
@@ -131,26 +130,9 @@ def test_a_capacity_beyond_one_slice_works_and_a_decrease_keeps_held_devices(
             assert p.set_resource(name, 4, node=node).durable
             slices = work.published(cluster.resource_domain, f"{cluster.resource_domain}/resource")
             assert slices[node][name] == 4
-            assert held <= _devices(cluster, pool)
+            assert held <= published_devices(cluster, pool)
         finally:
             work.delete(pods)
-
-
-def _devices(info: localcluster.ClusterInfo, pool: str) -> set[str]:
-    api = api_client(info.kubeconfig)
-    reply = api.call_api(
-        "/apis/resource.k8s.io/v1/resourceslices",
-        "GET",
-        response_type="object",
-        auth_settings=["BearerToken"],
-        _return_http_data_only=True,
-    )
-    return {
-        d["name"]
-        for s in reply.get("items", [])
-        if s["spec"]["pool"]["name"] == pool
-        for d in s["spec"].get("devices") or []
-    }
 
 
 def test_what_slices_cannot_hold_and_another_writers_class_are_refused_changing_nothing(
