@@ -68,6 +68,7 @@ class ClusterView:
         # ResourceSlices, and a domain key left on a node is neither adopted nor counted).
         self._node_resources = node_resources
         self._on_node_gone = on_node_gone
+        self._mixed: set[str] = set()  # nodes warned of showing the domain in mode dra
         self._building = True
         self._pods: set[str] = set()  # uids published as present
         self.nodes = Informer(
@@ -102,6 +103,7 @@ class ClusterView:
         name = node.metadata.name
         if kind == "DELETED":
             self.ledger.remove_node(name)
+            self._mixed.discard(name)
             if self._on_node_gone is not None:
                 self._on_node_gone(name)
             return
@@ -122,6 +124,7 @@ class ClusterView:
                     continue
             if res.startswith(self.prefix):
                 if not self._node_resources:
+                    self._warn_mixed(name, res)
                     continue
                 shown[res] = value
                 if value is not None:
@@ -144,6 +147,19 @@ class ClusterView:
         )
         if self._on_node_seen is not None and self._node_resources:
             self._on_node_seen(name, node.metadata.resource_version, capacity, shown)
+
+    def _warn_mixed(self, node: str, resource: str) -> None:
+        # kube-scheduler takes a resource a node shows in status.allocatable as the node's own
+        # and skips DRA for it there: pods would be placed against that value, not the
+        # devices (left by pure mode, say). Said once per node; the operator removes it.
+        if node not in self._mixed:
+            self._mixed.add(node)
+            log.warning(
+                "node status shows a resource of the domain: kube-scheduler uses it instead "
+                "of the published devices on that node; remove it from status.capacity and "
+                "status.allocatable",
+                extra={"node": node, "resource": resource},
+            )
 
     def _nodes_listed(self, names: set[str]) -> None:
         for name in set(self.ledger.node_names()) - names:

@@ -190,3 +190,40 @@ def test_pods_that_vanished_while_not_watched_are_reported_gone(tmp_path: Path) 
         assert s.ledger.node("a").available(R) == 3  # type: ignore[union-attr]
 
     run(tmp_path, cluster, body)
+
+
+def test_in_mode_dra_node_status_is_neither_adopted_nor_reported_and_a_leftover_is_said(
+    tmp_path: Path, caplog: Any
+) -> None:
+    """Mode dra keeps the resources in ResourceSlices: a domain key a node still shows (left
+    by pure mode) is not the ledger's, and is warned about once, since kube-scheduler would
+    use it instead of the devices on that node; a deleted node is reported gone."""
+    cluster = Cluster()
+    cluster.add_node("n0", allocatable={R: "3"})
+    gone: list[str] = []
+
+    async def body() -> None:
+        ledger, events = Ledger("escher.io"), PodEvents()
+        async with connected(cluster, tmp_path) as api:
+            view = ClusterView(
+                api,
+                ledger,
+                KEYS,
+                events,
+                Metrics(),
+                lambda: True,
+                node_resources=False,
+                on_node_gone=gone.append,
+            )
+            await view.sync()
+            task = asyncio.create_task(view.nodes.run())
+            node = ledger.node("n0")
+            assert node is not None and dict(node.ephemeral) == {} and R not in node.physical
+            cluster.put("nodes", "n0", cluster.node("n0"))  # seen again: said once only
+            cluster.delete("nodes", "n0")
+            await until(lambda: gone == ["n0"])
+            task.cancel()
+
+    asyncio.run(body())
+    warned = [r for r in caplog.records if "node status shows a resource" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].node == "n0"  # type: ignore[attr-defined]
