@@ -38,6 +38,7 @@ from extender.core.events import PodChange, PodEvent, PodEvents
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.pod import Keys, PodInfo
 from extender.esl.backends import LedgerBackend
+from extender.esl.base import UNBOUNDED, UNBOUNDED_DRA
 from extender.esl.registry import Instances
 from extender.gang.declarations import Declarations
 from extender.gang.gate import GangGate
@@ -343,6 +344,7 @@ class Service:
             claim=claim,
             release=release,
             hierarchy=s.hierarchy,  # what a gang ESL's topology names
+            unbounded=UNBOUNDED_DRA if s.mode == "dra" else UNBOUNDED,
         )
 
     # ---- metrics -------------------------------------------------------------------------------

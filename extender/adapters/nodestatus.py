@@ -29,6 +29,7 @@ from extender.core.errors import NotFound
 from extender.core.ledger import Ledger
 from extender.core.objects import Node, ObjectList, Pod
 from extender.core.podrequests import pod_requests
+from extender.esl.base import UNBOUNDED
 from extender.gang import topology
 from extender.gang.topology import Hierarchy
 from extender.policy import ClusterState, ResourceSpec
@@ -43,6 +44,7 @@ T = TypeVar("T")
 
 class NodeBackend:
     in_path = False  # kube-scheduler alone decides: no preferences, no gang filter
+    unbounded = UNBOUNDED
 
     def __init__(
         self, api: ApiClient, domain: str = "escher.io", hierarchy: Hierarchy | None = None

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from extender import policy
 from extender.core.errors import Conflict, CoreError, InvalidValue, NoMatch, NotFound, UnknownNode
 from extender.core.ledger import Ledger
+from extender.esl.base import UNBOUNDED
 from extender.esl.client import PolicyAPIError, PolicyClient
 from extender.gang import topology
 from extender.policy import ClusterState, ResourceSpec
@@ -43,8 +44,10 @@ class LedgerBackend:
         claim: Callable[[str, ResourceSpec], None] | None = None,
         release: Callable[[str], None] | None = None,
         hierarchy: topology.Hierarchy | None = None,
+        unbounded: int = UNBOUNDED,
     ) -> None:
         self.ledger = ledger
+        self.unbounded = unbounded
         self.hierarchy = hierarchy or topology.parse(topology.DEFAULT)
         self._claim = claim
         self._release = release
@@ -86,7 +89,8 @@ class LedgerBackend:
 class ExtenderBackend:
     """The extender's policy API. `in_path`: the cluster runs the extender in kube-scheduler's
     path (extender mode), not only its write-back (pure mode). `hierarchy`: the service's
-    topology levels (its `--gang-topology`), which the policy API does not serve."""
+    topology levels (its `--gang-topology`), which the policy API does not serve.
+    `unbounded`: UNBOUNDED_DRA when the service runs in mode dra."""
 
     def __init__(
         self,
@@ -94,8 +98,10 @@ class ExtenderBackend:
         domain: str = "escher.io",
         in_path: bool = True,
         hierarchy: topology.Hierarchy | None = None,
+        unbounded: int = UNBOUNDED,
     ):
         self.client = client
+        self.unbounded = unbounded
         self.hierarchy = hierarchy or topology.parse(topology.DEFAULT)
         self.domain = domain
         self.in_path = in_path

@@ -49,9 +49,14 @@ KEY_MAX = 20
 # Keys (groups, queues, users, stages) and parts per instance: each is a resource, and
 # sharing among them costs up to keys^2.
 MAX_KEYS = 1000
-# "Unbounded" capacity (bin-packing, fair-share users, soft alternatives): far above what a
-# node can run, still a valid extended-resource quantity.
+# "Unbounded" capacity (bin-packing, data locality's default slots, soft alternatives): far
+# above what a node can run, still a valid extended-resource quantity. A backend says its own
+# (Backend.unbounded): in mode dra every unit is a device, and this many would be 782
+# ResourceSlices per node, so there it is UNBOUNDED_DRA.
 UNBOUNDED = 100_000
+# One ResourceSlice's worth of devices (128): above kubelet's default max-pods (110), and each
+# ESL pod asks one unit, so it is never the limit on a node that runs at most that many pods.
+UNBOUNDED_DRA = 128
 
 
 def _check_name(kind: str, limit: int) -> Any:
@@ -166,13 +171,15 @@ class Backend(Protocol):
     path (extender mode), so its prioritize honours preferences (escher.io/prefer,
     escher.io/pack: soft constraints and bin-packing need no timeouts) and its gang filter
     places gangs all-or-nothing. `hierarchy`: the topology levels (extender.gang.topology) a
-    gang's required / preferred topology names, the service's `Settings.hierarchy`. Refusals
+    gang's required / preferred topology names, the service's `Settings.hierarchy`.
+    `unbounded`: the capacity an ESL sets for "no limit" (UNBOUNDED_DRA in mode dra). Refusals
     are the core's errors (extender.core.errors) and change nothing.
     """
 
     domain: str
     in_path: bool
     hierarchy: Hierarchy
+    unbounded: int  # the capacity that stands for "no limit" here (UNBOUNDED, UNBOUNDED_DRA)
 
     def set_resource(self, name: str, spec: ResourceSpec) -> dict[str, int]:
         """Set `name`'s capacity on the nodes `spec` targets (0 removes it there); returns

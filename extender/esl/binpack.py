@@ -20,7 +20,6 @@ from pydantic import Field
 from extender.core.names import CPU, MEMORY, PODS
 from extender.core.quantity import amount
 from extender.esl.base import (
-    UNBOUNDED,
     BaseESL,
     Change,
     Count,
@@ -56,10 +55,10 @@ class BinPack(BaseESL[BinPackParams]):
         if self.where(self.short()):
             return
         if self.backend.in_path:
-            self.set(self.short(), UNBOUNDED)
+            self.set(self.short(), self.backend.unbounded)
             return
         for node in self._next_nodes(self.backend.cluster_state(), self.params.start_nodes):
-            self.set(self.short(), UNBOUNDED, node=node)
+            self.set(self.short(), self.backend.unbounded, node=node)
 
     def _next_nodes(self, state: ClusterState, k: int) -> list[str]:
         """Up to k nodes outside the set that have room for a pod, fullest first."""
@@ -84,7 +83,7 @@ class BinPack(BaseESL[BinPackParams]):
                 return []  # the set still has room
         grown: dict[str, int] = {}
         for node in self._next_nodes(state, 1):
-            grown = self.set(self.short(), UNBOUNDED, node=node)
+            grown = self.set(self.short(), self.backend.unbounded, node=node)
         if not grown:
             return []
         return [Change(resource=self.full(), nodes=grown, why="every node of the set is full")]

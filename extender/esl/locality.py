@@ -13,7 +13,6 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from extender.esl.base import (
-    UNBOUNDED,
     BaseESL,
     Count,
     ESLParams,
@@ -28,7 +27,9 @@ NAME = "locality"
 class LocalityParams(ESLParams):
     node: NodeName | None = Field(None, description="the node holding the data")
     node_selector: NodeSelector | None = Field(None, description="or the nodes with these")
-    slots: Count = Field(UNBOUNDED, description="pods at once per data node")
+    slots: Count | None = Field(
+        None, description="pods at once per data node (default: no limit, the backend's unbounded)"
+    )
 
     @model_validator(mode="after")
     def _one_place(self) -> LocalityParams:
@@ -44,7 +45,8 @@ class Locality(BaseESL[LocalityParams]):
 
     def apply(self) -> None:
         p = self.params
-        self.set(self.short(), p.slots, node=p.node, node_selector=p.node_selector)
+        slots = self.backend.unbounded if p.slots is None else p.slots
+        self.set(self.short(), slots, node=p.node, node_selector=p.node_selector)
 
     def requests_for(self, key: str = "") -> PodRequest:
         self.check_key(key)

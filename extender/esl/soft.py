@@ -25,7 +25,6 @@ from typing import ClassVar
 from pydantic import Field
 
 from extender.esl.base import (
-    UNBOUNDED,
     Backend,
     BaseESL,
     Change,
@@ -65,7 +64,7 @@ class Soft(BaseESL[SoftParams]):
 
     def _alt(self, i: int) -> dict[str, int]:
         alt = self.params.alternatives[i]
-        return self.set(self.short(str(i)), UNBOUNDED, alt.node, alt.node_selector)
+        return self.set(self.short(str(i)), self.backend.unbounded, alt.node, alt.node_selector)
 
     def apply(self) -> None:
         if self.where(self.short(str(self.current))):
@@ -78,10 +77,10 @@ class Soft(BaseESL[SoftParams]):
         for i in range(len(self.params.alternatives)):
             union |= self._alt(i).keys()
         if any(a.node is None and a.node_selector is None for a in self.params.alternatives):
-            self.set(self.short(), UNBOUNDED)
+            self.set(self.short(), self.backend.unbounded)
             return
         for node in sorted(union):
-            self.set(self.short(), UNBOUNDED, node=node)
+            self.set(self.short(), self.backend.unbounded, node=node)
 
     def step(self) -> list[Change]:
         if self.backend.in_path or self.current + 1 >= len(self.params.alternatives):

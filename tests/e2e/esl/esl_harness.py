@@ -23,7 +23,7 @@ from escher_harness.kubeclient import api_client
 from escher_harness.workload import Placement, Workload, pod_manifest
 from extender.adapters.nodestatus import NodeBackend
 from extender.esl.backends import ExtenderBackend
-from extender.esl.base import ESL, Backend, PodRequest
+from extender.esl.base import ESL, UNBOUNDED, UNBOUNDED_DRA, Backend, PodRequest
 from extender.esl.client import PolicyClient
 
 APPROACHES = ["extender", "pure", "dra"]
@@ -43,7 +43,12 @@ class Env:
         if approach in ("extender", "dra"):
             assert info.extender_url and info.token
             self.policy = PolicyClient(info.extender_url, info.token)
-            self.backend = ExtenderBackend(self.policy, self.domain, in_path=approach == "extender")
+            self.backend = ExtenderBackend(
+                self.policy,
+                self.domain,
+                in_path=approach == "extender",
+                unbounded=UNBOUNDED_DRA if approach == "dra" else UNBOUNDED,
+            )
         else:
             self.backend = NodeBackend(api, self.domain)
 
