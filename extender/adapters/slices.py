@@ -391,7 +391,20 @@ class SlicePublisher(NodeWriter):
             for pool, device in held:
                 per = self._allocated.setdefault(_group(pool), {})
                 per[device] = per.get(device, 0) + 1
+            self._held_elsewhere(held)
         self._released(tuple(set(old) - set(held)))
+
+    def _held_elsewhere(self, held: Iterable[tuple[str, str]]) -> None:
+        # kube-scheduler allocated a device a decrease has since unpublished (it allocates in
+        # memory, then writes the claim): publish it again at once, so the node never shows
+        # fewer devices than its pods hold.
+        for pool, device in held:
+            seen = self._pools.get(pool)
+            shown = seen.current() if seen is not None else []
+            if not any(device in s.devices for s in shown):
+                node = seen.node if seen is not None else pool.partition("/")[0]
+                if not self._building and self._may_write():
+                    self.drifted(node)
 
     def _unhold(self, pool: str, device: str) -> None:
         group = _group(pool)

@@ -210,6 +210,26 @@ def test_a_decrease_keeps_every_device_a_claim_holds(tmp_path: Path) -> None:
     scenario(tmp_path, body)
 
 
+def test_a_device_claimed_after_a_decrease_unpublished_it_is_published_again(
+    tmp_path: Path,
+) -> None:
+    """kube-scheduler allocates in memory and writes the claim after: a decrease may have
+    unpublished the device meanwhile. The node must show it again while it is held (within
+    the capacity: the late pod holds one of the 2 units)."""
+
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 10})
+        assert await s.durable()
+        s.ledger.set_capacity(R, {"n0": 2})
+        assert await s.durable()
+        assert s.devices() == ["u0", "u1"]
+        s.claim("late", ("n0/r/0", "u7"))
+        await settled(s, lambda: "u7" in s.devices())
+        assert s.devices() == ["u0", "u7"]
+
+    scenario(tmp_path, body)
+
+
 def test_what_a_pool_cannot_hold_is_refused_naming_the_limit_and_nothing_is_published(
     tmp_path: Path,
 ) -> None:
