@@ -72,6 +72,23 @@ def build(
     api = api or KubeAPI(s.kubeconfig, in_cluster=s.in_cluster, qps=s.kube_qps, burst=s.kube_burst)
     # The markers, on every node while this service answers kube-scheduler's verbs.
     advertised = dict.fromkeys(keys.markers, MARKER_CAPACITY) if s.binds else {}
+    store = (
+        ObjectStore(
+            api,
+            ledger,
+            s.resource_domain,
+            metrics,
+            esls,
+            esl_backend,
+            wait,
+            may_write,
+            s.policy_resync_seconds,
+        )
+        if s.policy_objects
+        else None
+    )
+    # A node recreated under its name: the objects naming it are applied to it again.
+    added = store.node_added if store is not None else None
     writeback: NodeWriter
     if s.mode == "dra":
         writeback = publisher = SlicePublisher(api, ledger, s, metrics, may_write)
@@ -85,6 +102,7 @@ def build(
             adopt=lambda: not may_write(),
             node_resources=False,
             on_node_gone=publisher.drifted,  # its slices go with it
+            on_node_added=added,
         )
     else:
         writeback = status = WriteBack(api, ledger, s, metrics, may_write, advertised)
@@ -97,6 +115,7 @@ def build(
             adopt=lambda: not may_write(),  # a follower mirrors the nodes; the leader writes
             on_node_seen=status.node_seen,
             advertised=advertised,
+            on_node_added=added,
         )
     elector = (
         LeaderElector(
@@ -132,21 +151,7 @@ def build(
             if binds and s.gang_gate_switch
             else None
         ),
-        store=(
-            ObjectStore(
-                api,
-                ledger,
-                s.resource_domain,
-                metrics,
-                esls,
-                esl_backend,
-                wait,
-                may_write,
-                s.policy_resync_seconds,
-            )
-            if s.policy_objects
-            else None
-        ),
+        store=store,
         podgroups=(
             PodGroups(api, declarations, metrics) if binds and declarations is not None else None
         ),

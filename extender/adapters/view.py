@@ -54,6 +54,7 @@ class ClusterView:
         advertised: Collection[str] = (),
         node_resources: bool = True,
         on_node_gone: Callable[[str], None] | None = None,
+        on_node_added: Callable[[str], None] | None = None,
     ) -> None:
         self.ledger = ledger
         self.keys = keys
@@ -68,6 +69,7 @@ class ClusterView:
         # ResourceSlices, and a domain key left on a node is neither adopted nor counted).
         self._node_resources = node_resources
         self._on_node_gone = on_node_gone
+        self._on_node_added = on_node_added
         self._mixed: set[str] = set()  # nodes warned of showing the domain in mode dra
         self._building = True
         self._pods: set[str] = set()  # uids published as present
@@ -137,6 +139,7 @@ class ClusterView:
             if r.startswith(self.prefix) or r in self._advertised
         }
         adopt = (self._building or self._adopt()) and self._node_resources
+        new = self.ledger.node(name) is None
         self.ledger.upsert_node(
             name,
             node.metadata.labels,
@@ -147,6 +150,8 @@ class ClusterView:
         )
         if self._on_node_seen is not None and self._node_resources:
             self._on_node_seen(name, node.metadata.resource_version, capacity, shown)
+        if new and not self._building and self._on_node_added is not None:
+            self._on_node_added(name)
 
     def _warn_mixed(self, node: str, resource: str) -> None:
         # kube-scheduler takes a resource a node shows in status.allocatable as the node's own

@@ -16,6 +16,7 @@ refused, changing nothing. The restart (tests/e2e/test_restart.py) and the ESLs
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from typing import Any
 
@@ -65,7 +66,7 @@ def allocated(info: localcluster.ClusterInfo, node: str, resource: str) -> tuple
     return (usage.capacity, usage.allocated) if usage is not None else (0, 0)
 
 
-def wait_for(check: Any, timeout: float = 30.0) -> None:
+def wait_for(check: Any, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "timed out"
@@ -167,3 +168,53 @@ def test_what_slices_cannot_hold_and_another_writers_class_are_refused_changing_
         assert not {f"big{n}", f"taken{n}"} & set(published.get(node, {}))
     finally:
         dra.delete_device_class(f"someone-else-{n}")
+
+
+# When the decrease starts after its round's pods, seconds; pods arrive 8 ms apart.
+DELAYS = tuple(i * 0.005 for i in range(10))
+PODS, SPACING = 12, 0.008
+
+
+def test_a_capacity_decrease_racing_with_allocations_never_over_commits(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """kube-scheduler allocates devices in memory and writes each claim after; the service
+    learns of it from the claim watch. Each round: 12 pods of one unit arrive 8 ms apart for
+    the node with 12 units, and the capacity is lowered to 2 a few milliseconds in (later
+    each round). The decrease is refused (409, below what is seen allocated) or taken; either
+    way no node ever holds more claimed devices than it publishes (a claimed device is kept,
+    or published again), and once the pods are gone it shows the capacity asked for."""
+    work = Workload(api_client(cluster.kubeconfig))
+    n = next(_names)
+    node = cluster.nodes[0]
+    short = f"race{n}"
+    group = f"{node}/{short}"
+    with policy(cluster) as p:
+        resource = p.set_resource(short, PODS, node=node).resource
+        for r, delay in enumerate(DELAYS):
+            names = [f"{short}-{r}-{i}" for i in range(PODS)]
+            lowered: list[int] = []
+
+            def lower(delay: float, lowered: list[int] = lowered) -> None:
+                time.sleep(delay)
+                try:
+                    p.set_resource(short, 2, node=node)
+                    lowered.append(200)
+                except PolicyAPIError as e:
+                    lowered.append(e.status)
+
+            lowering = threading.Thread(target=lower, args=(delay,))
+            lowering.start()
+            for name in names:
+                work.create(pod_manifest(name, limits={resource: "1"}))
+                time.sleep(SPACING)
+            lowering.join()
+            assert lowered in ([200], [409]), lowered
+            work.wait(names, timeout=30, bound=2, settle=2.0)
+            held, published = held_devices(cluster, group), published_devices(cluster, group)
+            assert held <= published, f"round {r}: held {sorted(held - published)} unpublished"
+            work.delete(names)
+            want = 2 if lowered == [200] else PODS
+            wait_for(lambda want=want: len(published_devices(cluster, group)) == want)
+            p.set_resource(short, PODS, node=node)
+        p.delete_resource(short)

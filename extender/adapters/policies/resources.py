@@ -69,6 +69,8 @@ class Resources(Reconciler[o.ResourceObject]):
         self.finalizer = o.finalizer(domain)
         self._wait = wait
         self._status_written: dict[str, bytes] = {}
+        # Settled objects to apply again all the same: their node was recreated.
+        self._reapply: set[str] = set()
 
     # ---- reconciling ---------------------------------------------------------------------
 
@@ -93,10 +95,19 @@ class Resources(Reconciler[o.ResourceObject]):
             obj = await self.patch(
                 obj, {"metadata": {"finalizers": [*obj.metadata.finalizers, self.finalizer]}}
             )
-        if self.settled(obj):
+        if self.settled(obj) and name not in self._reapply:
             await self.refresh(obj)
             return
+        self._reapply.discard(name)
         await self._apply(obj)
+
+    def node_added(self, node: str) -> None:
+        """A node appeared (new, or recreated under its old name, which the ledger forgot
+        with the old one): the objects that name it are applied to it again."""
+        for name, obj in self.cache.items():
+            if obj.spec.node == node and o.esl_owner(obj) is None:
+                self._reapply.add(name)
+                self.queue(name)
 
     async def _apply(self, obj: o.ResourceObject) -> SetResourceResult:
         name, gen = obj.metadata.name, obj.metadata.generation

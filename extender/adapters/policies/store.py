@@ -92,6 +92,10 @@ class ObjectStore:
             await self.resources.aclose()
             await self.esls.aclose()
 
+    def node_added(self, node: str) -> None:
+        """A node the ledger did not have appeared (the cluster view, after its first sync)."""
+        self.resources.node_added(node)
+
     def leading(self, leading: bool) -> None:
         if leading:
             self._fresh = True

@@ -227,3 +227,30 @@ def test_in_mode_dra_node_status_is_neither_adopted_nor_reported_and_a_leftover_
     asyncio.run(body())
     warned = [r for r in caplog.records if "node status shows a resource" in r.getMessage()]
     assert len(warned) == 1 and warned[0].node == "n0"  # type: ignore[attr-defined]
+
+
+def test_a_node_new_to_the_ledger_after_the_first_sync_is_announced_once(tmp_path: Path) -> None:
+    """What the policy objects re-apply to a recreated node: nodes of the first list are not
+    new, a node added later is, once, and again after it was deleted and created anew."""
+    cluster = Cluster()
+    cluster.add_node("n0")
+    added: list[str] = []
+
+    async def body() -> None:
+        ledger, events = Ledger("escher.io"), PodEvents()
+        async with connected(cluster, tmp_path) as api:
+            view = ClusterView(
+                api, ledger, KEYS, events, Metrics(), lambda: False, on_node_added=added.append
+            )
+            await view.sync()
+            task = asyncio.create_task(view.nodes.run())
+            cluster.add_node("n1")
+            cluster.put("nodes", "n1", cluster.node("n1"))  # a change is not an addition
+            cluster.delete("nodes", "n1")
+            cluster.add_node("n1")
+            await until(lambda: len(added) == 2)
+            await asyncio.sleep(0.1)
+            task.cancel()
+
+    asyncio.run(body())
+    assert added == ["n1", "n1"]
