@@ -89,7 +89,7 @@ def test_standalone_over_tls(cert: tuple[Path, Path]) -> None:
             ["--mode", "standalone", "--port", "70000"],
             "port: Input should be less than or equal to 65535",
         ),
-        (["--mode", "other"], "mode: Input should be 'standalone', 'pure' or 'extender'"),
+        (["--mode", "other"], "mode: Input should be 'standalone', 'pure', 'extender' or 'dra'"),
         (["--mode", "standalone", "--leader-elect"], "leader_elect needs the Kubernetes API"),
         (
             ["--mode", "standalone", "--verbs-client-ca-file", "/ca.crt"],
