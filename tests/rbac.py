@@ -35,7 +35,26 @@ PLACEMENT = {
         for v in ("list", "watch")
     ),
 }
-EXPECTED = {"extender": LEAST_PRIVILEGE | PLACEMENT, "pure": LEAST_PRIVILEGE}
+# Dra mode publishes the resources as DRA devices: its slices (created, replaced with the next
+# generation, deleted), a DeviceClass per resource (created and deleted, never updated), and
+# the claims that hold devices (read only). An admission policy holds the writes to its own
+# driver and label (deploy/overlays/dra/dra-policy.yaml).
+DRA = {
+    *(
+        ("resource.k8s.io", "resourceslices", v)
+        for v in ("get", "list", "watch", "create", "update", "delete")
+    ),
+    *(
+        ("resource.k8s.io", "deviceclasses", v)
+        for v in ("get", "list", "watch", "create", "delete")
+    ),
+    *(("resource.k8s.io", "resourceclaims", v) for v in ("list", "watch")),
+}
+EXPECTED = {
+    "extender": LEAST_PRIVILEGE | PLACEMENT,
+    "pure": LEAST_PRIVILEGE,
+    "dra": LEAST_PRIVILEGE | DRA,
+}
 
 
 def triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:

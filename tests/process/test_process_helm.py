@@ -8,8 +8,9 @@
   scheduler and domain names;
 - values.schema.json is closed at every object level, and a wrong value fails the install
   naming the key;
-- the defaults render deploy/overlays/extender's objects, mode=pure deploy/overlays/pure's
-  (normalising only what legitimately differs, each said where it is done);
+- the defaults render deploy/overlays/extender's objects, mode=pure deploy/overlays/pure's and
+  mode=dra deploy/overlays/dra's (normalising only what legitimately differs, each said where
+  it is done), and the extender's grants are tests/rbac.py's EXPECTED set of its mode;
 - the PodDisruptionBudget is there only with more than one replica, the ServiceMonitor and
   the PrometheusRule only when enabled, and the PrometheusRule's groups are
   deploy/monitoring/rules.yaml's;
@@ -38,10 +39,11 @@ from typing import Any
 
 import pytest
 import yaml
-from rbac import LEAST_PRIVILEGE, PLACEMENT, triples
+from rbac import EXPECTED, triples
 
 from escher_harness.localcluster.binaries import find_kubectl, find_tool
 from escher_harness.localcluster.errors import MissingBinaryError
+from extender.adapters.slices import MANAGED_BY
 from extender.cli import build_parser, settings_of
 from extender.core.pod import Keys
 from extender.scheduling.profile import problems
@@ -226,7 +228,7 @@ def walk(node: Any) -> Iterator[Any]:
 
 def test_the_documented_combinations_are_there() -> None:
     names = {p.name.removesuffix("-values.yaml") for p in CI}
-    assert {"default", "pure", "every-pod", "no-gang-gate", "single-replica", "cert-manager",
+    assert {"default", "pure", "dra", "every-pod", "no-gang-gate", "single-replica", "cert-manager",
             "external-secrets", "monitoring"} <= names  # fmt: skip
 
 
@@ -245,6 +247,7 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     docs = render(None, path)
     name, scheduler = fullname(values), values["scheduler"]["name"]
     extender_mode = values["mode"] == "extender"
+    dra_mode = values["mode"] == "dra"
     replicas = values["replicas"]
     cert_manager = values["tls"]["certManager"]["enabled"]
     generated = values["tls"]["generate"] and not cert_manager
@@ -259,6 +262,10 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     split = extender_mode and values["scope"] == "split"
     assert has("MutatingAdmissionPolicy", f"{name}-marker") == split
     assert has("MutatingAdmissionPolicyBinding", f"{name}-marker") == split
+    # Dra mode's grant and the policy holding it to the service's own driver and label.
+    assert has("ClusterRole", f"{name}-dra") == has("ClusterRoleBinding", f"{name}-dra") == dra_mode
+    assert has("ValidatingAdmissionPolicy", f"{name}-dra-own-objects") == dra_mode
+    assert has("ValidatingAdmissionPolicyBinding", f"{name}-dra-own-objects") == dra_mode
     gate = extender_mode and values["gangGate"]["enabled"]
     assert has("MutatingAdmissionPolicy", f"{name}-gang-gate") == gate
     assert has("Role", f"{name}-gang-gate") == gate
@@ -447,14 +454,23 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         assert str(args.verbs_client_ca_file) == f"{mounts['client-ca']}/ca.crt"
     # The extender's ServiceAccount may do exactly its mode's set.
     cluster_wide = triples(granted(docs, NAMESPACE, name, "ClusterRoleBinding"))
-    expected = LEAST_PRIVILEGE | (PLACEMENT if args.mode == "extender" else set())
     # The policy CRDs' group is the resource domain.
-    expected = {(args.resource_domain if g == "escher.io" else g, r, v) for g, r, v in expected}
+    expected = {
+        (args.resource_domain if g == "escher.io" else g, r, v) for g, r, v in EXPECTED[args.mode]
+    }
     assert cluster_wide == expected
     for policy in kinds(docs, "ValidatingAdmissionPolicy"):
         (condition,) = policy["spec"]["matchConditions"]
         user = f"system:serviceaccount:{NAMESPACE}:{name}"
         assert condition["expression"] == f'request.userInfo.username == "{user}"'
+    if args.mode == "dra":
+        # The driver, the domain and the label the extender publishes under.
+        policy = find(docs, "ValidatingAdmissionPolicy", f"{name}-dra-own-objects")
+        checks = [" ".join(v["expression"].split()) for v in policy["spec"]["validations"]]
+        assert f"variables.subject.spec.driver == '{args.dra_driver_name}'" in checks[1]
+        assert f"startsWith('{args.resource_domain}/')" in checks[2]
+        ours = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}["ours"]
+        assert all(f"'{part}'" in ours for part in MANAGED_BY)
 
     # The scheduler calls the Service's verbs port with the mounted files, under its name.
     config = scheduler_config(docs, scheduler)
@@ -538,7 +554,7 @@ def test_every_default_value_is_in_the_schema() -> None:
     [
         ({"replicas": "two"}, "'/replicas': got string, want integer"),
         ({"replicas": 0}, "'/replicas'"),
-        ({"mode": "bogus"}, "'/mode': value must be one of 'extender', 'pure'"),
+        ({"mode": "bogus"}, "'/mode': value must be one of 'extender', 'pure', 'dra'"),
         ({"scope": "some"}, "'/scope'"),
         ({"replica": 2}, "additional properties 'replica' not allowed"),
         ({"tls": {"certManager": {"enable": True}}}, "'/tls/certManager': additional prop"),
@@ -765,7 +781,7 @@ def normalise_kustomize(doc: Doc) -> Doc:
     return doc
 
 
-@pytest.mark.parametrize("mode", ["extender", "pure"])
+@pytest.mark.parametrize("mode", ["extender", "pure", "dra"])
 def test_the_defaults_render_the_kustomize_overlays_objects(mode: str) -> None:
     chart = render({"mode": mode})
     deploy = kustomize(mode)
@@ -888,6 +904,21 @@ def test_another_resource_domain_reaches_every_key_that_names_it() -> None:
     gate = find(docs, "MutatingAdmissionPolicy", f"{RELEASE}-gang-gate")
     (mutation,) = gate["spec"]["mutations"]
     assert mutation["jsonPatch"]["expression"].count('"example.com/gang"') == 2
+
+
+def test_in_dra_mode_another_resource_domain_is_the_driver_the_policy_holds_it_to() -> None:
+    docs = render({"mode": "dra", "resourceDomain": "example.com"})
+    args = serve_args(docs)
+    assert args.mode == "dra" and args.dra_driver_name == "example.com"
+    (policy,) = kinds(docs, "ValidatingAdmissionPolicy")
+    text = json.dumps(policy)
+    assert "escher.io" not in text
+    checks = [" ".join(v["expression"].split()) for v in policy["spec"]["validations"]]
+    assert "variables.subject.spec.driver == 'example.com'" in checks[1]
+    assert "startsWith('example.com/')" in checks[2]
+    messages = [v["message"] for v in policy["spec"]["validations"]]
+    assert messages[1].endswith("its driver example.com")
+    assert "an example.com/ name" in messages[2]
 
 
 # ---- TLS and the token -------------------------------------------------------------------

@@ -7,7 +7,9 @@ ServiceAccount is granted exactly the least-privilege set of its mode and nothin
 its pod patches are held to the gang annotations; the scheduler configurations agree with
 scheduler-config/ (the one the local control plane runs), with the Service, the mounts and
 the lease; and the Deployments' flags, probes, Secrets and images are the ones the code and
-the build expect.
+the build expect. In dra mode, the admission policy that holds the extender to its own
+ResourceSlices and DeviceClasses names the driver, domain and label the code writes
+(tests/e2e/test_deploy_dra.py proves it on a real API server).
 """
 
 from __future__ import annotations
@@ -20,16 +22,19 @@ from typing import Any
 
 import pytest
 import yaml
-from rbac import EXPECTED, PLACEMENT, triples
+from rbac import DRA, EXPECTED, PLACEMENT, triples
 
 from escher_harness.localcluster.config import SCHEDULER_ENV
+from extender.adapters.slices import MANAGED_BY
 from extender.cli import build_parser, settings_of
 from extender.core.pod import COSCHEDULING_LABEL, Keys
 from extender.scheduling.profile import problems
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
-MODES = ("extender", "pure")
+MODES = ("extender", "pure", "dra")
+# The modes with no extender in kube-scheduler's path.
+SCHEDULER_ALONE = ("pure", "dra")
 KEYS = Keys.for_domain("escher.io")
 NAMESPACE = "escher-system"
 EXTENDER_SA = ("escher-system", "escher-extender")
@@ -142,10 +147,29 @@ def test_leader_election_may_create_leases_and_use_only_its_own() -> None:
     assert by_name == {(): {"create"}, (lease,): {"get", "update"}}
 
 
-def test_pure_mode_cannot_place_pods_and_extender_mode_does_through_its_own_role() -> None:
-    assert not triples(granted(overlay("pure"), EXTENDER_SA)) & PLACEMENT
+def test_pure_and_dra_modes_cannot_place_pods_and_extender_mode_does_through_its_own_role() -> None:
+    for mode in SCHEDULER_ALONE:
+        assert not triples(granted(overlay(mode), EXTENDER_SA)) & PLACEMENT, mode
     docs = overlay("extender")
     assert triples(find(docs, "ClusterRole", "escher-extender-placement")["rules"]) == PLACEMENT
+
+
+def test_only_dra_mode_may_publish_devices_and_through_its_own_role() -> None:
+    for mode in ("extender", "pure"):
+        assert not {g for g, _, _ in triples(granted(overlay(mode), EXTENDER_SA))} & {
+            "resource.k8s.io"
+        }, mode
+    docs = overlay("dra")
+    assert triples(find(docs, "ClusterRole", "escher-extender-dra")["rules"]) == DRA
+    binding = find(docs, "ClusterRoleBinding", "escher-extender-dra")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "escher-extender-dra",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": EXTENDER_SA[1], "namespace": EXTENDER_SA[0]}
+    ]
 
 
 def test_only_extender_mode_writes_to_pods_and_an_admission_policy_holds_it_to_one_key() -> None:
@@ -153,9 +177,14 @@ def test_only_extender_mode_writes_to_pods_and_an_admission_policy_holds_it_to_o
         return {r for r in triples(granted(docs, EXTENDER_SA))
                 if r[1] == "pods" and r[2] not in ("get", "list", "watch")}  # fmt: skip
 
-    pure, extender = overlay("pure"), overlay("extender")
-    assert pod_writes(pure) == set()
-    assert not [d for d in pure if d["kind"].startswith("ValidatingAdmission")]
+    for mode in SCHEDULER_ALONE:
+        assert pod_writes(overlay(mode)) == set(), mode
+    # Pure mode has no admission policy; dra mode's is about its own DRA objects (below).
+    assert not [d for d in overlay("pure") if d["kind"].startswith("ValidatingAdmission")]
+    assert {
+        d["metadata"]["name"] for d in overlay("dra") if d["kind"].startswith("ValidatingAdmission")
+    } == {"escher-extender-dra-own-objects"}
+    extender = overlay("extender")
     assert pod_writes(extender) == {("", "pods", "patch")}
     policy = find(extender, "ValidatingAdmissionPolicy", "escher-extender-pod-touch")["spec"]
     binding = find(extender, "ValidatingAdmissionPolicyBinding", "escher-extender-pod-touch")
@@ -188,11 +217,57 @@ def test_only_extender_mode_writes_to_pods_and_an_admission_policy_holds_it_to_o
     assert "object.status.?conditions == oldObject.status.?conditions" in check["expression"]
 
 
+def test_in_dra_mode_an_admission_policy_holds_the_writes_to_its_own_driver_and_label() -> None:
+    """RBAC cannot name a driver or a label: the policy must cover every write the DRA role
+    grants, for the extender's ServiceAccount only, and name the driver, the domain and the
+    label the code writes (what it refuses is proven in tests/e2e/test_deploy_dra.py)."""
+    docs = overlay("dra")
+    policy = find(docs, "ValidatingAdmissionPolicy", "escher-extender-dra-own-objects")["spec"]
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", "escher-extender-dra-own-objects")
+    assert binding["spec"] == {
+        "policyName": "escher-extender-dra-own-objects",
+        "validationActions": ["Deny"],
+    }
+    assert policy["failurePolicy"] == "Fail"
+    sa = f"system:serviceaccount:{EXTENDER_SA[0]}:{EXTENDER_SA[1]}"
+    assert [c["expression"] for c in policy["matchConditions"]] == [
+        f'request.userInfo.username == "{sa}"'
+    ]
+    # Every write the role grants, and no more resources than it writes.
+    writes = {
+        (g, r, v)
+        for g, r, v in triples(granted(docs, EXTENDER_SA))
+        if g == "resource.k8s.io" and v not in ("get", "list", "watch")
+    }
+    [rule] = policy["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == ["resource.k8s.io"] and rule["apiVersions"] == ["*"]
+    assert (
+        set(rule["resources"]) == {r for _, r, _ in writes} == {"resourceslices", "deviceclasses"}
+    )
+    assert {v.upper() for _, _, v in writes} <= set(rule["operations"])
+    assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    # The driver, the domain and the label the Deployment's flags and the code use.
+    (container,) = pod_spec(docs, "escher-extender")["containers"]
+    parsed = settings_of(build_parser().parse_args(["serve", *container["args"]]))
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    assert f"'{MANAGED_BY[0]}'" in variables["ours"] and f"'{MANAGED_BY[1]}'" in variables["ours"]
+    checks = [" ".join(v["expression"].split()) for v in policy["validations"]]
+    assert checks[0] == "variables.ours"
+    assert f"variables.subject.spec.driver == '{parsed.dra_driver_name}'" in checks[1]
+    assert f"startsWith('{parsed.resource_domain}/')" in checks[2]
+    assert f"'{MANAGED_BY[0]}'" in checks[3] and f"'{MANAGED_BY[1]}'" in checks[3]
+    assert parsed.dra_driver_name == parsed.resource_domain == "escher.io"
+    for v in policy["validations"]:
+        assert v["reason"] == "Forbidden" and v["message"].startswith("the escher extender"), v
+    assert {"dra-rbac.yaml", "dra-policy.yaml"} <= set(kustomization("dra")["resources"])
+
+
 def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender() -> None:
     """What the policy does is proven on a real API server (tests/e2e/test_deploy.py); here,
     that it names the extender's own keys and nothing else can drift."""
     docs = overlay("extender")
-    assert not [d for d in overlay("pure") if d["kind"].startswith("MutatingAdmission")]
+    for mode in SCHEDULER_ALONE:
+        assert not [d for d in overlay(mode) if d["kind"].startswith("MutatingAdmission")], mode
     policy = find(docs, "MutatingAdmissionPolicy", "escher-extender-marker")["spec"]
     binding = find(docs, "MutatingAdmissionPolicyBinding", "escher-extender-marker")
     assert binding["spec"] == {"policyName": "escher-extender-marker"}
@@ -344,17 +419,33 @@ def test_in_extender_mode_the_verbs_take_only_the_schedulers_client_certificate(
     }
     service = find(docs, "Service", "escher-extender")
     assert {"name": "verbs", "port": 8889, "targetPort": "verbs"} in service["spec"]["ports"]
-    # Pure mode has no verbs listener: kube-scheduler does not call the extender.
-    (pure,) = pod_spec(overlay("pure"), "escher-extender")["containers"]
-    assert not any(a.startswith("--verbs") for a in pure["args"])
+    # Pure and dra modes have no verbs listener: kube-scheduler does not call the extender.
+    for mode in SCHEDULER_ALONE:
+        (alone,) = pod_spec(overlay(mode), "escher-extender")["containers"]
+        assert not any(a.startswith("--verbs") for a in alone["args"]), mode
+        assert [p["name"] for p in alone["ports"]] == ["https"], mode
 
 
-def test_the_pure_mode_config_has_no_extender_and_enforces_the_domain() -> None:
-    config = scheduler_config("pure")
+@pytest.mark.parametrize("mode", SCHEDULER_ALONE)
+def test_the_pure_and_dra_mode_configs_have_no_extender_and_enforce_the_domain(mode: str) -> None:
+    config = scheduler_config(mode)
     assert "extenders" not in config
-    # NodeResourcesFit must not ignore escher.io: in pure mode it is what enforces it.
+    # NodeResourcesFit must not ignore escher.io: in pure mode it is what enforces it; in dra
+    # mode it leaves a DRA-backed extended resource to DynamicResources, which the default
+    # profile runs.
     assert "pluginConfig" not in config["profiles"][0]
-    assert "scheduler-ca.yaml" not in str(kustomization("pure"))
+    assert "scheduler-ca.yaml" not in str(kustomization(mode))
+    assert not [p for p in kustomization(mode).get("patches", []) if "path" in p]
+    # The local control plane's configuration of the mode, but for the names and the lease.
+    local = yaml.safe_load((REPO / "scheduler-config" / f"{mode}.yaml").read_text())
+    assert "extenders" not in local
+    assert [{**p, "schedulerName": "-"} for p in config["profiles"]] == [
+        {**p, "schedulerName": "-"} for p in local["profiles"]
+    ]
+    assert config.keys() - {"leaderElection"} == local.keys() - {
+        "leaderElection",
+        "clientConnection",
+    }
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -465,7 +556,7 @@ def test_the_scheduler_reads_the_generated_config_where_it_is_mounted() -> None:
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
 
 
-@pytest.mark.parametrize("mode", ["extender", "pure"])
+@pytest.mark.parametrize("mode", MODES)
 def test_a_network_policy_lets_only_the_scheduler_at_the_verbs_and_labelled_namespaces_in(
     mode: str,
 ) -> None:

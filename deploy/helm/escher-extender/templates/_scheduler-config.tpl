@@ -9,6 +9,11 @@ apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 # No clientConnection.kubeconfig: the pod's ServiceAccount. The API budget (kubeAPI).
 clientConnection:
+{{- if eq .Values.mode "dra" }}
+  # In dra mode a pod of an ephemeral resource costs about 7 API writes (its claim created,
+  # finalized and allocated; its status twice; the binding; an event) against 2: raise
+  # kubeAPI.scheduler on a busy cluster (docs/deployment.md, "Dra mode").
+{{- end }}
   qps: {{ $api.qps }}
   burst: {{ $api.burst }}
 leaderElection:
