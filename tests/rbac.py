@@ -42,7 +42,7 @@ PLACEMENT = {
 DRA = {
     *(
         ("resource.k8s.io", "resourceslices", v)
-        for v in ("get", "list", "watch", "create", "update", "delete")
+        for v in ("list", "watch", "create", "update", "delete")
     ),
     *(
         ("resource.k8s.io", "deviceclasses", v)
