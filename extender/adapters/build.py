@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from extender.adapters.binder import Binder
 from extender.adapters.gateswitch import GateSwitch
@@ -90,33 +91,24 @@ def build(
     # A node recreated under its name: the objects naming it are applied to it again.
     added = store.node_added if store is not None else None
     writeback: NodeWriter
+    where: dict[str, Any]  # how the view treats what nodes show of the domain
     if s.mode == "dra":
         writeback = publisher = SlicePublisher(api, ledger, s, metrics, may_write)
         ledger.guard = publisher.guard
-        view = ClusterView(
-            api,
-            ledger,
-            keys,
-            events,
-            metrics,
-            adopt=lambda: not may_write(),
-            node_resources=False,
-            on_node_gone=publisher.drifted,  # its slices go with it
-            on_node_added=added,
-        )
+        where = {"node_resources": False, "on_node_gone": publisher.drifted}  # slices go too
     else:
         writeback = status = WriteBack(api, ledger, s, metrics, may_write, advertised)
-        view = ClusterView(
-            api,
-            ledger,
-            keys,
-            events,
-            metrics,
-            adopt=lambda: not may_write(),  # a follower mirrors the nodes; the leader writes
-            on_node_seen=status.node_seen,
-            advertised=advertised,
-            on_node_added=added,
-        )
+        where = {"on_node_seen": status.node_seen, "advertised": advertised}
+    view = ClusterView(
+        api,
+        ledger,
+        keys,
+        events,
+        metrics,
+        adopt=lambda: not may_write(),  # a follower mirrors the cluster; the leader writes it
+        on_node_added=added,
+        **where,
+    )
     elector = (
         LeaderElector(
             api,

@@ -35,7 +35,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from msgspec import Struct
@@ -50,6 +50,7 @@ from extender.metrics import Metrics
 from extender.settings import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T", "ResourceSlice", "ResourceClaim", "DeviceClass")
 
 GROUP = "/apis/resource.k8s.io/v1"
 MAX_DEVICES = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
@@ -230,31 +231,28 @@ class SlicePublisher(NodeWriter):
         self._allocated: dict[str, dict[str, int]] = {}
         self._classes: dict[str, DeviceClass] = {}  # class name -> class
         self._mapped: dict[str, str] = {}  # extended resource name -> class name (not ours)
-        selector = f"spec.driver={self.driver}"
-        self.slices = Informer(
-            api,
-            "resourceslices",
-            f"{GROUP}/resourceslices",
-            ResourceSlice,
-            Handler(self._slice, self._slices_listed, lambda s: s.metadata.name),
-            metrics,
-            field_selector=selector,
+        self.slices = self._informer(
+            "resourceslices", ResourceSlice, self._slice, self._slices_listed, _name, metrics
         )
-        self.claims = Informer(
-            api,
-            "resourceclaims",
-            f"{GROUP}/resourceclaims",
-            ResourceClaim,
-            Handler(self._claim, self._claims_listed, lambda c: c.metadata.uid),
-            metrics,
+        self.slices.field_selector = f"spec.driver={self.driver}"  # ours, and others' we refuse
+        self.claims = self._informer(
+            "resourceclaims", ResourceClaim, self._claim, self._claims_listed, _uid, metrics
         )
-        self.classes = Informer(
-            api,
-            "deviceclasses",
-            f"{GROUP}/deviceclasses",
-            DeviceClass,
-            Handler(self._class, self._classes_listed, lambda c: c.metadata.name),
-            metrics,
+        self.classes = self._informer(
+            "deviceclasses", DeviceClass, self._class, self._classes_listed, _name, metrics
+        )
+
+    def _informer(
+        self,
+        kind: str,
+        cls: type[T],
+        event: Callable[[str, T], None],
+        listed: Callable[[set[str]], None],
+        key: Callable[[T], str],
+        metrics: Metrics,
+    ) -> Informer[T]:
+        return Informer(
+            self._api, kind, f"{GROUP}/{kind}", cls, Handler(event, listed, key), metrics
         )
 
     def informers(self) -> Sequence[Informer[Any]]:
@@ -698,6 +696,14 @@ def _unchanged(seen: _PoolSeen, devices: list[str]) -> bool:
 def _group(pool: str) -> str:
     """The group (node/name) of one of our pool names (node/name/index)."""
     return pool.rsplit("/", 1)[0]
+
+
+def _name(obj: ResourceSlice | DeviceClass) -> str:
+    return obj.metadata.name
+
+
+def _uid(obj: ResourceClaim) -> str:
+    return obj.metadata.uid
 
 
 def _ours(meta: ObjectMeta) -> bool:
