@@ -42,6 +42,8 @@ def test_bench_extender_measures_mode_dra(tmp_path: Path) -> None:
         assert r["mode"] == "dra" and r["pods_per_s"] > 0, r
         assert r["over_capacity"] == [], r["over_capacity"]
         assert "kube-controller-manager" in r["cpu_ms_per_pod"], r["cpu_ms_per_pod"]
+        # kube-scheduler's client-side QPS waits are read (every request passes the bucket).
+        assert r["scheduler"]["client_requests"] > 0, r["scheduler"]
         writes = r["api_writes"]["by_request"]
         assert writes.get("POST pods/binding") == 1.0, writes
         claims = writes.get("POST resourceclaims", 0.0)

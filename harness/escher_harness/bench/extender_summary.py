@@ -99,6 +99,9 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "outside_framework_ms_per_pod": _spread_of(
                     mine, "scheduler.outside_framework_ms_per_pod"
                 ),
+                "client_rate_limiter_wait_s": _spread_of(
+                    mine, "scheduler.client_rate_limiter_wait_s"
+                ),
                 "verb_ms": {
                     f"{verb}.{q}": _spread_of(mine, f"extender.verb_ms.{verb}.{q}")
                     for verb in ("filter", "prioritize", "bind")
@@ -262,6 +265,7 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
                     _fmt(m["algorithm_ms_per_pod"], 2),
                     _fmt(m["outside_framework_ms_per_pod"], 2),
                     _fmt(share, 2) if share else "",
+                    _fmt(m.get("client_rate_limiter_wait_s"), 2),
                 ]
             )
             v = m["verb_ms"]
@@ -295,9 +299,19 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
             + table(["nodes", "pods", "mode", *COMPONENTS], cpu),
             "kube-scheduler's cycle per pod (ms, its own metrics): the algorithm, its part "
             "outside the framework's phases (the extender's calls), and the extender's share "
-            "of the cycle:\n"
+            "of the cycle; and how long its requests waited in all for its client's QPS budget "
+            "(s, client-go's rest_client_rate_limiter_duration_seconds: more than a little "
+            "means the budget, not the scheduler, set the pace):\n"
             + table(
-                ["nodes", "pods", "mode", "algorithm", "outside framework", "extender share"],
+                [
+                    "nodes",
+                    "pods",
+                    "mode",
+                    "algorithm",
+                    "outside framework",
+                    "extender share",
+                    "QPS wait s",
+                ],
                 cycle,
             ),
             "The extender's verbs, server-side (ms, from its histograms), and its Binding "

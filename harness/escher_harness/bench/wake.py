@@ -60,7 +60,7 @@ def run(
             idle(info)
             t = out[-1]
             progress(
-                f"{info.mode}/wake {k + 1}/{trials}: first bound {t['first_s']}s, all "
+                f"wake {k + 1}/{trials}: first bound {t['first_s']}s, all "
                 f"{t['all_s']}s after set_resource (the call took {t['set_call_s']}s)"
             )
     return out

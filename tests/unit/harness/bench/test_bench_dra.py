@@ -111,7 +111,11 @@ def row(
         "nodes": 100,
         "pods_per_s": pps,
         "cpu_ms_per_pod": cpu,
-        "scheduler": {"algorithm_ms_per_pod": 1.0, "outside_framework_ms_per_pod": 0.1},
+        "scheduler": {
+            "algorithm_ms_per_pod": 1.0,
+            "outside_framework_ms_per_pod": 0.1,
+            "client_rate_limiter_wait_s": 0.5 if mode == "dra" else 0.0,
+        },
         "extender": None,
         "apiserver_binding_ms": {"p50": 3.0},
         "api_writes": {
@@ -175,6 +179,9 @@ def test_the_tables_carry_writes_per_pod_and_the_controller_managers_cpu() -> No
     assert "| 100 | ephemeral | dra | 50.0 | 0.50 | 7.00 | 3.50 | 0 |" in text
     assert "kube-controller-manager" in text
     assert "| 100 | ephemeral | dra | - | 2.00 | 3.00 | 1.00 | 0.50 |" in text
+    # How long kube-scheduler's requests waited for its client's QPS budget.
+    assert "| 100 | ephemeral | dra | 1.00 | 0.10 |  | 0.50 |" in text
+    assert "| 100 | ephemeral | pure | 1.00 | 0.10 |  | 0.00 |" in text
     writes = es.writes_table(summary)
     assert (
         writes.splitlines()[0]
