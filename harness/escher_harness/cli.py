@@ -65,6 +65,8 @@ def _bench_extender(args: argparse.Namespace) -> int:
         "modes": args.modes,
         "qps": args.qps,
         "latency_seconds": args.seconds,
+        "wake_trials": args.wake_trials,
+        "wake_pods": args.wake_pods,
     }
     cfg = dataclasses.replace(
         base,
@@ -250,8 +252,18 @@ def _add_bench(sub: Any) -> None:
         type=_modes,
         help="comma-separated of none,pure,extender (default: these three), extender-http "
         "(the verbs over plain HTTP instead of mutual TLS), extender-split (each exchange "
-        "only for the pods that need it, as deploy/ runs it) and extender-split-http (the "
-        "same over plain HTTP on loopback, as a sidecar would be called)",
+        "only for the pods that need it, as deploy/ runs it), extender-split-http (the "
+        "same over plain HTTP on loopback, as a sidecar would be called) and dra (pure with "
+        "the resources as DRA devices, allocated by kube-scheduler's DynamicResources)",
+    )
+    e.add_argument(
+        "--wake-trials",
+        type=int,
+        help="set_resource-to-schedulable trials per throughput run of a mode with a policy "
+        "API (default 5, quick 3; 0: none)",
+    )
+    e.add_argument(
+        "--wake-pods", type=_positive_int, help="pods waiting in each such trial (default 10)"
     )
     e.add_argument(
         "--qps", type=float, help="API budget of every client, burst twice it (default 1000)"
@@ -269,10 +281,11 @@ def _add_bench(sub: Any) -> None:
     e.set_defaults(func=_guarded(_bench_extender))
     g = kinds.add_parser(
         "gang",
-        help="gang scheduling: eight approaches replay one workload trace",
+        help="gang scheduling: nine approaches replay one workload trace",
         description="Replays one workload (generated from a seed) against the extender (plain, "
         "with the gang gate, and with the adaptive gang gate), the pure approach (plan and "
-        "ghost variants), plain kube-scheduler, Coscheduling and native gang scheduling, on a "
+        "ghost variants, and the plan variant with the resources as DRA devices: dra), plain "
+        "kube-scheduler, Coscheduling and native gang scheduling, on a "
         "fresh cluster per run, interleaved over repetitions. "
         "Scenario options apply to every scenario of the preset kept (see --scenarios).",
     )
@@ -284,7 +297,7 @@ def _add_bench(sub: Any) -> None:
         help="cluster, scenarios and repetitions (default: standard)",
     )
     g.add_argument("--quick", action="store_true", help="the quick preset (what make demo runs)")
-    g.add_argument("--approaches", type=_names, help="comma-separated (default: all eight)")
+    g.add_argument("--approaches", type=_names, help="comma-separated (default: all nine)")
     g.add_argument(
         "--scenarios",
         type=_names,

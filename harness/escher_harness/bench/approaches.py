@@ -1,4 +1,4 @@
-"""The eight gang-scheduling approaches the benchmark compares: each a cluster set-up on equal
+"""The nine gang-scheduling approaches the benchmark compares: each a cluster set-up on equal
 footing, plus how to submit, start and delete one gang through the real API.
 
 - extender: kube-scheduler + the ESCHER extender; gangs declared by labels (extender.gang).
@@ -10,6 +10,11 @@ footing, plus how to submit, start and delete one gang through the real API.
 - pure: ESCHER's pure approach, planned from the cluster state (escher_harness.bench.puregang)
   on plain kube-scheduler.
 - pure-ghost: the same with ESCHER's ghost tasks: placeholder pods hold the room first.
+- dra: the pure runner (plan variant) unchanged, against the service in mode dra: the gang's
+  resource is published as DRA devices (ResourceSlices, a DeviceClass mapping the extended
+  resource name) and kube-scheduler's DynamicResources plugin allocates a device per member in
+  a ResourceClaim per pod; kube-controller-manager (garbage collector, resource-claim
+  controller) deletes the claims with their pods.
 - default: plain kube-scheduler with no gang support: the members are just pods.
 - coscheduling: scheduler-plugins' Coscheduling plugin in its own kube-scheduler build, with
   its PodGroup CRD (ESCHER's "FrameSpace": gang logic inside the scheduling framework).
@@ -66,12 +71,15 @@ APPROACHES = (
     "extender-adaptive",
     "pure",
     "pure-ghost",
+    "dra",
     "default",
     "coscheduling",
     "native",
 )
 _EXTENDER = ("extender", "extender-gated", "extender-adaptive")
 _PURE = ("pure", "pure-ghost")
+# The approaches run by the pure runner through the policy API (escher_harness.bench.puregang).
+POLICY = (*_PURE, "dra")
 _HIERARCHY = parse(DEFAULT)
 
 
@@ -155,6 +163,8 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
         )
     if approach in _PURE:
         return localcluster.ClusterSpec(mode="pure", **common)
+    if approach == "dra":
+        return localcluster.ClusterSpec(mode="dra", **common)
     if approach == "default":
         return localcluster.ClusterSpec(mode="none", **common)
     if approach == "coscheduling":
@@ -183,7 +193,7 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
 def submit(approach: str, env: Env, job: GangJob) -> bool:
     """Submit `job` and return once it is complete (True) or given up (False)."""
     a = job.arrival
-    if approach in _PURE:
+    if approach in POLICY:
         return _pure(env, job, placeholders=approach == "pure-ghost")
     if approach == "coscheduling":
         gang = peer_gangs.submit_coscheduling_gang(
@@ -340,6 +350,7 @@ def policy_loc() -> dict[str, int | None]:
         # variants live in the same runner, so they count the same lines).
         "pure": pure,
         "pure-ghost": pure,
+        "dra": pure,
         "default": [],
         "coscheduling": sorted(
             mod.glob("sigs.k8s.io/scheduler-plugins@*/pkg/coscheduling/**/*.go")

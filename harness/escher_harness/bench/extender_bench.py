@@ -3,10 +3,14 @@
 Part 1 (escher_harness.bench.latency): the extender's server-side filter and prioritize
 latency at each cluster size, for plain and ephemeral pods, quiet and under background load.
 Part 2 (escher_harness.bench.throughput): kube-scheduler's throughput on the real local
-control plane in each mode (kube-scheduler alone, pure, extender), at each size, with the
+control plane in each mode (kube-scheduler alone, pure, extender; `--modes` adds the
+extender's variants and dra, the resources as DRA devices), at each size, with the
 modes interleaved in every repetition (none, pure, extender; none, pure, extender; ...) so a
-slow spell of the shared machine does not fall on one mode; with `--profile`, a py-spy
-profile of the extender in the first repetition at each size. Part 3
+slow spell of the shared machine does not fall on one mode: pods/s, CPU per pod per process
+and API writes per pod; with `--profile`, a py-spy
+profile of the extender in the first repetition at each size. In each such run of a mode with
+a policy API, once its workloads are done: the set_resource-to-schedulable trials
+(escher_harness.bench.wake; `--wake-trials N`, default 5, 0 turns them off). Part 3
 (escher_harness.bench.memory): the extender's memory at 5,000 nodes and 50,000 bound pods.
 Prints the tables
 (extender_summary), the regression guard, and writes DIR/results.json (after every run, so an
@@ -47,11 +51,17 @@ class Config:
     memory: bool = True  # the extender's RSS with memory_nodes nodes and memory_pods pods
     memory_nodes: int = 5000
     memory_pods: int = 50_000
+    # set_resource-to-schedulable trials per throughput run (modes with a policy API), and
+    # the pods waiting in each.
+    wake_trials: int = 5
+    wake_pods: int = 10
 
 
 def quick() -> Config:
     """A few minutes: 100 and 1,000 nodes, 300 pods, one repetition, short latency runs."""
-    return Config(sizes=(100, 1000), repeat=1, pods=300, latency_seconds=2.0, memory=False)
+    return Config(
+        sizes=(100, 1000), repeat=1, pods=300, latency_seconds=2.0, memory=False, wake_trials=3
+    )
 
 
 def _progress(msg: str) -> None:
@@ -77,9 +87,12 @@ def run(out: Path, cfg: Config) -> int:
             "throughput_window": "10th to 90th percentile bind",
             "latency_seconds": cfg.latency_seconds,
             "latency_warmup_calls_dropped": latency.WARMUP,
+            "wake_trials": cfg.wake_trials,
+            "wake_pods": cfg.wake_pods,
         },
         "latency": [],
         "throughput": [],
+        "wake": [],
     }
     samples: dict[str, list[float]] = {}
     if cfg.latency:
@@ -94,6 +107,7 @@ def run(out: Path, cfg: Config) -> int:
         _save(out, results)
     summary = extender_summary.summarize(results["throughput"])
     results["summary"] = summary
+    results["wake_summary"] = extender_summary.wake_summary(results["wake"])
     results["duration_s"] = round(time.time() - started, 1)
     baseline = None
     if cfg.baseline is not None:
@@ -119,9 +133,12 @@ def _throughput(out: Path, cfg: Config, results: dict[str, Any]) -> None:
                     qps=cfg.qps,
                     burst=cfg.burst,
                     profile_dir=out / "profiles" if cfg.profile and rep == 0 else None,
+                    wake_trials=cfg.wake_trials,
+                    wake_pods=cfg.wake_pods,
                 )
-                for row in throughput.run(mode, setup, _progress):
-                    results["throughput"].append({"rep": rep, **row})
+                measured = throughput.run(mode, setup, _progress)
+                results["throughput"] += [{"rep": rep, **row} for row in measured.rows]
+                results["wake"] += [{"rep": rep, **t} for t in measured.wake]
                 _save(out, results)
 
 
@@ -147,12 +164,15 @@ def _machine() -> dict[str, Any]:
 
 
 def _budgets(parameters: Mapping[str, Any]) -> str:
-    """Both API budgets, said in words: the extender binds (gang members, or every pod it is
-    sent) with its own, so a budget below kube-scheduler's caps binds."""
+    """The API budgets, said in words: the extender binds (gang members, or every pod it is
+    sent) with its own, so a budget below kube-scheduler's caps binds; in mode dra
+    kube-scheduler makes about 7 writes per pod (claims), so its budget matters more."""
     qps, burst = parameters["client_qps"], parameters["client_burst"]
     return (
-        f"API budgets: kube-scheduler's clientConnection qps {qps:g} / burst {burst}; the "
-        f"extender's (--kube-qps / --kube-burst) qps {qps:g} / burst {burst}."
+        f"API budgets, equal for every client: kube-scheduler's clientConnection qps {qps:g} / "
+        f"burst {burst}; the extender's (--kube-qps / --kube-burst) qps {qps:g} / burst {burst}; "
+        f"mode dra's kube-controller-manager (--kube-api-qps / --kube-api-burst) qps {qps:g} / "
+        f"burst {burst}."
     )
 
 
@@ -171,7 +191,19 @@ def _report(results: Mapping[str, Any]) -> str:
         )
     if results["summary"]:
         parts.append(extender_summary.throughput_tables(results["summary"]))
+        parts.append(
+            "API writes per scheduled pod by request (median over repetitions), "
+            "kube-apiserver's apiserver_request_total over the measured window:\n"
+            + extender_summary.writes_table(results["summary"])
+        )
         parts.append("\n".join(results["guard"]))
+    if results.get("wake_summary"):
+        parts.append(
+            "set_resource-to-schedulable: pods waiting (unschedulable) for a resource that did "
+            "not exist; seconds from the set_resource call to the first and to the last of them "
+            "bound, median [min-max] over every trial of every repetition:\n"
+            + extender_summary.wake_table(results["wake_summary"])
+        )
     if results.get("memory"):
         m = results["memory"]
         parts.append(

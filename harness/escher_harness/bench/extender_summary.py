@@ -2,11 +2,14 @@
 
 Throughput rows (escher_harness.bench.throughput, one per mode, workload, size and
 repetition) become, per size and workload: each mode's pods/s as median, min and max over the
-repetitions; the ratios measured within one repetition (extender and pure against
-kube-scheduler alone for plain pods, extender against pure for ephemeral and prefer ones), again as
-median, min and max; the CPU each component spent per pod; the extender's share of
-kube-scheduler's cycle; and the extender's verb latencies and bind against the API server's
-binding latency. `guard` compares a run with an earlier one. Called by
+repetitions; the ratios measured within one repetition (extender, pure and dra against
+kube-scheduler alone for plain pods, extender and dra against pure for ephemeral and prefer
+ones), again as median, min and max, for pods/s and for API writes per pod; the CPU each
+component spent per pod (kube-controller-manager's too: it runs in mode dra); the API writes
+per pod; the extender's share of kube-scheduler's cycle; and the extender's verb latencies and
+bind against the API server's binding latency. The set_resource-to-schedulable trials
+(escher_harness.bench.wake) become, per size and mode, the spread of their first and last
+binds (`wake_summary`). `guard` compares a run with an earlier one. Called by
 escher_harness.bench.extender_bench and tested in tests/unit.
 """
 
@@ -18,7 +21,7 @@ from typing import Any
 from escher_harness.bench.stats import spread
 
 # The processes whose CPU time a throughput run reads, in the tables' order.
-COMPONENTS = ("extender", "kube-scheduler", "kube-apiserver", "etcd")
+COMPONENTS = ("extender", "kube-scheduler", "kube-apiserver", "etcd", "kube-controller-manager")
 # Ratios as (numerator mode, denominator mode) per workload, each measured within one
 # repetition: the same machine state, minutes apart at most.
 RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
@@ -28,11 +31,18 @@ RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("extender-http", "none"),
         ("extender-split", "none"),
         ("extender-split-http", "none"),
+        ("dra", "none"),
     ),
     **{
         kind: tuple(
             (mode, "pure")
-            for mode in ("extender", "extender-http", "extender-split", "extender-split-http")
+            for mode in (
+                "extender",
+                "extender-http",
+                "extender-split",
+                "extender-split-http",
+                "dra",
+            )
         )
         for kind in ("ephemeral", "prefer")
     },
@@ -89,6 +99,9 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "outside_framework_ms_per_pod": _spread_of(
                     mine, "scheduler.outside_framework_ms_per_pod"
                 ),
+                "client_rate_limiter_wait_s": _spread_of(
+                    mine, "scheduler.client_rate_limiter_wait_s"
+                ),
                 "verb_ms": {
                     f"{verb}.{q}": _spread_of(mine, f"extender.verb_ms.{verb}.{q}")
                     for verb in ("filter", "prioritize", "bind")
@@ -96,20 +109,90 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 },
                 "bind_api_p50_ms": _spread_of(mine, "extender.bind_api_ms.p50"),
                 "apiserver_binding_p50_ms": _spread_of(mine, "apiserver_binding_ms.p50"),
+                "api_writes_per_pod": _spread_of(mine, "api_writes.per_pod"),
+                "api_writes_by_request": {
+                    k: _spread_of(mine, f"api_writes.by_request.{k}")
+                    for k in sorted(
+                        {k for r in mine for k in (r.get("api_writes") or {}).get("by_request", {})}
+                    )
+                },
                 "over_capacity": sum(len(r["over_capacity"]) for r in mine),
                 "extender_share_of_cycle": _shares(by_rep, mode),
             }
-        ratios = {}
-        for top, bottom in RATIOS.get(workload, ()):
-            values = [
-                m[top]["pods_per_s"] / m[bottom]["pods_per_s"]
-                for m in by_rep.values()
-                if top in m and bottom in m and m[bottom]["pods_per_s"]
-            ]
-            if values:
-                ratios[f"{top}/{bottom}"] = spread(values)
-        out.append({"nodes": nodes, "workload": workload, "modes": modes, "ratios": ratios})
+        out.append(
+            {
+                "nodes": nodes,
+                "workload": workload,
+                "modes": modes,
+                "ratios": _ratios(by_rep, workload, "pods_per_s"),
+                "write_ratios": _ratios(by_rep, workload, "api_writes.per_pod"),
+            }
+        )
     return out
+
+
+def _ratios(
+    by_rep: Mapping[int, Mapping[str, Mapping[str, Any]]], workload: str, path: str
+) -> dict[str, dict[str, float]]:
+    """RATIOS of the figure at `path`, each taken within one repetition."""
+    ratios = {}
+    for top, bottom in RATIOS.get(workload, ()):
+        values = [
+            a / b
+            for m in by_rep.values()
+            if top in m and bottom in m
+            if (a := _get(m[top], path)) is not None and (b := _get(m[bottom], path))
+        ]
+        if values:
+            ratios[f"{top}/{bottom}"] = spread(values)
+    return ratios
+
+
+def wake_summary(trials: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per (nodes, mode): the set_resource-to-schedulable trials of every repetition pooled,
+    as the spread (median, min, max) of the first bind, the last bind and the call itself
+    (seconds from the call); trials whose pods were not all bound are counted apart."""
+    out = []
+    for nodes, mode in sorted({(t["nodes"], t["mode"]) for t in trials}):
+        mine = [t for t in trials if (t["nodes"], t["mode"]) == (nodes, mode)]
+        out.append(
+            {
+                "nodes": nodes,
+                "mode": mode,
+                "trials": len(mine),
+                "not_all_bound": sum(1 for t in mine if t.get("all_s") is None),
+                "first_s": _spread_of(mine, "first_s"),
+                "all_s": _spread_of(mine, "all_s"),
+                "set_call_s": _spread_of(mine, "set_call_s"),
+            }
+        )
+    return out
+
+
+def wake_table(summary: Sequence[Mapping[str, Any]]) -> str:
+    return table(
+        [
+            "nodes",
+            "mode",
+            "trials",
+            "first bound s",
+            "all bound s",
+            "set_resource call s",
+            "not all",
+        ],
+        [
+            [
+                s["nodes"],
+                s["mode"],
+                s["trials"],
+                _fmt(s["first_s"], 2),
+                _fmt(s["all_s"], 2),
+                _fmt(s["set_call_s"], 2),
+                s["not_all_bound"],
+            ]
+            for s in summary
+        ],
+    )
 
 
 def _shares(
@@ -151,17 +234,28 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
             ratio = next(
                 (_fmt(v, 2) for k, v in s["ratios"].items() if k.startswith(f"{mode}/")), ""
             )
-            tput.append(
-                [s["nodes"], s["workload"], mode, _fmt(m["pods_per_s"]), ratio, m["over_capacity"]]
+            write_ratio = next(
+                (
+                    _fmt(v, 2)
+                    for k, v in s.get("write_ratios", {}).items()
+                    if k.startswith(f"{mode}/")
+                ),
+                "",
             )
-            c = m["cpu_ms_per_pod"]
-            cpu.append(
-                [s["nodes"], s["workload"], mode]
-                + [
-                    _fmt(c.get(n), 2)
-                    for n in ("extender", "kube-scheduler", "kube-apiserver", "etcd")
+            tput.append(
+                [
+                    s["nodes"],
+                    s["workload"],
+                    mode,
+                    _fmt(m["pods_per_s"]),
+                    ratio,
+                    _fmt(m.get("api_writes_per_pod"), 2),
+                    write_ratio,
+                    m["over_capacity"],
                 ]
             )
+            c = m["cpu_ms_per_pod"]
+            cpu.append([s["nodes"], s["workload"], mode] + [_fmt(c.get(n), 2) for n in COMPONENTS])
             share = m["extender_share_of_cycle"]
             cycle.append(
                 [
@@ -171,6 +265,7 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
                     _fmt(m["algorithm_ms_per_pod"], 2),
                     _fmt(m["outside_framework_ms_per_pod"], 2),
                     _fmt(share, 2) if share else "",
+                    _fmt(m.get("client_rate_limiter_wait_s"), 2),
                 ]
             )
             v = m["verb_ms"]
@@ -184,18 +279,39 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
     return "\n\n".join(
         [
             "Scheduling throughput, pods/s over the 10-90% bind window, median [min-max] over "
-            "repetitions; ratio measured within each repetition:\n"
-            + table(["nodes", "pods", "mode", "pods/s", "ratio", "over capacity"], tput),
-            "CPU time per scheduled pod (ms), median [min-max]:\n"
+            "repetitions, and kube-apiserver's write requests (POST/PUT/PATCH/DELETE/APPLY, "
+            "leases left out) per scheduled pod; ratios measured within each repetition "
+            "(plain pods: against none; ephemeral and prefer: against pure):\n"
             + table(
-                ["nodes", "pods", "mode", "extender", "kube-scheduler", "kube-apiserver", "etcd"],
-                cpu,
+                [
+                    "nodes",
+                    "pods",
+                    "mode",
+                    "pods/s",
+                    "ratio",
+                    "writes/pod",
+                    "writes ratio",
+                    "over capacity",
+                ],
+                tput,
             ),
+            "CPU time per scheduled pod (ms), median [min-max]:\n"
+            + table(["nodes", "pods", "mode", *COMPONENTS], cpu),
             "kube-scheduler's cycle per pod (ms, its own metrics): the algorithm, its part "
             "outside the framework's phases (the extender's calls), and the extender's share "
-            "of the cycle:\n"
+            "of the cycle; and how long its requests waited in all for its client's QPS budget "
+            "(s, client-go's rest_client_rate_limiter_duration_seconds: more than a little "
+            "means the budget, not the scheduler, set the pace):\n"
             + table(
-                ["nodes", "pods", "mode", "algorithm", "outside framework", "extender share"],
+                [
+                    "nodes",
+                    "pods",
+                    "mode",
+                    "algorithm",
+                    "outside framework",
+                    "extender share",
+                    "QPS wait s",
+                ],
                 cycle,
             ),
             "The extender's verbs, server-side (ms, from its histograms), and its Binding "
@@ -206,6 +322,28 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
             ),
         ]
     )
+
+
+def writes_table(summary: Sequence[Mapping[str, Any]]) -> str:
+    """Per size, pod class and mode: the write requests per pod, each `VERB resource` its
+    column (median over repetitions; "-" where a mode made none)."""
+    keys = sorted(
+        {
+            k
+            for s in summary
+            for m in s["modes"].values()
+            for k in m.get("api_writes_by_request", {})
+        }
+    )
+    rows = []
+    for s in summary:
+        for mode, m in s["modes"].items():
+            per = m.get("api_writes_by_request", {})
+            rows.append(
+                [s["nodes"], s["workload"], mode, _fmt(m.get("api_writes_per_pod"), 2)]
+                + [_fmt(per.get(k), 2) for k in keys]
+            )
+    return table(["nodes", "pods", "mode", "total", *keys], rows)
 
 
 def latency_table(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -84,6 +84,7 @@ FIGURES = (
     Figure("span_block", "blocks / min", _placement("span_ratio_block"), 2),
     Figure("sched_cpu_per_gang", "sched. CPU ms/gang", _scheduler_cpu_per_gang, 0),
     Figure("extender_cpu_s", "extender CPU s", _cpu_of("extender"), 1),
+    Figure("kcm_cpu_s", "controller-manager CPU s", _cpu_of("kube-controller-manager"), 1),
     Figure("extender_peak_mib", "extender peak MiB", _extender("peak_rss_mib"), 1),
     Figure("longest_stall_ms", "longest stall ms", _extender("longest_stall_ms"), 1),
 )
@@ -97,6 +98,7 @@ COST_TABLE = (
     "placeholder_pod_s",
     "writes_per_gang",
     "scheduling_cpu_s",
+    "kcm_cpu_s",
     "overcommits",
 )
 RUN_TABLE = ("replay_lag_ms", "warmup_ms", "load")
@@ -386,14 +388,14 @@ DEFINITIONS = """\
 - **Latency**: from a gang's submission to its last member bound, the same for every
   approach. Submission is the load generator's first API call for the gang: the PodGroup's
   creation (coscheduling, native), the first member's creation (extender, default), the
-  first cluster-state read of the planning (pure, pure-ghost: they work before any pod
+  first cluster-state read of the planning (pure, pure-ghost, dra: they work before any pod
   exists, and that counts). "Bound" is the moment the run's one pod watch first sees
   spec.nodeName, the same watch for every approach. p50/p90/p99 are nearest-rank percentiles
   of one run's completed gangs; the table gives their median [min-max] over repetitions.
 - **Completed**: all of a gang's members bound at once, before its deadline. **Succeeded**:
   the completed gang then ran its run time (kwok) and every member was seen Succeeded.
   **Timeouts**: gangs not complete by their deadline; their pods (and groups) are deleted.
-- **Rollbacks**: attempts an approach undid after writing to the API (the pure approaches
+- **Rollbacks**: attempts an approach undid after writing to the API (the pure approaches and dra
   delete an attempt's pods and resource, or placeholders that did not all bind, and retry).
   Attempts undone in a scheduler's memory (the extender's expired reservations,
   Coscheduling's permit rejections) write nothing and are not counted here.
@@ -410,15 +412,19 @@ DEFINITIONS = """\
   DELETE and APPLY, between the clock's start and the end of the run, divided by the gangs
   submitted; events and leases are left out. Included: the load generator's creates,
   run-time patches and deletes, the PodGroups (peers), bindings and pod status patches by
-  the scheduler, the extender's bindings and node status patches, and kwok's pod status
-  (Running, Succeeded) and node heartbeat patches. A completed gang costs more writes than a
+  the scheduler, the extender's bindings and node status patches (dra: its ResourceSlices and
+  DeviceClasses, and kube-scheduler's ResourceClaims and their status, and the claims'
+  deletion by kube-controller-manager), and kwok's pod status (Running, Succeeded) and node
+  heartbeat patches. A completed gang costs more writes than a
   given-up one (it runs), so more completions raise this figure; results.json has the
   breakdown per verb and resource.
 - **Sched. CPU s**: CPU seconds used by kube-scheduler and (extender mode) the extender
   from the launch of the load generator to its end (the warm-up gang included).
+  **Controller-manager CPU s**: kube-controller-manager's over the same span (dra only: its
+  garbage collector and resource-claim controller delete and release the members' claims).
 - **Policy LOC**: non-blank, non-comment, non-docstring lines of the gang logic. extender:
   the `extender/gang/` package and `filters/reservation.py` (Python, inside the extender);
-  pure and pure-ghost: the gang ESL `extender/esl/gang.py` and the runner
+  pure, pure-ghost and dra: the gang ESL `extender/esl/gang.py` and the runner
   `bench/puregang.py` (Python library plus application code; both variants are in the same
   files); coscheduling: scheduler-plugins' `pkg/coscheduling` (Go, tests excluded); native:
   Kubernetes' `pkg/scheduler/framework/plugins/gangscheduling` (Go, tests excluded; the
@@ -441,7 +447,7 @@ DEFINITIONS = """\
   on empty nodes; 1.0 = as few as possible). Computed in every scenario, so `no-topology`
   shows where gangs land unasked.
 - **Sched. CPU ms/gang**: kube-scheduler's CPU over the run divided by the gangs submitted.
-  **Extender CPU s**: the extender's CPU over the run (extender and pure approaches).
+  **Extender CPU s**: the extender's CPU over the run (extender and pure approaches, dra).
   **Extender peak MiB**: its largest resident set, sampled every second. **Longest stall**:
   its slowest /healthz answer, probed every 50 ms through the run (the probe's round trip
   included): how long its event loop was held at most.

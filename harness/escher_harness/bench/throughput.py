@@ -10,13 +10,27 @@ scheduling is measured) with every scheduler and the extender on the same API bu
 3. reads throughput over the middle of the bind window (from the 10th to the 90th percentile
    bind, so neither the scheduler's start-up nor the last stragglers count), kube-scheduler's
    own cycle metrics, the extender's server-side verb latency, the CPU time each component
-   used per pod, the API server's binding latency, and whether any node went over capacity.
+   used per pod, the API server's binding latency, the API writes per pod (kube-apiserver's
+   `apiserver_request_total` for POST, PUT, PATCH, DELETE and APPLY over the window, by verb
+   and resource, leases left out: escher_harness.bench.apimetrics), and whether any node went
+   over capacity (mode dra: also any node holding more claimed devices of a resource than it
+   publishes, escher_harness.bench.dracheck).
 
 Workloads, one per pod class: `plain` pods (cpu and memory only: in extender mode they take
 the extender's fast path, split they go through no exchange), `ephemeral` pods (one unit each
 of a resource set on every node; modes pure and extender: split, no exchange either) and
 `prefer` pods (ephemeral, with an `escher.io/pack` preference: split, only prioritize).
-Called by escher_harness.bench.extender_bench, once per mode, size and repetition.
+
+Mode `dra` is pure's construction with the resources published as DRA devices (ResourceSlices,
+a DeviceClass with `extendedResourceName`): the pods are the same, kube-scheduler's
+DynamicResources plugin allocates a device per unit in a ResourceClaim per pod (about 7 API
+writes per pod where a Node-status resource costs 2), and kube-controller-manager (garbage
+collector, resource-claim controller) runs beside it; its CPU is reported as its own process.
+Nothing reads `prefer`'s preference without the extender, in dra as in pure.
+
+Then, with Setup.wake_trials, the set_resource-to-schedulable trials on the same cluster
+(escher_harness.bench.wake). Called by escher_harness.bench.extender_bench, once per mode, size
+and repetition.
 """
 
 from __future__ import annotations
@@ -39,7 +53,7 @@ import httpx
 from kubernetes import client
 
 from escher_harness import localcluster
-from escher_harness.bench import profile, promhist
+from escher_harness.bench import apimetrics, dracheck, profile, promhist, wake
 from escher_harness.bench.extender_summary import COMPONENTS
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN
@@ -49,7 +63,9 @@ from extender.core import quantity
 from extender.core.pod import Keys
 from extender.esl.client import PolicyClient
 
-Mode = Literal["none", "pure", "extender", "extender-http", "extender-split", "extender-split-http"]
+Mode = Literal[
+    "none", "pure", "extender", "extender-http", "extender-split", "extender-split-http", "dra"
+]
 Kind = Literal["plain", "ephemeral", "prefer"]
 MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
 # extender-http: extender mode with kube-scheduler calling the verbs over plain HTTP instead of
@@ -63,7 +79,10 @@ ALL_MODES: Final[tuple[Mode, ...]] = (
     "extender-http",
     "extender-split",
     "extender-split-http",
+    "dra",
 )
+# The modes with a policy API, where the set_resource-to-schedulable trials run.
+WAKE_MODES: Final = frozenset(m for m in ALL_MODES if m != "none")
 RESOURCE: Final = "tput"
 PACK: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).pack
 MARKERS: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).markers
@@ -87,6 +106,17 @@ class Setup:
     bound_timeout: float = 600.0
     # Where to write a py-spy profile of the extender's measured window (extender mode).
     profile_dir: Path | None = None
+    # set_resource-to-schedulable trials after the workloads (modes in WAKE_MODES; 0: none).
+    wake_trials: int = 0
+    wake_pods: int = 10
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One run's rows (one per workload) and its set_resource-to-schedulable trials."""
+
+    rows: list[dict[str, Any]]
+    wake: list[dict[str, Any]]
 
 
 def kinds(mode: Mode) -> tuple[Kind, ...]:
@@ -107,13 +137,30 @@ def window_rate(bound_at: list[float], low: float = 0.1, high: float = 0.9) -> f
 
 def run(
     mode: Mode, setup: Setup, progress: Callable[[str], None], log_dir: Path | None = None
-) -> list[dict[str, Any]]:
-    """Start a cluster in `mode` and measure each of its workloads; one row per workload."""
+) -> Measured:
+    """Start a cluster in `mode` and measure each of its workloads (one row per workload),
+    then run its set_resource-to-schedulable trials."""
     with _cluster(mode, setup, progress, log_dir) as info:
         api = api_client(info.kubeconfig, pool_size=32)
         try:
             _warm_up(info, api, progress)
-            return [_measure(info, api, mode, kind, setup, progress) for kind in kinds(mode)]
+            rows = [_measure(info, api, mode, kind, setup, progress) for kind in kinds(mode)]
+            trials = []
+            if setup.wake_trials and mode in WAKE_MODES:
+                trials = [
+                    {"mode": mode, "nodes": setup.nodes, "trial": k, **t}
+                    for k, t in enumerate(
+                        wake.run(
+                            info,
+                            api,
+                            setup.wake_trials,
+                            setup.wake_pods,
+                            lambda msg: progress(f"{mode}/{msg}"),
+                            writeback_idle,
+                        )
+                    )
+                ]
+            return Measured(rows, trials)
         finally:
             api.close()  # type: ignore[no-untyped-call]
 
@@ -241,6 +288,11 @@ def _measure(
         recording.stop()
     bound = found.get("bound", {})
     cpu_after = _cpu(info)
+    time.sleep(1.0)  # the last binds' trailing writes (events, claim status) are counted
+    writes = apimetrics.difference(
+        apimetrics.parse_write_counts(_apiserver_metrics(api), apimetrics.LEASES_ONLY),
+        apimetrics.parse_write_counts(api_before, apimetrics.LEASES_ONLY),
+    )
     if len(bound) < setup.pods:
         raise RuntimeError(
             f"{mode}/{kind}: only {len(bound)} of {setup.pods} pods bound in "
@@ -264,8 +316,9 @@ def _measure(
         "scheduler": _scheduler_cycle(info, setup.pods),
         "extender": extender_costs(ext_before, _extender_metrics(info), setup.pods),
         "apiserver_binding_ms": _binding_latency(api_before, _apiserver_metrics(api)),
+        "api_writes": apimetrics.per_pod(writes, setup.pods),
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-        "over_capacity": _over_capacity(api, kind),
+        "over_capacity": _over_capacity(api, kind, info.resource_domain if mode == "dra" else None),
     }
     if recording is not None and recording.out.exists():
         row["profile"] = {
@@ -273,9 +326,14 @@ def _measure(
             "top_frames": [vars(f) for f in profile.top_frames(recording.out.read_text())],
         }
     _delete_all(api, kind)
+    top = sorted(row["api_writes"]["by_request"].items(), key=lambda kv: -kv[1])
     progress(
         f"{mode}/{kind}: {row['pods_per_s']} pods/s (10-90% window), "
-        f"extender CPU {row['cpu_ms_per_pod'].get('extender', '-')} ms/pod"
+        f"extender CPU {row['cpu_ms_per_pod'].get('extender', '-')} ms/pod, "
+        f"{row['api_writes']['per_pod']} API writes/pod ("
+        + ", ".join(f"{k} {v:g}" for k, v in top)
+        + "), kube-scheduler's client waited "
+        f"{row['scheduler']['client_rate_limiter_wait_s']}s for its QPS budget"
     )
     return row
 
@@ -351,6 +409,11 @@ def _scheduler_cycle(info: localcluster.ClusterInfo, pods: int) -> dict[str, Any
     )
     framework_s = sum(h.sum for h in points.values())
     outside_s = max(0.0, algorithm.sum - framework_s)
+    # client-go's token bucket: how long kube-scheduler's requests waited for its client QPS
+    # (mode dra makes about 7 writes per pod, so a budget can cap it where 2 would not).
+    throttled = promhist.histograms(
+        text, "rest_client_rate_limiter_duration_seconds", lambda _: "all"
+    ).get("all", promhist.EMPTY)
     return {
         "attempts": {k: int(h.count) for k, h in sorted(attempts.items())},
         "algorithm_ms_per_pod": round(algorithm.sum * 1000 / pods, 4),
@@ -362,6 +425,8 @@ def _scheduler_cycle(info: localcluster.ClusterInfo, pods: int) -> dict[str, Any
         # difference from mode none is what the extender costs the cycle.
         "outside_framework_ms_per_pod": round(outside_s * 1000 / pods, 4),
         "attempt_ms": {k: h.summary_ms() for k, h in sorted(attempts.items())},
+        "client_rate_limiter_wait_s": round(throttled.sum, 3),
+        "client_requests": int(throttled.count),  # every request passes the bucket
     }
 
 
@@ -423,9 +488,15 @@ def _binding_latency(before: str, after: str) -> dict[str, Any]:
     )
 
 
-def _over_capacity(api: client.ApiClient, run: str) -> list[str]:
-    """Nodes whose bound pods of this run ask for more than the node's allocatable."""
+def _over_capacity(api: client.ApiClient, run: str, dra_domain: str | None = None) -> list[str]:
+    """Nodes whose bound pods of this run ask for more than the node's allocatable. Mode dra
+    (`dra_domain`, the service's domain and driver): the domain's resources are devices, not
+    allocatable: each node's claimed devices against its published ones instead."""
     core = client.CoreV1Api(api)
+    problems: list[str] = []
+    if dra_domain is not None:
+        slices, claims = dracheck.read(api, dra_domain)
+        problems = dracheck.over_capacity(slices, claims, dra_domain, f"{dra_domain}/resource")
 
     def items(raw: Any) -> list[dict[str, Any]]:
         return list(json.loads(raw.data)["items"])
@@ -448,8 +519,11 @@ def _over_capacity(api: client.ApiClient, run: str) -> list[str]:
             for name, q in (res.get("requests", {}) | res.get("limits", {})).items():
                 if name in MARKERS:  # occupies nothing: kube-scheduler and the kubelet skip it
                     continue
+                if dra_domain is not None and name.startswith(f"{dra_domain}/"):
+                    continue  # devices: dracheck's
+
                 per[name] = per.get(name, Fraction(0)) + quantity.parse(q, field=name)
-    return sorted(
+    return problems + sorted(
         node
         for node, per in asked.items()
         if any(

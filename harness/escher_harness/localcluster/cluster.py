@@ -119,8 +119,9 @@ class ClusterSpec:
     # Run kwok as the nodes' kubelets: bound pods go Running, and Succeeded after their
     # harness.escher.io/run-time (escher_harness.localcluster.kwok). Off: they stay Pending.
     kwok: bool = True
-    # The API budget of kube-scheduler's client (clientConnection.qps and burst) and of the
-    # extender's own client; None keeps kube-scheduler's defaults (50 and 100). Benchmarks give
+    # The API budget of kube-scheduler's client (clientConnection.qps and burst), of the
+    # extender's own client and (mode dra) of kube-controller-manager's; None keeps their
+    # defaults (kube-scheduler's 50 and 100). Benchmarks give
     # every scheduler and the extender one high figure, so no token bucket decides a result.
     client_qps: float | None = None
     client_burst: int | None = None
@@ -607,7 +608,10 @@ def _start(
         launch(
             "kube-controller-manager",
             config.controller_manager_command(
-                binaries.kube_controller_manager, kubeconfig=cdir.kubeconfig
+                binaries.kube_controller_manager,
+                kubeconfig=cdir.kubeconfig,
+                client_qps=spec.client_qps,
+                client_burst=spec.client_burst,
             ),
             0,
             "",
