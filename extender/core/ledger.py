@@ -31,6 +31,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from msgspec import Struct
+
 from extender.core.errors import Conflict, CoreError, UnknownNode
 from extender.core.objects import Taint
 
@@ -41,9 +43,13 @@ class HolderKind(StrEnum):
     RESERVATION = "reservation"  # places held for pods that have not been placed yet
 
 
-@dataclass(frozen=True, slots=True)
-class Holding:
-    """Amounts that one holder takes on one node."""
+class Holding(Struct, frozen=True, gc=False):
+    """Amounts that one holder takes on one node.
+
+    Not tracked by the garbage collector (a msgspec Struct with gc=False): a gang of 1,024
+    reserves 1,024 of them at once and a large cluster holds hundreds of thousands, each one
+    an object every full collection would walk, and a Holding refers only to strings, ints
+    and a dict of them, so it can be in no reference cycle."""
 
     holder: str
     node: str
@@ -415,8 +421,15 @@ class Ledger:
                 if holder in self._holdings:
                     self._drop(holder)
             added: dict[str, dict[str, int]] = {}
+            # One copy of each distinct mapping, shared by the holdings given it: a gang's
+            # members to come are all shaped alike, and a dict per member is most of what a
+            # held member costs in memory. Holdings never change their amounts.
+            copies: dict[int, dict[str, int]] = {}
             for holder, (node, amounts) in final.items():
-                self._put(Holding(holder, node, dict(amounts), HolderKind.RESERVATION), count=False)
+                own = copies.get(id(amounts))
+                if own is None:
+                    own = copies[id(amounts)] = dict(amounts)
+                self._put(Holding(holder, node, own, HolderKind.RESERVATION), count=False)
                 per = added.setdefault(node, {})
                 for res, v in amounts.items():
                     per[res] = per.get(res, 0) + v
