@@ -38,9 +38,11 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
+
+from msgspec import Struct
 
 from extender.core.constraints import Constraints
 from extender.core.events import PodChange, PodEvent
@@ -84,14 +86,17 @@ class Member:
         return self.pod.constraints
 
 
-@dataclass
-class Slot:
+class Slot(Struct, gc=False):
     """One reserved place. `holder` is its ledger holding; `member` the uid it is for
-    (None: a member not created yet)."""
+    (None: a member not created yet). `amounts` is shared, never changed: the places of a
+    gang's members to come all refer to the one mapping they were planned with.
+
+    Not tracked by the garbage collector, as the ledger's Holding is not: there is one per
+    reserved member, and it refers only to strings and a dict of ints (no cycle)."""
 
     holder: str
     node: str
-    amounts: dict[str, int]
+    amounts: Mapping[str, int]
     member: str | None = None
 
 
@@ -485,8 +490,7 @@ class GangManager:
         places = planned.places
         generation = f"{g.key}#{g.generation}.{g.attempts + 1}"
         slots = [
-            Slot(f"{generation}/{i}", places[w.ref], dict(w.amounts), None)
-            for i, w in enumerate(wants)
+            Slot(f"{generation}/{i}", places[w.ref], w.amounts, None) for i, w in enumerate(wants)
         ]
         short = self.ledger.reserve([(s.holder, s.node, s.amounts) for s in slots])
         if short is not None:  # taken meanwhile by a concurrent change: plan again later
