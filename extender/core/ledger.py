@@ -170,8 +170,11 @@ class Ledger:
         self._scores: dict[str, dict[tuple[int, int], dict[str, int]]] = {}
         # Node -> reservation holdings on it: ReservationFit checks only these nodes.
         self._reserved: dict[str, int] = {}
-        # Node -> its holders (preemption and node removal look at one node's holders).
-        self._on_node: dict[str, set[str]] = {}
+        # Node -> its holders (preemption and node removal look at one node's holders), each
+        # a dict with None values rather than a set: a dict of strings is not tracked by the
+        # garbage collector, a set always is, and every full collection walked each entry.
+        # (_holdings, of strings and untracked Holdings, is not tracked either.)
+        self._on_node: dict[str, dict[str, None]] = {}
         self._kinds = dict.fromkeys(HolderKind, 0)
         self._listeners: list[Listener] = []
         # Nodes whose shown() changed with their holdings (a pod bound beyond a capacity, or
@@ -526,7 +529,7 @@ class Ledger:
         if h.holder in self._holdings:
             self._drop(h.holder)
         self._holdings[h.holder] = h
-        self._on_node.setdefault(h.node, set()).add(h.holder)
+        self._on_node.setdefault(h.node, {})[h.holder] = None
         self._kinds[h.kind] += 1
         if h.kind is HolderKind.RESERVATION:
             self._reserved[h.node] = self._reserved.get(h.node, 0) + 1
@@ -536,7 +539,7 @@ class Ledger:
     def _drop(self, holder: str) -> None:
         h = self._holdings.pop(holder)
         here = self._on_node[h.node]
-        here.discard(holder)
+        here.pop(holder, None)
         if not here:
             del self._on_node[h.node]
         self._kinds[h.kind] -= 1

@@ -316,6 +316,30 @@ def test_no_holding_is_tracked_by_the_garbage_collector(how: str, kind: HolderKi
     assert not gc.is_tracked(h.amounts)
 
 
+def walked() -> int:
+    """What a full collection walks: every tracked object, and each tracked container's
+    entries."""
+    gc.collect()
+    return sum(
+        1 + (len(o) if isinstance(o, (list, tuple, set, frozenset, dict)) else 0)
+        for o in gc.get_objects()
+    )
+
+
+@pytest.mark.parametrize("places", [1, 1000])
+def test_holdings_add_nothing_to_what_the_garbage_collector_walks(places: int) -> None:
+    lg = ledger("a", "b", cap=places)
+    lg.hold("warm", "a", {"cpu": 1})  # the first holding of a node makes its index entry
+    lg.hold("warm", "b", {"cpu": 1})
+    before = walked()
+    shape = {R: 1, "cpu": 1}
+    assert lg.reserve([(f"s{i}", "ab"[i % 2], shape) for i in range(places)]) is None
+    for i in range(places):
+        lg.hold(f"p{i}", "ab"[i % 2], {R: 1} if i % 3 else shape)
+    # A few objects the reservation left (the nodes' new views), never one per holding.
+    assert walked() - before < 50
+
+
 def test_a_reservation_keeps_one_copy_of_each_shape_its_caller_cannot_change() -> None:
     lg = ledger("a", "b", cap=4)
     ghost = {R: 1, "cpu": 100}  # the members to come all share their first member's shape
