@@ -116,7 +116,10 @@ class GangState:
     generation: int
     members: dict[str, Member] = field(default_factory=dict)  # uid -> member, arrival order
     phase: Phase = Phase.WAITING
-    slots: list[Slot] = field(default_factory=list)
+    # A tuple, not a list: once it holds only Slots the garbage collector stops tracking
+    # it, where a list of a gang's 1,024 places was walked entry by entry by every
+    # collection (issue 28).
+    slots: tuple[Slot, ...] = ()
     barrier: Barrier | None = None
     expires: float = 0.0  # monotonic: when the reservation is released if incomplete
     retry_at: float = 0.0  # monotonic: no new reservation before (backoff)
@@ -338,7 +341,7 @@ class GangManager:
         for slot in g.slots:
             if slot.member == m.pod.uid:
                 self.ledger.release(slot.holder)
-                g.slots.remove(slot)
+                g.slots = _without(g.slots, slot)
                 break
         self._settle(g)
 
@@ -501,7 +504,7 @@ class GangManager:
         for w, s in zip(wants, slots, strict=True):
             if w.ref in g.members:
                 s.member = w.ref
-        g.slots = slots
+        g.slots = tuple(slots)
         g.phase = Phase.RESERVED
         g.attempts += 1
         g.expires = now + g.spec.timeout
@@ -662,7 +665,7 @@ class GangManager:
         for slot in g.slots:
             if slot.member == uid:
                 self.ledger.convert(slot.holder, uid, m.pod.requests)
-                g.slots.remove(slot)
+                g.slots = _without(g.slots, slot)
                 break
         g.committed.add(uid)
         g.nominated.pop(uid, None)
@@ -703,7 +706,7 @@ class GangManager:
         """Give back every reserved place and wake the barrier's waiters with `why`."""
         if g.slots:
             self.ledger.release_all(s.holder for s in g.slots)
-            g.slots = []
+            g.slots = ()
             self.room_epoch += 1
         g.passed = set()
         if g.nominated and self.nominate is not None:
@@ -725,3 +728,7 @@ class GangManager:
 
 def _all(nodes: Sequence[str], reason: str, unresolvable: bool = False) -> Verdict:
     return Verdict(dict.fromkeys(nodes, Rejection(reason, unresolvable)))
+
+
+def _without(slots: tuple[Slot, ...], slot: Slot) -> tuple[Slot, ...]:
+    return tuple(s for s in slots if s is not slot)

@@ -109,6 +109,36 @@ def test_a_reservation_adds_nothing_the_garbage_collector_walks(known: int) -> N
     assert len({id(h.amounts) for s in ghosts if (h := lg.holding(s.holder))}) <= 1
 
 
+def walked() -> int:
+    """What a full collection walks: every tracked object, and each tracked container's
+    entries."""
+    gc.collect()
+    return sum(
+        1 + (len(o) if isinstance(o, (list, tuple, set, frozenset, dict)) else 0)
+        for o in gc.get_objects()
+    )
+
+
+@pytest.mark.parametrize("size", [3, 300])
+def test_what_a_reserved_gang_adds_to_the_collectors_walk_does_not_grow_with_it(
+    size: int,
+) -> None:
+    lg = Ledger("escher.io")
+    for n in NODES:
+        lg.upsert_node(n, {"name": n}, {"cpu": 400_000, "pods": 200})
+    gm = manager(lg)
+    warm = member("w", 0, size=size)  # the first gang leaves the indexes' entries
+    assert passed(gm.filter(warm, NODES))
+    gm._forget(warm.uid)
+    before = walked()
+    first = member("g", 0, size=size)
+    assert passed(gm.filter(first, NODES))
+    g = gm.gang("default/g")
+    assert g is not None and len(g.slots) == size
+    # The gang's own state (its member, its barrier): the same for 3 members as for 300.
+    assert walked() - before < 120
+
+
 def test_a_member_pinned_by_node_selector_is_planned_where_its_selector_allows() -> None:
     lg = cluster(cpu=1000)  # one member per node
     gm = manager(lg)
