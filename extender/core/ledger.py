@@ -48,8 +48,9 @@ class Holding(Struct, frozen=True, gc=False):
 
     Not tracked by the garbage collector (a msgspec Struct with gc=False): a gang of 1,024
     reserves 1,024 of them at once and a large cluster holds hundreds of thousands, each one
-    an object every full collection would walk, and a Holding refers only to strings, ints
-    and a dict of them, so it can be in no reference cycle."""
+    an object every full collection would walk. A Holding refers only to strings, ints, its
+    kind (an enum member) and a dict of ints, none of which refers back: it can be in no
+    reference cycle."""
 
     holder: str
     node: str
