@@ -23,6 +23,7 @@ from pathlib import Path
 import uvicorn
 from hypercorn.config import Config as HypercornConfig
 
+from extender import collector
 from extender.app import create_app
 from extender.http import verbs_listener
 from extender.http.pending import Pending
@@ -105,7 +106,8 @@ def _http2_verbs_config(settings: Settings) -> HypercornConfig | None:
 
 
 async def _serve(settings: Settings) -> int:
-    service = Service(settings)
+    # The garbage collector's startup freeze: here, in the process's own entry only.
+    service = Service(settings, on_built=collector.freeze if settings.gc_freeze else None)
     app = create_app(settings, service, lifecycle=False)
     try:
         await service.start()

@@ -64,8 +64,17 @@ class StartupError(Exception):
 
 
 class Service:
-    def __init__(self, settings: Settings, api: KubeAPI | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        api: KubeAPI | None = None,
+        *,
+        on_built: Callable[[], None] | None = None,
+    ) -> None:
         self.settings = s = settings
+        # Called once, on the loop, when the ledger is built and before the service reports
+        # ready (extender.server freezes the startup state there: extender.collector).
+        self._on_built = on_built
         self.metrics = Metrics()
         self.ledger = Ledger(s.resource_domain)
         self.keys = Keys.for_domain(s.resource_domain)
@@ -217,6 +226,7 @@ class Service:
             target=self.esls.run, args=(self._stopping,), name="esl-steps", daemon=True
         ).start()
         if k is None:
+            self._built()
             self._started = True
             self.metrics.is_leader.set(1)
             return
@@ -255,8 +265,13 @@ class Service:
             k.writeback.verify_all()
             if k.store is not None:
                 k.store.leading(True)
+        self._built()
         self._started = True
         log.info("ready", extra={"nodes": len(self.ledger.node_names())})
+
+    def _built(self) -> None:
+        if self._on_built is not None:
+            self._on_built()
 
     def _startup_failed(self, outcome: Any) -> None:
         e = outcome.exception() if outcome is not None else None

@@ -230,6 +230,15 @@ class Settings(BaseSettings):
         None, description="this replica's name in the lease (default: hostname_pid)"
     )
 
+    # ---- the process ---------------------------------------------------------------------------
+    gc_freeze: bool = Field(
+        True,
+        description="once the ledger is built from the cluster, move everything alive then "
+        "out of the garbage collector's walks (gc.freeze): its full collections, which stop "
+        "the event loop, then cost what came after startup, not the whole process "
+        "(extender.collector)",
+    )
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="DEBUG, INFO, WARNING or ERROR"
     )

@@ -31,6 +31,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from msgspec import Struct
+
 from extender.core.errors import Conflict, CoreError, UnknownNode
 from extender.core.objects import Taint
 
@@ -41,9 +43,14 @@ class HolderKind(StrEnum):
     RESERVATION = "reservation"  # places held for pods that have not been placed yet
 
 
-@dataclass(frozen=True, slots=True)
-class Holding:
-    """Amounts that one holder takes on one node."""
+class Holding(Struct, frozen=True, gc=False):
+    """Amounts that one holder takes on one node.
+
+    Not tracked by the garbage collector (a msgspec Struct with gc=False): a gang of 1,024
+    reserves 1,024 of them at once and a large cluster holds hundreds of thousands, each one
+    an object every full collection would walk. A Holding refers only to strings, ints, its
+    kind (an enum member) and a dict of ints, none of which refers back: it can be in no
+    reference cycle."""
 
     holder: str
     node: str
@@ -164,8 +171,11 @@ class Ledger:
         self._scores: dict[str, dict[tuple[int, int], dict[str, int]]] = {}
         # Node -> reservation holdings on it: ReservationFit checks only these nodes.
         self._reserved: dict[str, int] = {}
-        # Node -> its holders (preemption and node removal look at one node's holders).
-        self._on_node: dict[str, set[str]] = {}
+        # Node -> its holders (preemption and node removal look at one node's holders), each
+        # a dict with None values rather than a set: a dict of strings is not tracked by the
+        # garbage collector, a set always is, and every full collection walked each entry.
+        # (_holdings, of strings and untracked Holdings, is not tracked either.)
+        self._on_node: dict[str, dict[str, None]] = {}
         self._kinds = dict.fromkeys(HolderKind, 0)
         self._listeners: list[Listener] = []
         # Nodes whose shown() changed with their holdings (a pod bound beyond a capacity, or
@@ -418,8 +428,15 @@ class Ledger:
                 if holder in self._holdings:
                     self._drop(holder)
             added: dict[str, dict[str, int]] = {}
+            # One copy of each distinct mapping, shared by the holdings given it: a gang's
+            # members to come are all shaped alike, and a dict per member is most of what a
+            # held member costs in memory. Holdings never change their amounts.
+            copies: dict[int, dict[str, int]] = {}
             for holder, (node, amounts) in final.items():
-                self._put(Holding(holder, node, dict(amounts), HolderKind.RESERVATION), count=False)
+                own = copies.get(id(amounts))
+                if own is None:
+                    own = copies[id(amounts)] = dict(amounts)
+                self._put(Holding(holder, node, own, HolderKind.RESERVATION), count=False)
                 per = added.setdefault(node, {})
                 for res, v in amounts.items():
                     per[res] = per.get(res, 0) + v
@@ -516,7 +533,7 @@ class Ledger:
         if h.holder in self._holdings:
             self._drop(h.holder)
         self._holdings[h.holder] = h
-        self._on_node.setdefault(h.node, set()).add(h.holder)
+        self._on_node.setdefault(h.node, {})[h.holder] = None
         self._kinds[h.kind] += 1
         if h.kind is HolderKind.RESERVATION:
             self._reserved[h.node] = self._reserved.get(h.node, 0) + 1
@@ -526,7 +543,7 @@ class Ledger:
     def _drop(self, holder: str) -> None:
         h = self._holdings.pop(holder)
         here = self._on_node[h.node]
-        here.discard(holder)
+        here.pop(holder, None)
         if not here:
             del self._on_node[h.node]
         self._kinds[h.kind] -= 1

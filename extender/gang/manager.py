@@ -38,9 +38,11 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
+
+from msgspec import Struct
 
 from extender.core.constraints import Constraints
 from extender.core.events import PodChange, PodEvent
@@ -84,14 +86,17 @@ class Member:
         return self.pod.constraints
 
 
-@dataclass
-class Slot:
+class Slot(Struct, gc=False):
     """One reserved place. `holder` is its ledger holding; `member` the uid it is for
-    (None: a member not created yet)."""
+    (None: a member not created yet). `amounts` is shared, never changed: the places of a
+    gang's members to come all refer to the one mapping they were planned with.
+
+    Not tracked by the garbage collector, as the ledger's Holding is not: there is one per
+    reserved member, and it refers only to strings and a dict of ints (no cycle)."""
 
     holder: str
     node: str
-    amounts: dict[str, int]
+    amounts: Mapping[str, int]
     member: str | None = None
 
 
@@ -111,7 +116,10 @@ class GangState:
     generation: int
     members: dict[str, Member] = field(default_factory=dict)  # uid -> member, arrival order
     phase: Phase = Phase.WAITING
-    slots: list[Slot] = field(default_factory=list)
+    # A tuple, not a list: once it holds only Slots the garbage collector stops tracking
+    # it, where a list of a gang's 1,024 places was walked entry by entry by every
+    # collection (issue 28).
+    slots: tuple[Slot, ...] = ()
     barrier: Barrier | None = None
     expires: float = 0.0  # monotonic: when the reservation is released if incomplete
     retry_at: float = 0.0  # monotonic: no new reservation before (backoff)
@@ -333,7 +341,7 @@ class GangManager:
         for slot in g.slots:
             if slot.member == m.pod.uid:
                 self.ledger.release(slot.holder)
-                g.slots.remove(slot)
+                g.slots = _without(g.slots, slot)
                 break
         self._settle(g)
 
@@ -485,8 +493,7 @@ class GangManager:
         places = planned.places
         generation = f"{g.key}#{g.generation}.{g.attempts + 1}"
         slots = [
-            Slot(f"{generation}/{i}", places[w.ref], dict(w.amounts), None)
-            for i, w in enumerate(wants)
+            Slot(f"{generation}/{i}", places[w.ref], w.amounts, None) for i, w in enumerate(wants)
         ]
         short = self.ledger.reserve([(s.holder, s.node, s.amounts) for s in slots])
         if short is not None:  # taken meanwhile by a concurrent change: plan again later
@@ -497,7 +504,7 @@ class GangManager:
         for w, s in zip(wants, slots, strict=True):
             if w.ref in g.members:
                 s.member = w.ref
-        g.slots = slots
+        g.slots = tuple(slots)
         g.phase = Phase.RESERVED
         g.attempts += 1
         g.expires = now + g.spec.timeout
@@ -658,7 +665,7 @@ class GangManager:
         for slot in g.slots:
             if slot.member == uid:
                 self.ledger.convert(slot.holder, uid, m.pod.requests)
-                g.slots.remove(slot)
+                g.slots = _without(g.slots, slot)
                 break
         g.committed.add(uid)
         g.nominated.pop(uid, None)
@@ -699,7 +706,7 @@ class GangManager:
         """Give back every reserved place and wake the barrier's waiters with `why`."""
         if g.slots:
             self.ledger.release_all(s.holder for s in g.slots)
-            g.slots = []
+            g.slots = ()
             self.room_epoch += 1
         g.passed = set()
         if g.nominated and self.nominate is not None:
@@ -721,3 +728,7 @@ class GangManager:
 
 def _all(nodes: Sequence[str], reason: str, unresolvable: bool = False) -> Verdict:
     return Verdict(dict.fromkeys(nodes, Rejection(reason, unresolvable)))
+
+
+def _without(slots: tuple[Slot, ...], slot: Slot) -> tuple[Slot, ...]:
+    return tuple(s for s in slots if s is not slot)

@@ -39,7 +39,8 @@ def test_every_setting_is_a_flag_with_its_description() -> None:
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        ((), {"mode": "extender", "port": 8888, "verbs_http2": True}),
+        ((), {"mode": "extender", "port": 8888, "verbs_http2": True, "gc_freeze": True}),
+        (("--no-gc-freeze",), {"gc_freeze": False}),
         (("--mode", "pure", "--port", "9000"), {"mode": "pure", "port": 9000}),
         (("--no-verbs-http2", "--leader-elect"), {"verbs_http2": False, "leader_elect": True}),
         (("--tls-cert-file", "/c", "--tls-key-file", "/k"), {"tls_cert_file": Path("/c")}),

@@ -3,6 +3,7 @@ snapshots and totals."""
 
 from __future__ import annotations
 
+import gc
 import random
 import threading
 
@@ -284,6 +285,77 @@ def test_convert_hands_a_reserved_place_to_its_pod() -> None:
     assert lg.holding("slot") is None and lg.reserved_nodes() == {}
     assert lg.node("a").used == {R: 1, "cpu": 500}  # type: ignore[union-attr]
     assert not lg.convert("slot", "x", {R: 1})
+
+
+@pytest.mark.parametrize(
+    ("how", "kind"),
+    [
+        ("hold", HolderKind.ASSUMED),
+        ("reserve", HolderKind.RESERVATION),
+        ("observe_bound", HolderKind.POD),
+        ("convert", HolderKind.ASSUMED),
+    ],
+)
+def test_no_holding_is_tracked_by_the_garbage_collector(how: str, kind: HolderKind) -> None:
+    # Hundreds of thousands are held at once (a gang of 1,024 is 1,024 of them): each one
+    # tracked was an object every full collection walked, with the event loop stopped.
+    lg = ledger("a", cap=2)
+    amounts = {R: 1, "cpu": 100}
+    if how == "hold":
+        assert lg.hold("h", "a", amounts) is None
+    elif how == "reserve":
+        assert lg.reserve([("h", "a", amounts)]) is None
+    elif how == "observe_bound":
+        lg.observe_bound("h", "a", amounts, priority=5)
+    else:
+        assert lg.reserve([("slot", "a", amounts)]) is None
+        assert lg.convert("slot", "h", amounts)
+    h = lg.holding("h")
+    assert h is not None and h.kind is kind and h.amounts == amounts
+    assert not gc.is_tracked(h)
+    assert not gc.is_tracked(h.amounts)
+
+
+def walked() -> int:
+    """What a full collection walks: every tracked object, and each tracked container's
+    entries."""
+    gc.collect()
+    return sum(
+        1 + (len(o) if isinstance(o, (list, tuple, set, frozenset, dict)) else 0)
+        for o in gc.get_objects()
+    )
+
+
+@pytest.mark.parametrize("places", [1, 1000])
+def test_holdings_add_nothing_to_what_the_garbage_collector_walks(places: int) -> None:
+    lg = ledger("a", "b", cap=places)
+    lg.hold("warm", "a", {"cpu": 1})  # the first holding of a node makes its index entry
+    lg.hold("warm", "b", {"cpu": 1})
+    before = walked()
+    shape = {R: 1, "cpu": 1}
+    assert lg.reserve([(f"s{i}", "ab"[i % 2], shape) for i in range(places)]) is None
+    for i in range(places):
+        lg.hold(f"p{i}", "ab"[i % 2], {R: 1} if i % 3 else shape)
+    # A few objects the reservation left (the nodes' new views), never one per holding.
+    assert walked() - before < 50
+
+
+def test_a_reservation_keeps_one_copy_of_each_shape_its_caller_cannot_change() -> None:
+    lg = ledger("a", "b", cap=4)
+    ghost = {R: 1, "cpu": 100}  # the members to come all share their first member's shape
+    own = {R: 2, "cpu": 100}
+    places = [("s0", "a", own), ("s1", "a", ghost), ("s2", "b", ghost), ("s3", "b", ghost)]
+    assert lg.reserve(places) is None
+    held = [lg.holding(f"s{i}") for i in range(4)]
+    assert all(h is not None for h in held)
+    s0, s1, s2, s3 = (h.amounts for h in held if h is not None)
+    assert s1 is s2 is s3 and s1 is not ghost and s0 is not s1 and s0 == own
+    ghost[R] = 3  # the caller's mapping changes later: the ledger's does not
+    assert s1 == {R: 1, "cpu": 100}
+    assert lg.node("b").used == {R: 2, "cpu": 200}  # type: ignore[union-attr]
+    lg.release("s2")
+    assert lg.node("b").used == {R: 1, "cpu": 100}  # type: ignore[union-attr]
+    assert lg.holding("s3").amounts == {R: 1, "cpu": 100}  # type: ignore[union-attr]
 
 
 def test_totals_follow_the_holdings() -> None:

@@ -5,6 +5,7 @@ backoff, membership changes, name reuse, restarts and churn."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,6 +85,58 @@ def test_the_first_members_filter_reserves_the_whole_gang() -> None:
         (mine,) = passed(gm.filter(pod, NODES))
         nodes.add(mine)
     assert reserved(lg) == 3 and all(s.member for s in g.slots)
+
+
+@pytest.mark.parametrize("known", [1, 2, 3])  # members created when the gang is planned
+def test_a_reservation_adds_nothing_the_garbage_collector_walks(known: int) -> None:
+    # A place per member, in the manager and in the ledger: a gang of 1,024 is 2,048 of them,
+    # and every tracked one lengthened every full collection (issue 28).
+    lg = cluster()
+    gm = manager(lg)
+    pods = [member("g", i) for i in range(known)]
+    for p in pods:
+        upsert(gm, p)
+    assert passed(gm.filter(pods[0], NODES))
+    g = gm.gang("default/g")
+    assert g is not None and len(g.slots) == 3
+    for slot in g.slots:
+        held = lg.holding(slot.holder)
+        assert held is not None and held.amounts == slot.amounts == pods[0].requests
+        assert not gc.is_tracked(slot) and not gc.is_tracked(held)
+    # The places of the members to come share their shape's mapping, here and in the ledger.
+    ghosts = g.slots[known:]
+    assert len({id(s.amounts) for s in ghosts}) <= 1
+    assert len({id(h.amounts) for s in ghosts if (h := lg.holding(s.holder))}) <= 1
+
+
+def walked() -> int:
+    """What a full collection walks: every tracked object, and each tracked container's
+    entries."""
+    gc.collect()
+    return sum(
+        1 + (len(o) if isinstance(o, (list, tuple, set, frozenset, dict)) else 0)
+        for o in gc.get_objects()
+    )
+
+
+@pytest.mark.parametrize("size", [3, 300])
+def test_what_a_reserved_gang_adds_to_the_collectors_walk_does_not_grow_with_it(
+    size: int,
+) -> None:
+    lg = Ledger("escher.io")
+    for n in NODES:
+        lg.upsert_node(n, {"name": n}, {"cpu": 400_000, "pods": 200})
+    gm = manager(lg)
+    warm = member("w", 0, size=size)  # the first gang leaves the indexes' entries
+    assert passed(gm.filter(warm, NODES))
+    gm._forget(warm.uid)
+    before = walked()
+    first = member("g", 0, size=size)
+    assert passed(gm.filter(first, NODES))
+    g = gm.gang("default/g")
+    assert g is not None and len(g.slots) == size
+    # The gang's own state (its member, its barrier): the same for 3 members as for 300.
+    assert walked() - before < 120
 
 
 def test_a_member_pinned_by_node_selector_is_planned_where_its_selector_allows() -> None:

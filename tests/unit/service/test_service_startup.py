@@ -132,3 +132,38 @@ def test_the_verbs_answer_503_until_the_ledger_is_built(tmp_path: Path) -> None:
     # A 503 closes the connection, so a client kept alive on a replica that cannot answer
     # (a follower, behind a Service) reconnects and is routed to one that can.
     assert asyncio.run(scenario()) == [(503, "close"), (200, None)]
+
+
+@pytest.mark.parametrize("mode", ["extender", "standalone"])
+def test_the_built_hook_runs_once_when_the_ledger_is_built_before_ready(
+    tmp_path: Path, mode: str
+) -> None:
+    # extender.server freezes the garbage collector's view of the startup state there: the
+    # ledger must be complete by then, and nothing answered yet.
+    fake = FakeAPI(Server(set()), tmp_path)
+    calls: list[tuple[bool, list[str]]] = []
+    settings = Settings(
+        mode=mode,  # type: ignore[arg-type]
+        kubeconfig=fake.kubeconfig,
+        writeback_coalesce_seconds=0,
+        policy_objects=False,
+    )
+    api = KubeAPI(fake.kubeconfig) if settings.kube else None
+    svc: Service
+
+    def built() -> None:
+        calls.append((svc.ready()[0], svc.ledger.node_names()))
+
+    svc = Service(settings, api=api, on_built=built)
+
+    async def scenario() -> None:
+        async with fake:
+            await svc.start()
+            try:
+                await until_ready(svc)
+                await asyncio.sleep(0.05)
+            finally:
+                await svc.stop()
+
+    asyncio.run(scenario())
+    assert calls == [(False, ["n0"] if settings.kube else [])]
