@@ -54,6 +54,16 @@ def _add_tour(sub: Any) -> None:
     p.set_defaults(func=_guarded(_tour))
 
 
+def _percentage(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 0 to 100")
+    return value
+
+
 def _bench_extender(args: argparse.Namespace) -> int:
     from escher_harness.bench import extender_bench
 
@@ -67,6 +77,7 @@ def _bench_extender(args: argparse.Namespace) -> int:
         "latency_seconds": args.seconds,
         "wake_trials": args.wake_trials,
         "wake_pods": args.wake_pods,
+        "percentage_of_nodes_to_score": args.percentage_of_nodes_to_score,
     }
     cfg = dataclasses.replace(
         base,
@@ -264,6 +275,12 @@ def _add_bench(sub: Any) -> None:
     )
     e.add_argument(
         "--wake-pods", type=_positive_int, help="pods waiting in each such trial (default 10)"
+    )
+    e.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=_percentage,
+        help="kube-scheduler's percentageOfNodesToScore in every mode (default 100: every "
+        "node; 0: its adaptive default)",
     )
     e.add_argument(
         "--qps", type=float, help="API budget of every client, burst twice it (default 1000)"

@@ -1,4 +1,5 @@
-"""The bench gang command line recorded in a report is the one given (escher_harness.cli)."""
+"""The bench command lines (escher_harness.cli): the one recorded in a gang report is the one
+given; bench extender's percentage of nodes to score is a whole number from 0 to 100."""
 
 from __future__ import annotations
 
@@ -26,3 +27,17 @@ def test_the_recorded_command_is_the_one_given(given: list[str], recorded: str) 
     cli.add_commands(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["bench", "gang", *given])
     assert cli._command(args) == recorded
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [("0", 0), ("100", 100), ("42", 42), ("-1", None), ("101", None), ("x", None), ("5.5", None)],
+)
+def test_bench_extender_takes_a_percentage_of_nodes_to_score_from_0_to_100(
+    text: str, ok: int | None
+) -> None:
+    if ok is None:
+        with pytest.raises(argparse.ArgumentTypeError, match="0 to 100"):
+            cli._percentage(text)
+    else:
+        assert cli._percentage(text) == ok
