@@ -12,8 +12,10 @@
   the slowest answer. /healthz is O(1) on the loop, so a slow answer is time the loop was
   held (plus the probe's own round trip); a stall shorter than the pacing may be caught
   only in part.
+- `keep_logs(processes, dir)`: each component's log (its last 2 MB) before its cluster is
+  stopped, so a run's refusals and errors can be read after it.
 The machine is shared and noisy: this is what lets a reader judge a figure. Called by
-escher_harness.bench.gang_bench.
+escher_harness.bench.gang_bench and escher_harness.bench.throughput.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import statistics
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +196,16 @@ class ExtenderSampler:
             "healthz_probes": self.probes,
             "healthz_failures": self.failures,
         }
+
+
+_LOG_TAIL = 2_000_000  # bytes of each log kept: the end, where a run's trouble is
+
+
+def keep_logs(processes: Iterable[ProcessRecord], log_dir: Path) -> None:
+    """Copy each process's log (its last 2 MB) into `log_dir`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for p in processes:
+        if p.log.exists():
+            with p.log.open("rb") as f:
+                f.seek(max(0, p.log.stat().st_size - _LOG_TAIL))
+                (log_dir / p.log.name).write_bytes(f.read())

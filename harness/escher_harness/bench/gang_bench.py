@@ -161,6 +161,8 @@ def run_one(
             if info.extender_url:
                 _save_metrics(info.extender_url, run_dir / "extender-metrics.txt")
         finally:
+            # The extender's refusals (a bind refused, a gang that waits) are in its log only.
+            environment.keep_logs(info.processes, run_dir / "logs")
             localcluster.down(info.dir)
     error = Path(f"{result}.error")
     if error.exists():

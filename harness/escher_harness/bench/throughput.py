@@ -53,7 +53,7 @@ import httpx
 from kubernetes import client
 
 from escher_harness import localcluster
-from escher_harness.bench import apimetrics, dracheck, profile, promhist, wake
+from escher_harness.bench import apimetrics, dracheck, environment, profile, promhist, wake
 from escher_harness.bench.extender_summary import COMPONENTS
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN
@@ -188,15 +188,8 @@ def _cluster(
             yield info
         finally:
             if log_dir is not None:
-                _keep_logs(info, log_dir)
+                environment.keep_logs(info.processes, log_dir)
             localcluster.down(Path(tmp))
-
-
-def _keep_logs(info: localcluster.ClusterInfo, log_dir: Path) -> None:
-    log_dir.mkdir(parents=True, exist_ok=True)
-    for p in info.processes:
-        if p.log.exists():
-            (log_dir / p.log.name).write_bytes(p.log.read_bytes()[-2_000_000:])
 
 
 def _warm_up(
