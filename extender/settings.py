@@ -71,6 +71,13 @@ class Settings(BaseSettings):
         description="mode dra: the DRA driver name the ResourceSlices are published under "
         "(default: resource_domain)",
     )
+    dra_skip_node_operations: bool = Field(
+        False,
+        description="mode dra: publish the slices with skipNodeOperations ['*'], so kubelets "
+        "call no DRA plugin for these devices (KEP-5945: the DRAOptionalNodeOperations gate, "
+        "alpha in 1.37, on the API server and the kubelets); off: each real node needs a "
+        "kubelet plugin of the driver, a no-op one suffices (kwok nodes need none)",
+    )
     dra_max_slices: int = Field(
         16,
         ge=1,

@@ -568,6 +568,17 @@ class SlicePublisher(NodeWriter):
         generation: int,
         devices: list[str],
     ) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "driver": self.driver,
+            "nodeName": node,
+            "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1},
+            "devices": [
+                {"name": d, "attributes": {"resource": {"string": short}}} for d in devices
+            ],
+        }
+        if self._settings.dra_skip_node_operations:
+            # Nothing to prepare on the node: a unit is a count, not a device to set up.
+            spec["skipNodeOperations"] = ["*"]
         return {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceSlice",
@@ -575,14 +586,7 @@ class SlicePublisher(NodeWriter):
                 "name": name,
                 "labels": {MANAGED_BY[0]: MANAGED_BY[1], self._resource_label: short},
             },
-            "spec": {
-                "driver": self.driver,
-                "nodeName": node,
-                "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1},
-                "devices": [
-                    {"name": d, "attributes": {"resource": {"string": short}}} for d in devices
-                ],
-            },
+            "spec": spec,
         }
 
     def _forget_slice(self, pool: str, name: str) -> None:

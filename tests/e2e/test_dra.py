@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -218,3 +219,35 @@ def test_a_capacity_decrease_racing_with_allocations_never_over_commits(
             wait_for(lambda want=want: len(published_devices(cluster, group)) == want)
             p.set_resource(short, PODS, node=node)
         p.delete_resource(short)
+
+
+def test_slices_can_spare_real_kubelets_any_dra_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real node's kubelet calls the driver's kubelet plugin for each allocated device
+    (NodePrepareResources), and fails the pod when none is registered. With
+    dra_skip_node_operations and Kubernetes 1.37's DRAOptionalNodeOperations gate (KEP-5945,
+    alpha), the slices say there is nothing to prepare: the field is kept by the API server,
+    and pods are placed as before."""
+    monkeypatch.setenv("ESCHER_DRA_SKIP_NODE_OPERATIONS", "true")
+    info = localcluster.up(
+        localcluster.ClusterSpec(
+            dir=tmp_path / "c",
+            nodes=1,
+            mode="dra",
+            feature_gates={"DRAOptionalNodeOperations": True},
+        )
+    )
+    try:
+        with policy(info) as p:
+            resource = p.set_resource("skip", 1, node=info.nodes[0]).resource
+        dra = client.ResourceV1Api(api_client(info.kubeconfig))
+        (one,) = [
+            s for s in dra.list_resource_slice().items if s.spec.pool.name.endswith("/skip/0")
+        ]
+        assert one.spec.skip_node_operations == ["*"]
+        work = Workload(api_client(info.kubeconfig))
+        work.create(pod_manifest("skipper", limits={resource: "1"}))
+        assert work.wait(["skipper"], timeout=60)["skipper"].node == info.nodes[0]
+    finally:
+        localcluster.down(info.dir, keep_logs=True)

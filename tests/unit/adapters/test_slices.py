@@ -94,7 +94,10 @@ def ours(
 
 @contextlib.asynccontextmanager
 async def running(
-    tmp_path: Path, before: Callable[[Cluster], None] | None = None, max_slices: int = 16
+    tmp_path: Path,
+    before: Callable[[Cluster], None] | None = None,
+    max_slices: int = 16,
+    skip: bool = False,
 ) -> AsyncIterator[Setup]:
     cluster = Cluster()
     if before is not None:
@@ -105,6 +108,7 @@ async def running(
     config = Settings(
         mode="dra",
         dra_max_slices=max_slices,
+        dra_skip_node_operations=skip,
         writeback_coalesce_seconds=0.02,
         writeback_backoff_initial_seconds=0.05,
         writeback_backoff_max_seconds=0.4,
@@ -208,6 +212,19 @@ def test_a_decrease_keeps_every_device_a_claim_holds(tmp_path: Path) -> None:
         assert s.devices() == ["u0", "u1", "u2", "u7"]
 
     scenario(tmp_path, body)
+
+
+@pytest.mark.parametrize(("skip", "field"), [(False, None), (True, ["*"])])
+def test_slices_ask_kubelets_for_no_node_operations_only_when_told(
+    tmp_path: Path, skip: bool, field: list[str] | None
+) -> None:
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 1})
+        assert await s.durable()
+        (one,) = s.slices()
+        assert one["spec"].get("skipNodeOperations") == field
+
+    scenario(tmp_path, body, skip=skip)
 
 
 def test_a_device_claimed_after_a_decrease_unpublished_it_is_published_again(
