@@ -260,7 +260,7 @@ def _plots(out: Path, results: Mapping[str, Any], samples: Mapping[str, list[flo
                 ax.scatter([x] * len(values), values, color="black", s=10, zorder=3)
         ax.set_xticks(range(len(groups)), [f"{n} nodes\n{w}" for n, w in groups])
         ax.set_ylabel("pods/s (10-90% bind window)")
-        ax.set_title("kube-scheduler throughput by mode: median bar, each repetition a dot")
+        ax.set_title("kube-scheduler throughput by mode\nmedian bar, each repetition a dot")
         ax.legend()
         fig.tight_layout()
         fig.savefig(out / "throughput.png", dpi=120)
