@@ -527,23 +527,16 @@ class SlicePublisher(NodeWriter):
             name = slice_name(pool)
             body = self._slice_body(name, node, short, pool, generation, devices)
             self._check_leading()
-            if name not in old:
-                reply = await self._api.request(
-                    "POST",
-                    f"{GROUP}/resourceslices",
-                    body=msgspec.json.encode(body),
-                    content_type="application/json",
-                    what=f"creating slice {name}",
-                )
-            else:
+            if name in old:  # replaced, as of the version seen: a 409 reads it again
                 body["metadata"]["resourceVersion"] = old[name].version
-                reply = await self._api.request(
-                    "PUT",
-                    f"{GROUP}/resourceslices/{name}",
-                    body=msgspec.json.encode(body),
-                    content_type="application/json",
-                    what=f"updating slice {name}",
-                )
+            method, path = ("PUT", f"/{name}") if name in old else ("POST", "")
+            reply = await self._api.request(
+                method,
+                f"{GROUP}/resourceslices{path}",
+                body=msgspec.json.encode(body),
+                content_type="application/json",
+                what=f"writing slice {name}",
+            )
             self._slice("MODIFIED", msgspec.json.decode(reply, type=ResourceSlice))
             for other in [x for x in old if x != name]:  # a slice we did not name so
                 await self._delete(f"{GROUP}/resourceslices/{other}", f"deleting slice {other}")

@@ -102,6 +102,18 @@ class Workload:
         # The typed client wants a V1Pod; a plain manifest serialises the same.
         self.core.create_namespaced_pod(self.namespace, cast(Any, manifest))
 
+    def delete_labelled(self, selector: str, timeout: float = 120.0) -> None:
+        """Delete every pod `selector` matches at once, and wait until they are gone
+        (RuntimeError after `timeout`)."""
+        self.core.delete_collection_namespaced_pod(
+            self.namespace, label_selector=selector, grace_period_seconds=0
+        )
+        deadline = time.monotonic() + timeout
+        while self.core.list_namespaced_pod(self.namespace, label_selector=selector, limit=1).items:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the pods {selector} were not deleted in {timeout:g}s")
+            time.sleep(0.2)
+
     def delete(self, names: Iterable[str]) -> None:
         for name in names:
             try:

@@ -356,16 +356,7 @@ def _set_resource(info: localcluster.ClusterInfo, setup: Setup) -> str:
 
 
 def _delete_all(api: client.ApiClient, run: str) -> None:
-    core = client.CoreV1Api(api)
-    selector = f"{LABEL}={run}"
-    core.delete_collection_namespaced_pod(
-        "default", label_selector=selector, grace_period_seconds=0
-    )
-    deadline = time.monotonic() + 120
-    while core.list_namespaced_pod("default", label_selector=selector, limit=1).items:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the {run} pods were not deleted in 120s")
-        time.sleep(0.2)
+    Workload(api).delete_labelled(f"{LABEL}={run}")
 
 
 def _record(info: localcluster.ClusterInfo, name: str) -> ProcessRecord | None:

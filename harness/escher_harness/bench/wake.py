@@ -129,13 +129,4 @@ def _wait_unschedulable(work: Workload, names: list[str], timeout: float) -> Non
 
 
 def _delete(api: client.ApiClient) -> None:
-    core = client.CoreV1Api(api)
-    selector = f"{LABEL}={RUN}"
-    core.delete_collection_namespaced_pod(
-        "default", label_selector=selector, grace_period_seconds=0
-    )
-    deadline = time.monotonic() + 120
-    while core.list_namespaced_pod("default", label_selector=selector, limit=1).items:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the wake pods were not deleted in 120s")
-        time.sleep(0.2)
+    Workload(api).delete_labelled(f"{LABEL}={RUN}")
