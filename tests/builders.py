@@ -1,4 +1,5 @@
-"""What tests build over and over: a clock moved by hand, pod manifests, gang members.
+"""What tests build over and over: a clock moved by hand, pod manifests, gang members, and
+the garbage collector's walk (what holding state costs it).
 
 Every tier imports it (`from builders import ...`: tests/conftest.py puts tests/ on the
 path). A manifest is a full Pod as the API server takes it (escher_harness.workload's
@@ -8,6 +9,7 @@ decodes it (`info`) and an e2e test that creates it.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -99,3 +101,13 @@ def info(manifest: Mapping[str, Any], keys: Keys = KEYS, prefix: str = PREFIX) -
     manifest = {**manifest, "metadata": {"uid": f"{meta['name']}-uid", **meta}}
     decoded = msgspec.json.decode(msgspec.json.encode(manifest), type=Pod)
     return pod_info(decoded, keys, prefix)
+
+
+def walked() -> int:
+    """What a full collection walks: every tracked object, and each tracked container's
+    entries."""
+    gc.collect()
+    return sum(
+        1 + (len(o) if isinstance(o, (list, tuple, set, frozenset, dict)) else 0)
+        for o in gc.get_objects()
+    )

@@ -333,7 +333,7 @@ class Cluster:
         if request.method == "POST" and not name:
             name = body["metadata"]["name"]
             if name in objects:
-                return status(409, f'{kind} "{name}" already exists')
+                return _exists(kind, name)
             self.version += 1
             meta = body["metadata"]
             meta.update(uid=f"uid-{name}-{self.version}", generation=1)
@@ -378,7 +378,7 @@ class Cluster:
         if request.method == "POST" and not name:
             name = body["metadata"]["name"]
             if name in objects:
-                return status(409, f'{kind} "{name}" already exists')
+                return _exists(kind, name)
             body["metadata"]["uid"] = f"uid-{name}-{self.version + 1}"
             return httpx.Response(201, json=self._store(kind, name, body, "ADDED"))
         obj = objects.get(name)
@@ -422,6 +422,10 @@ class Cluster:
     async def _notify(self) -> None:
         async with self._changed:
             self._changed.notify_all()
+
+
+def _exists(kind: str, name: str) -> httpx.Response:
+    return status(409, f'{kind} "{name}" already exists')
 
 
 def _selector(text: str) -> Callable[[dict[str, Any]], bool]:

@@ -232,9 +232,14 @@ class SlicePublisher(NodeWriter):
         self._classes: dict[str, DeviceClass] = {}  # class name -> class
         self._mapped: dict[str, str] = {}  # extended resource name -> class name (not ours)
         self.slices = self._informer(
-            "resourceslices", ResourceSlice, self._slice, self._slices_listed, _name, metrics
+            "resourceslices",
+            ResourceSlice,
+            self._slice,
+            self._slices_listed,
+            _name,
+            metrics,
+            selector=f"spec.driver={self.driver}",  # ours, and others' we refuse
         )
-        self.slices.field_selector = f"spec.driver={self.driver}"  # ours, and others' we refuse
         self.claims = self._informer(
             "resourceclaims", ResourceClaim, self._claim, self._claims_listed, _uid, metrics
         )
@@ -250,9 +255,11 @@ class SlicePublisher(NodeWriter):
         listed: Callable[[set[str]], None],
         key: Callable[[T], str],
         metrics: Metrics,
+        selector: str | None = None,
     ) -> Informer[T]:
+        handler = Handler(event, listed, key)
         return Informer(
-            self._api, kind, f"{GROUP}/{kind}", cls, Handler(event, listed, key), metrics
+            self._api, kind, f"{GROUP}/{kind}", cls, handler, metrics, field_selector=selector
         )
 
     def informers(self) -> Sequence[Informer[Any]]:

@@ -8,6 +8,7 @@ import random
 import threading
 
 import pytest
+from builders import walked
 
 from extender.core.errors import Conflict, CoreError, UnknownNode
 from extender.core.ledger import HolderKind, Ledger
@@ -314,16 +315,6 @@ def test_no_holding_is_tracked_by_the_garbage_collector(how: str, kind: HolderKi
     assert h is not None and h.kind is kind and h.amounts == amounts
     assert not gc.is_tracked(h)
     assert not gc.is_tracked(h.amounts)
-
-
-def walked() -> int:
-    """What a full collection walks: every tracked object, and each tracked container's
-    entries."""
-    gc.collect()
-    return sum(
-        1 + (len(o) if isinstance(o, (list, tuple, set, frozenset, dict)) else 0)
-        for o in gc.get_objects()
-    )
 
 
 @pytest.mark.parametrize("places", [1, 1000])

@@ -11,7 +11,7 @@ from typing import Any
 
 import builders
 import pytest
-from builders import Clock, info
+from builders import Clock, info, walked
 
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
@@ -107,16 +107,6 @@ def test_a_reservation_adds_nothing_the_garbage_collector_walks(known: int) -> N
     ghosts = g.slots[known:]
     assert len({id(s.amounts) for s in ghosts}) <= 1
     assert len({id(h.amounts) for s in ghosts if (h := lg.holding(s.holder))}) <= 1
-
-
-def walked() -> int:
-    """What a full collection walks: every tracked object, and each tracked container's
-    entries."""
-    gc.collect()
-    return sum(
-        1 + (len(o) if isinstance(o, (list, tuple, set, frozenset, dict)) else 0)
-        for o in gc.get_objects()
-    )
 
 
 @pytest.mark.parametrize("size", [3, 300])
