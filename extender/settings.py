@@ -183,10 +183,11 @@ class Settings(BaseSettings):
 
     # ---- gangs -------------------------------------------------------------------------------
     gang_wait_seconds: Seconds = Field(
-        10.0,
+        60.0,
         gt=0,
-        description="how long a member's bind waits for the rest of its gang (below the "
-        "extender's httpTimeout in the KubeSchedulerConfiguration)",
+        description="how long a member's bind waits for the rest of its gang, at most (its "
+        "reservation's expiry ends the wait sooner); below the httpTimeout of the bind entry "
+        "in the KubeSchedulerConfiguration",
     )
     gang_expiry_interval_seconds: Seconds = Field(
         1.0, gt=0, description="how often expired gang reservations are looked for"

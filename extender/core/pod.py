@@ -52,12 +52,16 @@ class Keys:
     pack: str  # annotation: bin-pack on this resource
     # The marker resources, one per extender entry of kube-scheduler's configuration (its
     # managedResources, ignored by NodeResourcesFit): only pods requesting a marker get that
-    # entry's verbs. deploy/'s admission policies add them: `gang_marker` (filter, preempt and
-    # bind) to gang members, `score_marker` (prioritize) to pods stating a preference. Other
-    # pods, ephemeral requests included, are kube-scheduler's alone, as in pure mode. A marker
-    # occupies nothing, and it is outside the domain's prefix, so it is never taken for an
-    # ephemeral resource.
+    # entry's verbs. deploy/'s admission policies add them: `gang_marker` (filter and preempt)
+    # and `bind_marker` (bind: the barrier) to gang members, `score_marker` (prioritize) to
+    # pods stating a preference. Other pods, ephemeral requests included, are
+    # kube-scheduler's alone, as in pure mode. Bind has an entry of its own because a member
+    # waits at the barrier until its gang is whole, which for a large gang is far longer than
+    # a filter may take: the two entries' httpTimeouts differ (kube-scheduler refuses one
+    # marker in two entries). A marker occupies nothing, and it is outside the domain's
+    # prefix, so it is never taken for an ephemeral resource.
     gang_marker: str
+    bind_marker: str
     score_marker: str
     # The scheduling gate a gang member may be created behind (deploy/'s gang-gate policy
     # adds it): kube-scheduler leaves the pod alone until the gang manager lifts it.
@@ -74,6 +78,7 @@ class Keys:
             prefer=f"{domain}/prefer",
             pack=f"{domain}/pack",
             gang_marker=f"scheduling.{domain}/gang",
+            bind_marker=f"scheduling.{domain}/bind",
             score_marker=f"scheduling.{domain}/score",
             gate=f"{domain}/gang",
         )
@@ -93,7 +98,7 @@ class Keys:
 
     @property
     def markers(self) -> tuple[str, ...]:
-        return (self.gang_marker, self.score_marker)
+        return (self.gang_marker, self.bind_marker, self.score_marker)
 
 
 @dataclass(frozen=True, slots=True)

@@ -676,8 +676,9 @@ class GangManager:
 
     def expire(self) -> int:
         """Forget members the informer never confirmed, and release every reservation past
-        its timeout (none with members at bind: they are released when they time out
-        there). Returns how many reservations were released."""
+        its timeout, waking the members waiting at its barrier with why (but not one whose
+        barrier opened: its members are binding). Returns how many reservations were
+        released."""
         now = self.clock()
         stale = [
             uid
@@ -691,7 +692,7 @@ class GangManager:
         for g in self._gangs.values():
             if g.phase is not Phase.RESERVED or now < g.expires:
                 continue
-            if g.barrier is not None and g.barrier.waiting:
+            if g.barrier is not None and g.barrier.is_open:
                 continue
             g.timeouts += 1
             for m in g.members.values():

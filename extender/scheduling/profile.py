@@ -61,18 +61,24 @@ def extender_entries(
         if any(m.startswith(domain) for m in managed):
             urls.add(e.get("urlPrefix"))
             found.append((i, e, managed))
-    for i, e in enumerate(entries):
-        if (
-            isinstance(e, Mapping)
-            and not e.get("managedResources")
-            and (e.get("urlPrefix") in urls or e.get("filterVerb") == "filter")
-        ):
-            found.append((i, e, set()))
+    unmarked = [
+        (i, e)
+        for i, e in enumerate(entries)
+        if isinstance(e, Mapping) and not e.get("managedResources")
+    ]
+    # Every pod's entries: one that filters by the extender's verb name, and any other entry of
+    # its URL or a marker entry's (a bind-only entry beside the filter entry, say).
+    urls |= {e.get("urlPrefix") for _, e in unmarked if e.get("filterVerb") == "filter"}
+    found += [(i, e, set()) for i, e in unmarked if e.get("urlPrefix") in urls]
     return sorted(found, key=lambda t: t[0])
 
 
 # kube-scheduler's client budget when clientConnection leaves it out (its defaults).
 SCHEDULER_QPS = 50.0
+# The longest a filter call may take before kube-scheduler gives up on it: filter runs in the
+# scheduling cycle, which places one pod at a time, so this is also how long a silent extender
+# holds every pod (kube-scheduler's own default is 5 s).
+FILTER_TIMEOUT_MAX = 15.0
 
 
 def problems(
@@ -94,7 +100,10 @@ def problems(
     if not ours:
         return out
     markers = set(keys.markers)
-    gang_entries = []
+    filters: list[int] = []  # entries that filter gang members
+    binders: list[int] = []  # entries that bind them
+    gang_entries: list[int] = []  # entries gang members reach for filter (marker or every pod)
+    bind_entries: list[int] = []  # ... for bind
     scored = False
     for i, e, managed in ours:
         at = f"extenders[{i}]"
@@ -133,16 +142,39 @@ def problems(
                     "barrier, over a reservation)",
                 )
             )
-        if every_pod or keys.gang_marker in managed:
+        gang = every_pod or keys.gang_marker in managed
+        binds_gangs = gang or keys.bind_marker in managed
+        if gang:
             gang_entries.append(i)
-            for verb, why in (
-                ("filterVerb", "gang members would be placed without their reserved places"),
-                ("bindVerb", "kube-scheduler would bind gang members one by one, not whole"),
-            ):
-                if verb not in verbs:
-                    out.append(Problem(f"{at}.{verb}", f"missing: {why}"))
-            timeout = _seconds(e.get("httpTimeout", "5s"))
-            if "bindVerb" in verbs and timeout is not None and timeout <= gang_wait_seconds:
+        if binds_gangs:
+            bind_entries.append(i)
+        timeout = _seconds(e.get("httpTimeout", "5s"))
+        if "filterVerb" in verbs:
+            if gang:
+                filters.append(i)
+                if timeout is not None and timeout > FILTER_TIMEOUT_MAX:
+                    out.append(
+                        Problem(
+                            f"{at}.httpTimeout",
+                            f"{e.get('httpTimeout')} for a filter: kube-scheduler places one "
+                            "pod at a time, and an extender that does not answer holds every "
+                            f"pod's scheduling for that long (at most {FILTER_TIMEOUT_MAX:g}s); "
+                            f"bind, which waits for the gang, belongs in an entry of its own "
+                            f"({keys.bind_marker})",
+                        )
+                    )
+            elif binds_gangs:
+                out.append(
+                    Problem(
+                        f"{at}.filterVerb",
+                        f"the entry managing {keys.gang_marker} filters gang members; a second "
+                        "filter costs an exchange and holds the scheduling cycle as long as its "
+                        "httpTimeout",
+                    )
+                )
+        if "bindVerb" in verbs and binds_gangs:
+            binders.append(i)
+            if timeout is not None and timeout <= gang_wait_seconds:
                 out.append(
                     Problem(
                         f"{at}.httpTimeout",
@@ -151,7 +183,7 @@ def problems(
                         "while it waits for its gang",
                     )
                 )
-        elif "bindVerb" in verbs or "filterVerb" in verbs:
+        if not binds_gangs and ("bindVerb" in verbs or "filterVerb" in verbs):
             sent = [v for v in ("filterVerb", "bindVerb") if v in verbs]
             out.append(
                 Problem(
@@ -171,6 +203,22 @@ def problems(
                 "extenders",
                 f"no entry manages {keys.gang_marker}: gang members would be placed and "
                 "bound by kube-scheduler alone, one by one",
+            )
+        )
+    elif not filters:
+        out.append(
+            Problem(
+                f"extenders[{gang_entries[0]}].filterVerb",
+                "missing: gang members would be placed without their reserved places",
+            )
+        )
+    if bind_entries and not binders:
+        # Where the bind belongs: the bind marker's entry, else the gang marker's.
+        marked = [i for i, _, managed in ours if keys.bind_marker in managed]
+        out.append(
+            Problem(
+                f"extenders[{(marked or bind_entries)[0]}].bindVerb",
+                "missing: kube-scheduler would bind gang members one by one, not whole",
             )
         )
     if not scored:

@@ -145,7 +145,7 @@ class Verbs:
         *,
         learn_nodes: bool = False,
         max_learned_nodes: int = 10_000,
-        gang_wait_seconds: float = 10.0,
+        gang_wait_seconds: float = 60.0,
         filtered: FilteredPods | None = None,
         requeue: Requeue | None = None,
     ) -> None:

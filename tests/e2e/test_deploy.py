@@ -628,14 +628,15 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env, hold: bool) -> 
 
 def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -> None:
     """Extender mode: the admission policy marks gang members (scheduling.escher.io/gang:
-    filter, bind, preempt) and pods with a preference (scheduling.escher.io/score:
-    prioritize), and kube-scheduler (managedResources) sends each only those exchanges; a
-    plain pod is scheduled and bound without a single exchange. Pure mode marks nothing."""
+    filter, preempt; scheduling.escher.io/bind: bind) and pods with a preference
+    (scheduling.escher.io/score: prioritize), and kube-scheduler (managedResources) sends each
+    only those exchanges; a plain pod is scheduled and bound without a single exchange. Pure
+    mode marks nothing."""
     work = Workload(api_client(env.info.kubeconfig))
     core = client.CoreV1Api(api_client(env.info.kubeconfig))
     n = next(_names)
     escher = env.info.scheduler_name
-    gang_marker, score_marker = KEYS.markers
+    gang_marker, bind_marker, score_marker = KEYS.markers
     gang = {"escher.io/gang": f"solo-{n}"}
     one = {"escher.io/gang-min": "1"}
     prefer = {"escher.io/prefer": "kubernetes.io/os=linux"}
@@ -688,18 +689,18 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
         assert exchanges(f"plain-{n}") == none
         assert markers(f"plain-{n}") == {"limits": {}, "requests": {}}
         for name, marks, sent in (
-            (f"gang-{n}", [gang_marker], gang_member),
+            (f"gang-{n}", [gang_marker, bind_marker], gang_member),
             (f"prefer-{n}", [score_marker], {"filter": False, "prioritize": True, "bind": False}),
             # Sent prioritize too, but the gang's filter passes one node (its reserved place),
             # and kube-scheduler scores no single feasible node.
-            (f"both-{n}", [gang_marker, score_marker], gang_member),
+            (f"both-{n}", [gang_marker, bind_marker, score_marker], gang_member),
         ):
             assert exchanges(name) == (sent if extender else none), name
             want = dict.fromkeys(marks, "1") if extender else {}
             assert markers(name) == {"limits": want, "requests": want}, name
         # Last: a Coscheduling member waits for its PodGroup, retried (filtered) meanwhile.
         work.create(pods[f"cos-{n}"])
-        want = {KEYS.gang_marker: "1"} if extender else {}
+        want = dict.fromkeys([gang_marker, bind_marker], "1") if extender else {}
         assert markers(f"cos-{n}") == {"limits": want, "requests": want}
         work.create(pods[f"other-{n}"])
         assert markers(f"other-{n}") == {"limits": {}, "requests": {}}

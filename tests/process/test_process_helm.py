@@ -318,8 +318,9 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
         "burst": own.get("burst") or api["burst"],
     }
     extenders = config.get("extenders", [])
-    # Split: the gang members' entry (filter, bind, preempt) and the preferences' (prioritize),
-    # each managing its marker; every-pod: one entry with every verb, managing nothing.
+    # Split: the gang members' entries (filter and preempt; bind, with a longer timeout) and
+    # the preferences' (prioritize), each managing its marker; every-pod: every verb but bind
+    # in one entry and bind in another, managing nothing.
     verbs = [sorted(k for k in e if k.endswith("Verb")) for e in extenders]
     managed = [e.get("managedResources") for e in extenders]
     # What the scheduler's init container checks before it starts (check-scheduler-config).
@@ -335,11 +336,16 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     )
     if split:
         keys = Keys.for_domain(values["resourceDomain"])
-        assert verbs == [["bindVerb", "filterVerb", "preemptVerb"], ["prioritizeVerb"]]
+        assert verbs == [["filterVerb", "preemptVerb"], ["bindVerb"], ["prioritizeVerb"]]
         assert managed == [[{"name": m, "ignoredByScheduler": True}] for m in keys.markers]
     elif extender_mode:
-        assert verbs == [["bindVerb", "filterVerb", "preemptVerb", "prioritizeVerb"]]
-        assert managed == [None]
+        assert verbs == [["filterVerb", "preemptVerb", "prioritizeVerb"], ["bindVerb"]]
+        assert managed == [None, None]
+    if extender_mode:
+        # The bind entry outwaits the barrier; the filter entry holds the cycle briefly.
+        timeouts = [e["httpTimeout"] for e in extenders]
+        assert timeouts[1] == f"{values['gangs']['waitSeconds'] + 15}s"
+        assert args.gang_wait_seconds == values["gangs"]["waitSeconds"]
     else:
         assert extenders == []
 
@@ -886,6 +892,7 @@ def test_another_resource_domain_reaches_every_key_that_names_it() -> None:
     managed = [e["managedResources"] for e in scheduler_config(docs)["extenders"]]
     assert managed == [
         [{"name": "scheduling.example.com/gang", "ignoredByScheduler": True}],
+        [{"name": "scheduling.example.com/bind", "ignoredByScheduler": True}],
         [{"name": "scheduling.example.com/score", "ignoredByScheduler": True}],
     ]
     policies = [d for d in docs if d["kind"].endswith("AdmissionPolicy")]
@@ -894,12 +901,16 @@ def test_another_resource_domain_reaches_every_key_that_names_it() -> None:
     assert "escher.io" not in text
     for key_ in ("example.com/gang", "example.com/pack", "example.com/prefer",
                  "example.com/requeued-at", "scheduling.example.com/gang",
-                 "scheduling.example.com/score"):  # fmt: skip
+                 "scheduling.example.com/bind", "scheduling.example.com/score"):  # fmt: skip
         assert key_ in text, key_
     # The marker policy names each marker once (its variables), the gate policy its gate.
     marker = find(docs, "MutatingAdmissionPolicy", f"{RELEASE}-marker")
     markers = {v["name"]: v["expression"] for v in marker["spec"]["variables"]}["markers"]
-    for name in ("scheduling.example.com/gang", "scheduling.example.com/score"):
+    for name in (
+        "scheduling.example.com/gang",
+        "scheduling.example.com/bind",
+        "scheduling.example.com/score",
+    ):
         assert markers.count(f'"{name}"') == 1, name
     gate = find(docs, "MutatingAdmissionPolicy", f"{RELEASE}-gang-gate")
     (mutation,) = gate["spec"]["mutations"]

@@ -29,6 +29,7 @@ from extender.adapters.slices import MANAGED_BY
 from extender.cli import build_parser, settings_of
 from extender.core.pod import COSCHEDULING_LABEL, Keys
 from extender.scheduling.profile import problems
+from extender.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -277,15 +278,19 @@ def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender(
     conditions = {c["name"]: c["expression"] for c in policy["matchConditions"]}
     assert conditions["for-escher-scheduler"] == 'object.spec.schedulerName == "escher-scheduler"'
     variables = {v["name"]: v["expression"] for v in policy["variables"]}
-    # Gang members get the gang marker, pods with a preference the score marker; an
-    # ephemeral request alone is no reason to mark a pod (NodeResourcesFit checks it).
+    # Gang members (by label, or naming a native PodGroup) get the gang and bind markers,
+    # pods with a preference the score marker; an ephemeral request alone is no reason to
+    # mark a pod (NodeResourcesFit checks it).
     for key in KEYS.labels():
         assert f'"{key}"' in variables["gang"] and f'"{key}"' in conditions["needs-the-extender"]
+    native = "has(object.spec.schedulingGroup)"
+    assert native in variables["gang"] and native in conditions["needs-the-extender"]
     for key in (KEYS.prefer, KEYS.pack):
         assert f'"{key}"' in variables["score"] and f'"{key}"' in conditions["needs-the-extender"]
     assert COSCHEDULING_LABEL in KEYS.labels()
     assert "startsWith" not in conditions["needs-the-extender"]
     assert variables["markers"].count(f'"{KEYS.gang_marker}"') == 1
+    assert variables["markers"].count(f'"{KEYS.bind_marker}"') == 1
     assert variables["markers"].count(f'"{KEYS.score_marker}"') == 1
     [mutation] = policy["mutations"]
     assert mutation["jsonPatch"]["expression"].count("variables.markers.map") == 2
@@ -372,10 +377,13 @@ def test_the_extender_mode_config_is_the_local_split_one_plus_https_to_the_servi
     assert [{k: v for k, v in e.items() if k not in transport} for e in deployed["extenders"]] == [
         {k: v for k, v in e.items() if k != "urlPrefix"} for e in local["extenders"]
     ]
-    gangs, scores = deployed["extenders"]
+    gangs, binds, scores = deployed["extenders"]
     assert gangs["managedResources"] == [{"name": KEYS.gang_marker, "ignoredByScheduler": True}]
+    assert binds["managedResources"] == [{"name": KEYS.bind_marker, "ignoredByScheduler": True}]
     assert scores["managedResources"] == [{"name": KEYS.score_marker, "ignoredByScheduler": True}]
-    assert gangs["tlsConfig"] == scores["tlsConfig"] and gangs["urlPrefix"] == scores["urlPrefix"]
+    for other in (binds, scores):
+        assert other["tlsConfig"] == gangs["tlsConfig"]
+        assert other["urlPrefix"] == gangs["urlPrefix"]
     extender = gangs
     # Mutual TLS to the Service's verbs port: the extender verified against the CA the
     # scheduler's pod mounts, the scheduler by its client certificate.
@@ -590,7 +598,8 @@ def test_a_network_policy_lets_only_the_scheduler_at_the_verbs_and_labelled_name
 def test_the_scheduler_checks_its_configuration_before_it_starts(mode: str) -> None:
     """deploy/'s scheduler configuration has no mistake the extender's check finds, and the
     scheduler's pod runs the check on the file kube-scheduler reads, in an init container."""
-    assert problems(scheduler_config(mode), KEYS, gang_wait_seconds=10.0) == []
+    wait = Settings.model_fields["gang_wait_seconds"].default  # deploy/ leaves it at that
+    assert problems(scheduler_config(mode), KEYS, gang_wait_seconds=wait) == []
     spec = pod_spec(overlay(mode), "escher-scheduler")
     (check,) = spec["initContainers"]
     (scheduler,) = spec["containers"]

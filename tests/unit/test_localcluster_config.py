@@ -56,19 +56,27 @@ def test_extender_mode_template() -> None:
     (profile,) = rendered["profiles"]
     assert profile["schedulerName"] == "default-scheduler"
     assert "pluginConfig" not in profile
-    (extender,) = rendered["extenders"]
+    extender, binder = rendered["extenders"]
     assert extender == {
         "urlPrefix": URL,
         "filterVerb": "filter",
         "prioritizeVerb": "prioritize",
         "preemptVerb": "preempt",
-        "bindVerb": "bind",
         "weight": 1,
         "nodeCacheCapable": True,
-        "httpTimeout": "15s",
+        "httpTimeout": "5s",
         "ignorable": False,
     }
-    assert "managedResources" not in extender  # every pod must reach the extender
+    # Bind in an entry of its own: a gang member waits there for its gang, far longer than
+    # a filter may hold the scheduling cycle.
+    assert binder == {
+        "urlPrefix": URL,
+        "bindVerb": "bind",
+        "httpTimeout": "75s",
+        "ignorable": False,
+    }
+    # Every pod must reach the extender.
+    assert "managedResources" not in extender and "managedResources" not in binder
 
 
 def test_pure_mode_template_has_no_extender() -> None:
@@ -318,13 +326,13 @@ def test_with_verbs_tls_kube_scheduler_calls_the_extender_over_mutual_tls() -> N
         extender_url="https://127.0.0.1:7",
         verbs_tls=PKI,
     )
-    (extender,) = rendered["extenders"]
-    assert extender["urlPrefix"] == "https://127.0.0.1:7" and extender["enableHTTPS"] is True
-    assert extender["tlsConfig"] == {
-        "caFile": "/pki/ca",
-        "certFile": "/pki/c",
-        "keyFile": "/pki/c.key",
-    }
+    for extender in rendered["extenders"]:
+        assert extender["urlPrefix"] == "https://127.0.0.1:7" and extender["enableHTTPS"] is True
+        assert extender["tlsConfig"] == {
+            "caFile": "/pki/ca",
+            "certFile": "/pki/c",
+            "keyFile": "/pki/c.key",
+        }
     # The extender serves the verbs there alone, requiring the certificate the CA signed.
     command = config.extender_command(
         port=4, kubeconfig=KUBECONFIG, mode="extender", token="t", verbs_port=7, verbs_tls=PKI
@@ -340,14 +348,16 @@ def verbs_of(extender: dict[str, object]) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    ("domain", "gang", "score"),
+    ("domain", "gang", "bind", "score"),
     [
-        ("escher.io", "scheduling.escher.io/gang", "scheduling.escher.io/score"),
-        ("example.com", "scheduling.example.com/gang", "scheduling.example.com/score"),
+        ("escher.io", "scheduling.escher.io/gang", "scheduling.escher.io/bind",
+         "scheduling.escher.io/score"),
+        ("example.com", "scheduling.example.com/gang", "scheduling.example.com/bind",
+         "scheduling.example.com/score"),
     ],
-)
+)  # fmt: skip
 def test_split_sends_each_exchange_only_to_the_pods_marked_for_it(
-    domain: str, gang: str, score: str
+    domain: str, gang: str, bind: str, score: str
 ) -> None:
     rendered = config.scheduler_config(
         "extender",
@@ -358,11 +368,13 @@ def test_split_sends_each_exchange_only_to_the_pods_marked_for_it(
     )
     entries = rendered["extenders"]
     assert [verbs_of(e) for e in entries] == [
-        {"filterVerb", "preemptVerb", "bindVerb"},
+        {"filterVerb", "preemptVerb"},
+        {"bindVerb"},
         {"prioritizeVerb"},
     ]
     assert [e["managedResources"] for e in entries] == [
         [{"name": gang, "ignoredByScheduler": True}],
+        [{"name": bind, "ignoredByScheduler": True}],
         [{"name": score, "ignoredByScheduler": True}],
     ]
     assert all(e["urlPrefix"] == "http://127.0.0.1:7" and e["ignorable"] is False for e in entries)
@@ -375,9 +387,14 @@ def test_without_split_every_pod_gets_every_exchange() -> None:
     rendered = config.scheduler_config(
         "extender", user_config=None, kubeconfig=KUBECONFIG, extender_url="http://127.0.0.1:7"
     )
-    (extender,) = rendered["extenders"]
-    assert verbs_of(extender) == {"filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb"}
-    assert "managedResources" not in extender
+    extender, binder = rendered["extenders"]
+    assert verbs_of(extender) | verbs_of(binder) == {
+        "filterVerb",
+        "prioritizeVerb",
+        "preemptVerb",
+        "bindVerb",
+    }
+    assert "managedResources" not in extender and "managedResources" not in binder
 
 
 def test_only_extender_mode_can_be_split(tmp_path: Path) -> None:

@@ -343,15 +343,42 @@ def test_an_expired_reservation_is_released_and_the_gang_backs_off() -> None:
     assert len(passed(gm.filter(pod, NODES))) == 1 and reserved(lg) == 2
 
 
-def test_a_reservation_with_members_waiting_at_bind_is_not_expired_under_them() -> None:
+def test_a_reservation_expires_under_members_waiting_at_bind_and_wakes_them() -> None:
+    """A member waits at the barrier until its gang is whole or its reservation ends, which
+    the expiry tells it: it is woken with why, and its gang backs off."""
     clock = Clock()
-    gm = manager(clock=clock)
+    lg = cluster()
+    gm = manager(lg, clock=clock)
     pod = member("g", 0, size=2, timeout=1)
     (node,) = passed(gm.filter(pod, NODES))
     ticket = gm.arrive(pod.uid, node)
     assert isinstance(ticket, Ticket)
     clock.now += 5
+    assert gm.expire() == 1
+    woken = asyncio.run(ticket.barrier.wait(pod.uid, 10))
+    assert woken.wake is Wake.CANCELLED and "expired after 1s" in woken.reason
+    assert reserved(lg) == 0
+    assert gm.arrive(pod.uid, node) == Refused(
+        "gang default/g: no place is reserved for this pod; gang default/g: its reservation "
+        "expired after 1s"
+    )
+
+
+def test_a_reservation_whose_barrier_opened_is_not_expired_under_its_binds() -> None:
+    """Once the barrier opened its members are creating their Bindings: their places stay
+    held until each is bound, whatever the clock says."""
+    clock = Clock()
+    lg = cluster()
+    gm = manager(lg, clock=clock)
+    pods = [member("g", i, size=2, timeout=1) for i in range(2)]
+    for p in pods:
+        upsert(gm, p)
+    nodes = [passed(gm.filter(p, NODES))[0] for p in pods]
+    tickets = [gm.arrive(p.uid, n) for p, n in zip(pods, nodes, strict=True)]
+    assert all(isinstance(t, Ticket) and t.barrier.is_open for t in tickets)
+    clock.now += 5
     assert gm.expire() == 0
+    assert reserved(lg) == 2
 
 
 def test_a_deleted_waiting_member_stops_counting_and_a_replacement_takes_its_place() -> None:

@@ -13,11 +13,13 @@ import yaml
 
 from extender.core.pod import Keys
 from extender.scheduling.profile import extender_entries, problems
+from extender.settings import Settings
 
 KEYS = Keys.for_domain("escher.io")
 REPO = Path(__file__).resolve().parents[3]
 SPLIT = yaml.safe_load((REPO / "scheduler-config" / "extender-split.yaml").read_text())
 EVERY_POD = yaml.safe_load((REPO / "scheduler-config" / "extender.yaml").read_text())
+WAIT = Settings.model_fields["gang_wait_seconds"].default
 
 
 def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
@@ -43,20 +45,27 @@ def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
          "extenders[0].managedResources", "is no marker of this extender"),
         (changed(SPLIT, "extenders.0.managedResources.0.ignoredByScheduler", False),
          "extenders[0].managedResources", "needs ignoredByScheduler: true"),
-        (changed(SPLIT, "extenders.1.ignorable", True), "extenders[1].ignorable",
+        (changed(SPLIT, "extenders.2.ignorable", True), "extenders[2].ignorable",
          "must be false"),
-        (changed(SPLIT, "extenders.0.bindVerb", ...), "extenders[0].bindVerb",
+        (changed(SPLIT, "extenders.1.bindVerb", ...), "extenders[1].bindVerb",
          "bind gang members one by one"),
         (changed(SPLIT, "extenders.0.filterVerb", ...), "extenders[0].filterVerb",
          "without their reserved places"),
-        (changed(SPLIT, "extenders.1.bindVerb", "bind"), "extenders[1].bindVerb",
+        (changed(SPLIT, "extenders.2.bindVerb", "bind"), "extenders[2].bindVerb",
          "sent for pods that are not gang members"),
-        (changed(SPLIT, "extenders.0.httpTimeout", "10s"), "extenders[0].httpTimeout",
+        (changed(SPLIT, "extenders.1.httpTimeout", "10s"), "extenders[1].httpTimeout",
          "not longer than gang_wait_seconds"),
-        (changed(EVERY_POD, "extenders.0.httpTimeout", "9500ms"), "extenders[0].httpTimeout",
+        (changed(EVERY_POD, "extenders.1.httpTimeout", "9500ms"), "extenders[1].httpTimeout",
          "not longer than gang_wait_seconds"),
-        (changed(SPLIT, "extenders.1.weight", 0), "extenders[1].weight", "must be > 0"),
-        (changed(SPLIT, "extenders.1.managedResources.0.name", KEYS.gang_marker), "extenders",
+        # A filter held as long as a bind would hold every pod's scheduling cycle.
+        (changed(SPLIT, "extenders.0.httpTimeout", "30s"), "extenders[0].httpTimeout",
+         "for a filter"),
+        (changed(EVERY_POD, "extenders.0.httpTimeout", "1m"), "extenders[0].httpTimeout",
+         "for a filter"),
+        (changed(SPLIT, "extenders.1.filterVerb", "filter"), "extenders[1].filterVerb",
+         "a second filter"),
+        (changed(SPLIT, "extenders.2.weight", 0), "extenders[2].weight", "must be > 0"),
+        (changed(SPLIT, "extenders.2.managedResources.0.name", KEYS.gang_marker), "extenders",
          "no entry scores"),
         (changed(SPLIT, "extenders.0.managedResources.0.name", KEYS.score_marker), "extenders",
          "no entry manages scheduling.escher.io/gang"),
@@ -90,8 +99,26 @@ def test_each_mistake_is_said_where_it_is(config: dict[str, Any], where: str, sa
 
 @pytest.mark.parametrize("config", [SPLIT, EVERY_POD], ids=["split", "every-pod"])
 def test_the_shipped_local_configurations_have_no_mistake(config: dict[str, Any]) -> None:
-    assert problems(config, KEYS, gang_wait_seconds=10.0) == []
+    assert problems(config, KEYS, gang_wait_seconds=WAIT) == []
     assert extender_entries(config, KEYS)
+
+
+@pytest.mark.parametrize(
+    ("timeout", "where", "says"),
+    [
+        ("15s", "extenders[0].httpTimeout", "not longer than gang_wait_seconds"),
+        ("75s", "extenders[0].httpTimeout", "for a filter"),
+    ],
+)
+def test_one_entry_cannot_both_filter_and_wait_at_bind(timeout: str, where: str, says: str) -> None:
+    """The earlier layout, filter and bind in one entry: its httpTimeout is either too short
+    for a gang to gather at bind or too long for a filter, with the default wait."""
+    config = copy.deepcopy(SPLIT)
+    gang, _, score = config["extenders"]
+    gang.update(bindVerb="bind", httpTimeout=timeout)
+    config["extenders"] = [gang, score]
+    found = problems(config, KEYS, gang_wait_seconds=WAIT)
+    assert [p.where for p in found if says in p.message] == [where], found
 
 
 def test_another_extender_and_a_configuration_without_this_one_are_left_alone() -> None:
@@ -112,7 +139,7 @@ def test_the_markers_follow_the_resource_domain() -> None:
     for e, marker in zip(renamed["extenders"], keys.markers, strict=True):
         e["managedResources"][0]["name"] = marker
     assert problems(renamed, keys, gang_wait_seconds=10.0) == []
-    assert len(extender_entries(renamed, keys)) == 2
+    assert len(extender_entries(renamed, keys)) == 3
 
 
 @pytest.mark.parametrize(

@@ -35,16 +35,15 @@ extenders:
   - urlPrefix: https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8889
     filterVerb: filter
     preemptVerb: preempt
-    bindVerb: bind  # the gang barrier (every pod's, with scope every-pod)
     {{- if eq .Values.scope "every-pod" }}
     prioritizeVerb: prioritize
     weight: 1  # must be > 0 with a prioritizeVerb; scores 0..10 are multiplied by weight * 10
     {{- end }}
     # Only node names are sent (not a full NodeList per call); the extender watches nodes.
     nodeCacheCapable: true
-    # A gang member's bind waits for the rest of its gang (the extender's gang_wait_seconds,
-    # 10s by default), so the timeout must be longer than that; filter answers in ~1 ms.
-    httpTimeout: 15s
+    # Filter runs in kube-scheduler's scheduling cycle, one pod at a time: an extender that
+    # does not answer holds every pod for this long. It answers in milliseconds.
+    httpTimeout: 5s
     {{- include "escher-extender.verbsTLS" . | nindent 4 }}
     {{- if eq .Values.scope "split" }}
     # Gang members only, marked scheduling.<domain>/gang by the admission policy
@@ -54,6 +53,19 @@ extenders:
         ignoredByScheduler: true
     {{- end }}
     # Not ignorable: a pod that needs the extender must never be placed without its say.
+    ignorable: false
+  # The gang barrier (every pod's bind, with scope every-pod). An entry of its own for its
+  # timeout: a member's bind waits for the rest of its gang (gangs.waitSeconds, or until the
+  # gang's reservation expires), in the binding cycle, beside the scheduling cycle.
+  - urlPrefix: https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8889
+    bindVerb: bind
+    httpTimeout: {{ add .Values.gangs.waitSeconds 15 }}s
+    {{- include "escher-extender.verbsTLS" . | nindent 4 }}
+    {{- if eq .Values.scope "split" }}
+    managedResources:
+      - name: scheduling.{{ .Values.resourceDomain }}/bind
+        ignoredByScheduler: true
+    {{- end }}
     ignorable: false
   {{- if eq .Values.scope "split" }}
   # Pods with a preference only (scheduling.<domain>/score): their scores.

@@ -98,7 +98,7 @@ def test_render_test_case_keeps_one_workload_with_absolute_paths(templates: Path
 
 @pytest.mark.parametrize(
     ("way", "extenders", "url"),
-    [("default", 0, None), ("extender", 1, "http://127.0.0.1:1"), ("pure", 0, None)],
+    [("default", 0, None), ("extender", 2, "http://127.0.0.1:1"), ("pure", 0, None)],
     ids=["default", "extender", "pure"],
 )
 def test_render_scheduler_config(way: cfg.Way, extenders: int, url: str | None) -> None:
