@@ -22,10 +22,27 @@ from extender.core.pod import PodInfo, Rejection
 class Verdict:
     """What a filter decided: the nodes it turned away, each with why. `final`: the nodes it
     passed need no other filter's say (a gang member on its reserved node: the reservation
-    already holds everything it requests)."""
+    already holds everything it requests).
+
+    `only`, for a final verdict that passes a few of many nodes: these pass (each one of the
+    nodes offered), and every other node offered is turned away with no reason of its own.
+    The reply names only them: kube-scheduler drops a node it sent that is neither passed
+    nor failed, and a gang member's filter at 5,000 nodes then answers one name rather than
+    4,999 reasons that nobody reads (the member is placed)."""
 
     rejected: Mapping[str, Rejection] = field(default_factory=dict)
     final: bool = False
+    only: tuple[str, ...] | None = None
+
+    @classmethod
+    def passing_only(cls, *nodes: str) -> Verdict:
+        return cls(final=True, only=nodes)
+
+    def passing(self, nodes: Sequence[str]) -> list[str]:
+        """Which of `nodes` (those offered) pass."""
+        if self.only is not None:
+            return list(self.only)
+        return [n for n in nodes if n not in self.rejected]
 
 
 PASS = Verdict()

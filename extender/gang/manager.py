@@ -422,10 +422,7 @@ class GangManager:
             g.passed.add(m.pod.uid)
             if g.filtered_at is None and self._placed(g) >= g.spec.min_members:
                 g.filtered_at = self.wall()
-            why = f"gang {g.key} reserved node {slot.node} for this pod"
-            rejected = dict.fromkeys(nodes, Rejection(why))
-            del rejected[slot.node]
-            return Verdict(rejected, final=True)
+            return Verdict.passing_only(slot.node)
         # kube-scheduler's own filters refused the reserved node: plan again without it.
         m.excluded.add(slot.node)
         self._release(g, f"kube-scheduler refused node {slot.node} for member {m.pod.name}")

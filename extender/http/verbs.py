@@ -110,13 +110,14 @@ class VerbEndpoints:
         await send({"type": "http.response.body", "body": body})
 
     async def _filter(self, body: bytes) -> bytes:
-        result = self.verbs.filter(wire.decode(body, wire.ExtenderArgs))
+        args = wire.decode(body, wire.ExtenderArgs)
+        result = self.verbs.filter(args)
+        named = len(args.NodeNames or (args.Nodes.items if args.Nodes else ()))
         passed = len(result.NodeNames or (result.Nodes.items if result.Nodes else ()))
-        failed = len(result.FailedNodes) + len(result.FailedAndUnresolvableNodes)
-        self._filter_nodes.observe(passed + failed)  # every node named passes or fails
+        self._filter_nodes.observe(named)
         self._passed.inc(passed)
-        if failed:
-            self._rejected.inc(failed)
+        if named > passed:  # every node named that does not pass is turned away
+            self._rejected.inc(named - passed)
         return wire.encode(result)
 
     async def _prioritize(self, body: bytes) -> bytes:

@@ -206,6 +206,9 @@ class Verbs:
         remaining: Sequence[str] = names
         for plugin in self.filters:
             verdict = plugin.filter(pod, remaining, self.ledger)
+            if verdict.only is not None:
+                remaining = verdict.only  # the rest are turned away, and left out of the reply
+                break
             if verdict.rejected:
                 failed.update(verdict.rejected)
                 remaining = [n for n in remaining if n not in verdict.rejected]
@@ -341,7 +344,7 @@ def _filter_reply(
     assert args.Nodes is not None
     # Not nodeCacheCapable: the reply must carry the passing Node objects themselves.
     items = args.Nodes.items
-    if failed:
+    if len(passed) != len(items):
         keep = set(passed)
         items = [raw for raw, name in zip(items, names, strict=True) if name in keep]
     nodes = NodeList(

@@ -191,7 +191,8 @@ class GangMachine(RuleBasedStateMachine):
             self.steps["reserved"] += 1
             check_within_capacity(self.lg, [(h.node, h.amounts) for h in new], physical=True)
         if verdict is not None:
-            passed = [n for n in nodes if n not in verdict.rejected]
+            passed = verdict.passing(nodes)
+            assert set(passed) <= set(nodes), f"passed {passed}, not offered"
             assert len(passed) <= 1, f"a gang member was passed {passed}"
 
     @rule(uid=uids, node=st.sampled_from(NODES), where_passed=st.booleans())

@@ -58,7 +58,7 @@ def gone(gm: GangManager, pod: PodInfo) -> None:
 
 def passed(verdict: Verdict | None, nodes: Sequence[str] = NODES) -> list[str]:
     assert verdict is not None
-    return [n for n in nodes if n not in verdict.rejected]
+    return verdict.passing(nodes)
 
 
 def reserved(lg: Ledger) -> int:

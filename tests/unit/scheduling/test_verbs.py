@@ -28,6 +28,7 @@ from extender.wire import (
     MAX_SCORE,
     BadRequest,
     ExtenderArgs,
+    ExtenderFilterResult,
     ExtenderBindingArgs,
     ExtenderPreemptionArgs,
     MetaPod,
@@ -102,7 +103,7 @@ def full_path(v: Verbs, a: ExtenderArgs) -> tuple[list[str], dict[str, Rejection
     for plugin in v.filters:
         verdict = plugin.filter(p, remaining, v.ledger)
         failed.update(verdict.rejected)
-        remaining = [n for n in remaining if n not in verdict.rejected]
+        remaining = verdict.passing(remaining)
         if verdict.final:
             break
     return remaining, failed
@@ -125,6 +126,33 @@ def test_filter_reports_shortfalls_as_kube_scheduler_words_them() -> None:
         "n2": "node(s) lack escher.io/r",
         "n3": "node(s) lack escher.io/r",
     }
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["node-names", "node-list"])
+def test_a_gang_member_on_its_place_is_answered_that_node_alone(cache: bool) -> None:
+    """A member's filter names only its reserved node: the nodes it does not pass are left
+    out rather than each given a reason (kube-scheduler drops them; at 5,000 nodes that is
+    one name instead of 4,999 reasons, each way encoded and decoded)."""
+    v = verbs(ledger())
+    member = PODS["gang-member"]
+    names = [f"x{i}" for i in range(500)] + NODES
+    for n in names[:500]:
+        v.ledger.upsert_node(n, {}, {"cpu": 0, "memory": 0, "pods": 0})
+    body = {"Pod": member, "NodeNames": names} if cache else {
+        "Pod": member, "Nodes": {"items": [{"metadata": {"name": n}} for n in names]}
+    }  # fmt: skip
+
+    def answer() -> tuple[list[str], ExtenderFilterResult]:
+        reply = v.filter(msgspec.json.decode(msgspec.json.encode(body), type=ExtenderArgs))
+        if cache:
+            return list(reply.NodeNames or []), reply
+        assert reply.Nodes is not None
+        return [msgspec.json.decode(r)["metadata"]["name"] for r in reply.Nodes.items], reply
+
+    passed, reply = answer()
+    assert len(passed) == 1 and passed[0] in NODES  # the one node with room for it
+    assert reply.FailedNodes == {} and reply.FailedAndUnresolvableNodes == {}
+    assert answer()[0] == passed  # the same member again: its place, still alone
 
 
 def test_reserved_capacity_keeps_other_pods_off_only_where_it_is() -> None:
