@@ -13,7 +13,7 @@ at startup (modules, the service's parts, the ledger's containers) is there for 
 process's life, so that is bounded by the one freeze.
 
 The state that grows after (holdings, gang places) is kept untracked instead
-(extender.core.ledger.Holding, extender.gang.manager.Slot): msgspec Structs with gc=False.
+(extender.core.ledger.Holding, extender.gang.state.Slot): msgspec Structs with gc=False.
 """
 
 from __future__ import annotations

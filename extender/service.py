@@ -42,8 +42,9 @@ from extender.esl.base import UNBOUNDED, UNBOUNDED_DRA
 from extender.esl.registry import Instances
 from extender.gang.declarations import Declarations
 from extender.gang.gate import GangGate
-from extender.gang.manager import GangManager, Phase
+from extender.gang.manager import GangManager
 from extender.gang.plugin import GangFilter
+from extender.gang.state import Phase
 from extender.metrics import Metrics
 from extender.policy import ResourceSpec
 from extender.scheduling import registry

@@ -209,6 +209,9 @@ class Ledger:
     def node_names(self) -> list[str]:
         return list(self._nodes)
 
+    def node_count(self) -> int:
+        return len(self._nodes)
+
     def unknown(self, names: Iterable[str]) -> list[str]:
         """Those of `names` that are not nodes here (a membership test per name, without a
         method call per name: the standalone filter asks this of thousands)."""

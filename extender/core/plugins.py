@@ -10,7 +10,7 @@ the ledger, never the Kubernetes API.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,8 +51,12 @@ PASS = Verdict()
 class FilterPlugin(Protocol):
     name: str
 
-    def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Verdict:
-        """Which of `nodes` cannot take `pod`, each with its reason."""
+    def filter(
+        self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger
+    ) -> Verdict | Awaitable[Verdict]:
+        """Which of `nodes` cannot take `pod`, each with its reason. A plugin whose decision
+        needs work too large for the event loop returns an awaitable of it (the gang filter,
+        while its gang is planned in a worker thread)."""
         ...
 
 

@@ -6,6 +6,8 @@ appears and destroyed when its last member is gone.
   spec      the declaration on the members' labels and annotations
   topology  the node-label levels a gang may require or prefer one domain of
   plan      a node for every member at once (pure)
+  planning  one reservation attempt as a job, run inline or in a worker thread
+  state     a gang's members, places and phase (plain data)
   manager   the gangs' state: members from the pod informer, reservations, expiry
   barrier   members wait at bind until the gang's minimum is there
   gate      members created held, let through once their gang has places
@@ -19,21 +21,22 @@ docs/gangs.md explains how all-or-nothing holds and how to declare a gang.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from extender.core.plugins import Verdict
     from extender.core.pod import PodInfo
-    from extender.gang.manager import Arrival, GangState
+    from extender.gang.state import Arrival, GangState
 
 
 class Gangs(Protocol):
     clock: Callable[[], float]  # monotonic: what GangState's deadlines are in
 
-    def filter(self, pod: PodInfo, nodes: Sequence[str]) -> Verdict | None:
+    def filter(self, pod: PodInfo, nodes: Sequence[str]) -> Verdict | Awaitable[Verdict] | None:
         """Pass a member only its reserved node, or turn every node away with why; None for
-        a pod of no gang, or of a gang already bound."""
+        a pod of no gang, or of a gang already bound. An awaitable when the verdict waits for
+        a plan made off the event loop."""
         ...
 
     def arrive(self, uid: str, node: str) -> Arrival:

@@ -27,7 +27,8 @@ from collections.abc import Callable
 
 from extender.core.events import PodChange, PodEvent
 from extender.core.pod import PodInfo
-from extender.gang.manager import GangManager, Outcome, Phase
+from extender.gang.manager import GangManager
+from extender.gang.state import Outcome, Phase
 
 # Removes a held pod's gate (extender.adapters.lifter.Lifter), and sets the adaptive switch.
 Lifter = Callable[[PodInfo], None]
@@ -115,11 +116,12 @@ class GangGate:
         grown): held gangs that did not fit are planned again."""
         self._bumps += 1
 
-    def lift(self, max_plans: int = 64) -> tuple[list[PodInfo], bool]:
+    async def lift(self, max_plans: int = 64) -> tuple[list[PodInfo], bool]:
         """The held pods to let through now, and whether planning stopped at `max_plans`
         (call again soon). A member goes once its gang is reserved and a place is its own,
         or once the gang is bound (an ordinary pod then); members whose constraints only
-        kube-scheduler can evaluate go at once, so that it tries them."""
+        kube-scheduler can evaluate go at once, so that it tries them. A large plan runs in
+        a worker thread (GangManager.plan_held), and the loop serves verbs meanwhile."""
         now = self.clock()
         out: list[PodInfo] = []
 
@@ -150,7 +152,10 @@ class GangGate:
                 if plans >= max_plans:
                     return out, True
                 plans += 1
-                outcome = self.gangs.plan_held(g)
+                planned = self.gangs.plan_held(g)
+                outcome = planned if isinstance(planned, Outcome) else await asyncio.shield(planned)
+                if self.gangs.gang(key) is not g:  # it ended while it was planned
+                    continue
                 if outcome is Outcome.NEVER:  # let kube-scheduler say why on the pods
                     for m in held:
                         let(m.pod)
@@ -207,7 +212,7 @@ class GangGate:
             self._wanted.clear()
             if not may_lift():
                 continue
-            pods, more = self.lift()
+            pods, more = await self.lift()
             for pod in pods:
                 lifter(pod)
             if switch is not None:

@@ -35,147 +35,36 @@ GET /v1/gangs.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
-from msgspec import Struct
-
-from extender.core.constraints import Constraints
 from extender.core.events import PodChange, PodEvent
-from extender.core.ledger import Ledger, NodeView
+from extender.core.ledger import Ledger
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo, Rejection
 from extender.gang.barrier import Barrier
 from extender.gang.declarations import NO_GROUPS, Groups
-from extender.gang.plan import Planned, Want, plan
+from extender.gang.planning import OFFLOAD_ABOVE, NoRoom, PlanJob, Reserved, Taken, part
+from extender.gang.planning import Result as PlanResult
 from extender.gang.spec import DEFAULT_HIERARCHY, GangSpec, InvalidGang, gang_spec
+from extender.gang.state import (
+    Arrival,
+    GangState,
+    Member,
+    Outcome,
+    Phase,
+    Refused,
+    Slot,
+    Ticket,
+)
 from extender.gang.topology import Hierarchy, Placement
 
 log = logging.getLogger(__name__)
 
 HOSTNAME = "kubernetes.io/hostname"  # the well-known label: one domain per node
-
-
-class Phase(StrEnum):
-    WAITING = "waiting"  # no places held: members are turned away, with why
-    RESERVED = "reserved"  # a place held for every member still to be bound
-    BOUND = "bound"  # the minimum is bound: further members are ordinary pods
-
-
-@dataclass
-class Member:
-    pod: PodInfo
-    # When it was first learnt from a filter call and not yet from the pod informer
-    # (monotonic); None once the informer confirmed it exists.
-    unconfirmed_since: float | None = None
-    # Where kube-scheduler found it feasible (kept only when its constraints are ones the
-    # extender cannot evaluate), and the nodes kube-scheduler refused it since.
-    feasible: frozenset[str] | None = None
-    excluded: set[str] = field(default_factory=set)
-
-    @property
-    def bound(self) -> bool:
-        return bool(self.pod.node)
-
-    @property
-    def constraints(self) -> Constraints | None:
-        return self.pod.constraints
-
-
-class Slot(Struct, gc=False):
-    """One reserved place. `holder` is its ledger holding; `member` the uid it is for
-    (None: a member not created yet). `amounts` is shared, never changed: the places of a
-    gang's members to come all refer to the one mapping they were planned with.
-
-    Not tracked by the garbage collector, as the ledger's Holding is not: there is one per
-    reserved member, and it refers only to strings and a dict of ints (no cycle)."""
-
-    holder: str
-    node: str
-    amounts: Mapping[str, int]
-    member: str | None = None
-
-
-class Outcome(Enum):
-    """What planning a gang came to."""
-
-    RESERVED = "reserved"  # a place is held for every member still to be bound
-    WAITING = "waiting"  # it does not fit now (or may not be planned yet): reason says why
-    NEVER = "never"  # it cannot fit even on empty nodes
-
-
-@dataclass
-class GangState:
-    """One gang as the manager knows it, from its first member to its last."""
-
-    spec: GangSpec
-    generation: int
-    members: dict[str, Member] = field(default_factory=dict)  # uid -> member, arrival order
-    phase: Phase = Phase.WAITING
-    # A tuple, not a list: once it holds only Slots the garbage collector stops tracking
-    # it, where a list of a gang's 1,024 places was walked entry by entry by every
-    # collection (issue 28).
-    slots: tuple[Slot, ...] = ()
-    barrier: Barrier | None = None
-    expires: float = 0.0  # monotonic: when the reservation is released if incomplete
-    retry_at: float = 0.0  # monotonic: no new reservation before (backoff)
-    attempts: int = 0  # reservations made
-    timeouts: int = 0
-    reason: str = ""
-    # Bumped whenever a member is learnt or forgotten: a plan that failed is worth trying
-    # again (the gang gate keys its retries on it).
-    roster: int = 0
-    # Its last plan found no room now (it may fit later): the cluster is short of room for
-    # gangs, which the adaptive gang gate reads (GangManager.short_of_room; the fuzz tier
-    # checks the two agree).
-    short: bool = False
-    # Members whose Binding was created and that the informer has not reported bound yet.
-    committed: set[str] = field(default_factory=set)
-    # Members whose filter passed their reserved node, in this reservation.
-    passed: set[str] = field(default_factory=set)
-    # Members whose reserved node was written to their status.nominatedNodeName (uid -> node),
-    # and those the pod watch has shown with it since.
-    nominated: dict[str, str] = field(default_factory=dict)
-    seen_nominated: set[str] = field(default_factory=set)
-    # Its timeline, in wall-clock seconds (comparable with other processes' clocks): when
-    # it was first learnt, last reserved, when its minimum had last all passed filter to
-    # their places, and when it was last all at bind.
-    # Logged once the gang is bound (`gang bound`), for `bench gang-timeline`.
-    learnt_at: float = 0.0
-    reserved_at: float | None = None
-    filtered_at: float | None = None
-    ready_at: float | None = None
-
-    @property
-    def key(self) -> str:
-        return self.spec.key
-
-    def bound_count(self) -> int:
-        return sum(1 for uid, m in self.members.items() if m.bound or uid in self.committed)
-
-
-@dataclass(frozen=True, slots=True)
-class Ticket:
-    """A member's place at its gang's barrier: wait on it, then bind."""
-
-    barrier: Barrier
-    gang: str
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """A member that may not bind where it asked; `reason` says why."""
-
-    reason: str
-
-
-# What `arrive` answers: wait at the barrier, refuse, or None: an ordinary pod (of no gang,
-# or of a gang already bound) that binds as any other.
-Arrival = Ticket | Refused | None
 
 
 class GangManager:
@@ -190,9 +79,12 @@ class GangManager:
         unconfirmed_ttl: float = 60.0,
         hierarchy: Hierarchy = DEFAULT_HIERARCHY,
         groups: Groups = NO_GROUPS,
+        offload_above: int = OFFLOAD_ABOVE,
     ) -> None:
         self.ledger = ledger
         self.keys = keys
+        # Plans of more nodes plus members than this run in a worker thread.
+        self.offload_above = offload_above
         # The topology levels gangs may name, and the group objects (PodGroups) members may
         # name: what gang_spec reads besides the pod (extender.gang.declarations).
         self.hierarchy = hierarchy
@@ -379,9 +271,11 @@ class GangManager:
 
     # ---- filter ----------------------------------------------------------------------------
 
-    def filter(self, pod: PodInfo, nodes: Sequence[str]) -> Verdict | None:
+    def filter(self, pod: PodInfo, nodes: Sequence[str]) -> Verdict | Awaitable[Verdict] | None:
         """What a gang member may do now: pass only its reserved node, or wait (with why).
-        None for a pod that is not a gang member, or whose gang is already bound."""
+        None for a pod that is not a gang member, or whose gang is already bound. When the
+        gang must be planned and the plan is large, an awaitable: the plan runs off the loop
+        (extender.gang.planning), and so does one already running for its gang."""
         try:
             spec = gang_spec(pod, self.keys, self.hierarchy, self.groups)
         except InvalidGang as e:
@@ -403,11 +297,32 @@ class GangManager:
             return None
         if m.constraints is not None and m.constraints.unevaluable:
             m.feasible = frozenset(nodes)
+        if g.planning is not None:
+            return self._when_planned(g, m, nodes, g.planning)
         if g.phase is Phase.RESERVED:
             verdict = self._reserved(g, m, nodes)
             if verdict is not None:
                 return verdict
-        return self._try_reserve(g, m, nodes)
+        outcome = self._reserve(g, m, nodes)
+        if isinstance(outcome, Outcome):
+            return self._verdict(g, m, nodes, outcome)
+        return self._when_planned(g, m, nodes, outcome)
+
+    async def _when_planned(
+        self, g: GangState, m: Member, nodes: Sequence[str], planning: asyncio.Task[Outcome]
+    ) -> Verdict:
+        # Shielded: a caller that gives up (its connection closed) must not cancel the plan,
+        # whose places are taken in the worker thread and applied (or given back) here.
+        return self._verdict(g, m, nodes, await asyncio.shield(planning))
+
+    def _verdict(self, g: GangState, m: Member, nodes: Sequence[str], outcome: Outcome) -> Verdict:
+        """The member's verdict once its gang was planned: its place, or why it waits."""
+        if outcome is Outcome.RESERVED and g.phase is Phase.RESERVED:
+            self._nominate(g, skip=m.pod.uid)  # m is in its cycle: it gets its place now
+            verdict = self._reserved(g, m, nodes)
+            if verdict is not None:
+                return verdict
+        return _all(nodes, g.reason, unresolvable=outcome is Outcome.NEVER)
 
     def _reserved(self, g: GangState, m: Member, nodes: Sequence[str]) -> Verdict | None:
         """The verdict of a reserved gang, or None when it must be planned again."""
@@ -449,20 +364,31 @@ class GangManager:
         view = self.ledger.node(slot.node)
         return view is not None and (m.constraints is None or not m.constraints.check(view))
 
-    def _try_reserve(self, g: GangState, m: Member, nodes: Sequence[str]) -> Verdict:
-        outcome = self._reserve(g, m, nodes)
-        if outcome is not Outcome.RESERVED:
-            return _all(nodes, g.reason, unresolvable=outcome is Outcome.NEVER)
-        self._nominate(g, skip=m.pod.uid)  # m is in its cycle: it gets its place now
-        verdict = self._reserved(g, m, nodes)
-        assert verdict is not None  # m was planned a place among the offered nodes
-        return verdict
-
-    def _reserve(self, g: GangState, m: Member, nodes: Sequence[str]) -> Outcome:
+    def _reserve(
+        self, g: GangState, m: Member, nodes: Sequence[str]
+    ) -> Outcome | asyncio.Task[Outcome]:
         """Plan and reserve a place for every member still to be bound, m's among `nodes`
-        (g.reason says why when it is not reserved)."""
-        now = self.clock()
-        if now < g.retry_at:
+        (g.reason says why when it is not reserved): inline when the plan is small, else in a
+        worker thread, whose task is returned (and kept in g.planning until it is applied)."""
+        job = self._job(g, m, nodes)
+        if isinstance(job, Outcome):
+            return job
+        if job.work <= self.offload_above:
+            return self._apply(g, job, job.run())
+
+        async def offloaded() -> Outcome:
+            try:
+                result = await asyncio.to_thread(job.run)
+            finally:
+                g.planning = None
+            return self._apply(g, job, result)
+
+        g.planning = asyncio.get_running_loop().create_task(offloaded())
+        return g.planning
+
+    def _job(self, g: GangState, m: Member, nodes: Sequence[str]) -> Outcome | PlanJob:
+        """What the plan reads, copied; or why the gang is not planned now."""
+        if self.clock() < g.retry_at:
             # No countdown in the reason: kube-scheduler writes the pod's condition again
             # whenever its message changes, so a reason that changes every attempt costs a
             # status write every attempt. GET /v1/gangs shows when the next try is.
@@ -482,88 +408,73 @@ class GangManager:
                 f"{', '.join(sorted(unknown)[:5])}, whose constraints only it can evaluate"
             )
             return Outcome.WAITING
-        wants = self._wants(g, m, pending, nodes)
-        views = self._views(nodes)
-        planned = plan(wants, views, self.ledger.prefix, placement=self._placement(g))
-        if not isinstance(planned, Planned):
-            return self._no_room(g, wants, views, planned.reason)
-        places = planned.places
-        generation = f"{g.key}#{g.generation}.{g.attempts + 1}"
-        slots = [
-            Slot(f"{generation}/{i}", places[w.ref], w.amounts, None) for i, w in enumerate(wants)
-        ]
-        short = self.ledger.reserve([(s.holder, s.node, s.amounts) for s in slots])
-        if short is not None:  # taken meanwhile by a concurrent change: plan again later
-            g.reason = f"gang {g.key} does not fit now: {short.detail}"
+        # m first: its place must be among `nodes`, the ones kube-scheduler offered it in this
+        # cycle, as a place elsewhere could not be answered now (the hypothesis state machine
+        # of tests/fuzz found a gang reserved with its asking member off the offered nodes).
+        need = g.spec.min_members - g.bound_count()
+        ordered = [m] + [x for x in pending if x is not m]
+        parts = tuple(
+            part(x.pod.uid, x.pod.requests, x.constraints, x.feasible, x.excluded)
+            for x in ordered[:need]
+        )
+        return PlanJob(
+            key=g.key,
+            epoch=g.epoch,
+            holders=f"{g.key}#{g.generation}.{g.attempts + 1}",
+            parts=parts,
+            ghosts=max(0, need - len(parts)),
+            offered=nodes,
+            placement=Placement(g.spec.required, g.spec.preferred, pack=self._pack),
+            ledger=self.ledger,
+        )
+
+    def _apply(self, g: GangState, job: PlanJob, result: PlanResult) -> Outcome:
+        """Take a plan's result into the gang's state, on the loop. A gang that ended, was
+        reserved or released while it was planned gives the places back."""
+        if (
+            self._gangs.get(job.key) is not g
+            or g.phase is not Phase.WAITING
+            or g.epoch != job.epoch
+        ):
+            if isinstance(result, Reserved):
+                self.ledger.release_all(s.holder for s in result.slots)
+            return Outcome.RESERVED if g.phase is Phase.RESERVED else Outcome.WAITING
+        if isinstance(result, NoRoom):
+            if result.never:
+                g.reason = f"gang {g.key} can never fit: {result.never}"
+                self._set_short(g, False)
+                return Outcome.NEVER
+            g.reason = (
+                f"gang {g.key} does not fit now: {result.reason}; waiting for resources to free"
+            )
+            self._set_short(g, True)
+            return Outcome.WAITING
+        if isinstance(result, Taken):  # by a concurrent change: plan again later
+            g.reason = f"gang {g.key} does not fit now: {result.short.detail}"
             self._set_short(g, True)
             return Outcome.WAITING
         self._set_short(g, False)
-        for w, s in zip(wants, slots, strict=True):
-            if w.ref in g.members:
-                s.member = w.ref
-        g.slots = tuple(slots)
+        for p, s in zip(job.parts, result.slots, strict=False):
+            x = g.members.get(p.uid)
+            if x is not None and not x.bound:  # else its place waits for a member to come
+                s.member = p.uid
+        g.slots = result.slots
         g.phase = Phase.RESERVED
         g.attempts += 1
-        g.expires = now + g.spec.timeout
+        g.expires = self.clock() + g.spec.timeout
         g.reserved_at = self.wall()
         g.filtered_at = None
         g.passed = set()
         g.barrier = Barrier()
-        waiting = g.spec.min_members - g.bound_count() - len(pending)
+        waiting = (
+            g.spec.min_members - g.bound_count() - sum(not x.bound for x in g.members.values())
+        )
         g.reason = (
             f"gang {g.key}: places reserved; waiting for {waiting} more member(s) to be created"
             if waiting > 0
             else ""
         )
         return Outcome.RESERVED
-
-    def _wants(
-        self, g: GangState, m: Member, pending: list[Member], nodes: Sequence[str]
-    ) -> list[Want]:
-        """A want for each member still to be bound (m first), then ghosts shaped like m.
-
-        m's place must be among `nodes`, the ones kube-scheduler offered it in this cycle:
-        a place elsewhere could not be answered now (the hypothesis state machine of
-        tests/fuzz found a gang reserved with its asking member off the offered nodes)."""
-        need = g.spec.min_members - g.bound_count()
-        ordered = [m] + [x for x in pending if x is not m]
-        offered = frozenset(nodes) if m.feasible is None else m.feasible & frozenset(nodes)
-        wants = [
-            Want(
-                x.pod.uid,
-                x.pod.requests,
-                x.constraints,
-                offered if x is m else x.feasible,
-                frozenset(x.excluded),
-            )
-            for x in ordered[:need]
-        ]
-        for i in range(need - len(wants)):
-            wants.append(Want(f"ghost-{i}", m.pod.requests, m.constraints, m.feasible))
-        return wants
-
-    def _views(self, nodes: Sequence[str]) -> list[NodeView]:
-        """Every node, the ones kube-scheduler offered for this member first."""
-        ledger = self.ledger
-        offered = [v for n in nodes if (v := ledger.node(n)) is not None]
-        seen = set(nodes)
-        return offered + [v for n in ledger.node_names() if n not in seen and (v := ledger.node(n))]
-
-    def _placement(self, g: GangState) -> Placement:
-        """The topology g's plan honours: its levels, and the hierarchy to pack by."""
-        return Placement(g.spec.required, g.spec.preferred, pack=self._pack)
-
-    def _no_room(self, g: GangState, wants: list[Want], views: list[NodeView], now: str) -> Outcome:
-        """Say why the gang does not fit (`now`: the plan's reason), now or ever (even on
-        empty nodes)."""
-        never = plan(wants, views, self.ledger.prefix, empty=True, placement=self._placement(g))
-        if not isinstance(never, Planned):
-            g.reason = f"gang {g.key} can never fit: {never.reason}"
-            self._set_short(g, False)
-            return Outcome.NEVER
-        g.reason = f"gang {g.key} does not fit now: {now}; waiting for resources to free"
-        self._set_short(g, True)
-        return Outcome.WAITING
 
     # ---- for the gang gate (extender.gang.gate) -------------------------------------------
 
@@ -579,9 +490,12 @@ class GangManager:
         else:
             self._short.discard(g.key)
 
-    def plan_held(self, g: GangState) -> Outcome:
+    def plan_held(self, g: GangState) -> Outcome | asyncio.Task[Outcome]:
         """Plan and reserve gang `g`, whose members wait behind the gate, from the informer's
-        knowledge alone (no filter call: every node is a candidate)."""
+        knowledge alone (no filter call: every node is a candidate); a task when the plan
+        runs off the loop (or one already does)."""
+        if g.planning is not None:
+            return g.planning
         pending = [m for m in g.members.values() if not m.bound]
         m = min(pending, key=lambda x: not x.pod.held)  # a held one, if any
         return self._reserve(g, m, self.ledger.node_names())
@@ -701,7 +615,9 @@ class GangManager:
         return released
 
     def _release(self, g: GangState, why: str) -> None:
-        """Give back every reserved place and wake the barrier's waiters with `why`."""
+        """Give back every reserved place and wake the barrier's waiters with `why` (a plan
+        running meanwhile is void: it would be applied to a gang that moved on)."""
+        g.epoch += 1
         if g.slots:
             self.ledger.release_all(s.holder for s in g.slots)
             g.slots = ()

@@ -2,13 +2,14 @@
 
 Passes a gang member only the node reserved for it (a final verdict: the reservation
 already holds everything it requests, so no other filter need look), or turns every node
-away with why the gang waits. Pods of no gang, and members of a gang already bound, are left
+away with why the gang waits; an awaitable of that while the gang is planned off the event
+loop. Pods of no gang, and members of a gang already bound, are left
 to the other filters. Listed in extender.scheduling.registry; run by extender.scheduling.verbs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 from extender.core.ledger import Ledger
 from extender.core.plugins import PASS, Verdict
@@ -22,7 +23,9 @@ class GangFilter:
     def __init__(self, gangs: Gangs) -> None:
         self.gangs = gangs
 
-    def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Verdict:
+    def filter(
+        self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger
+    ) -> Verdict | Awaitable[Verdict]:
         if not pod.gang:
             return PASS
         verdict = self.gangs.filter(pod, nodes)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from extender.gang.manager import GangState
+from extender.gang.state import GangState
 
 
 class MemberStatus(BaseModel):

@@ -110,9 +110,8 @@ class VerbEndpoints:
         await send({"type": "http.response.body", "body": body})
 
     async def _filter(self, body: bytes) -> bytes:
-        args = wire.decode(body, wire.ExtenderArgs)
-        result = self.verbs.filter(args)
-        named = len(args.NodeNames or (args.Nodes.items if args.Nodes else ()))
+        filtered = await self.verbs.filter(wire.decode(body, wire.ExtenderArgs))
+        result, named = filtered.reply, filtered.named
         passed = len(result.NodeNames or (result.Nodes.items if result.Nodes else ()))
         self._filter_nodes.observe(named)
         self._passed.inc(passed)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from extender.core.errors import CoreError
@@ -31,12 +32,12 @@ from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.names import check_node_name
 from extender.core.objects import Pod
-from extender.core.plugins import FilterPlugin, Weighted
+from extender.core.plugins import FilterPlugin, Verdict, Weighted
 from extender.core.pod import Keys, PodInfo, Rejection, pod_info
 from extender.core.quantity import InvalidQuantity
 from extender.gang import Gangs
 from extender.gang.barrier import Wake
-from extender.gang.manager import Refused, Ticket
+from extender.gang.state import Refused, Ticket
 from extender.scheduling import preemption
 from extender.scheduling.requeue import Requeue
 from extender.wire import (
@@ -133,6 +134,15 @@ def _size(pod: PodInfo) -> int:
     return 600 + 2 * strings + constraints
 
 
+@dataclass(frozen=True, slots=True)
+class Filtered:
+    """Filter's reply, and how many nodes the request named (a reply may name fewer: those
+    a final verdict leaves out)."""
+
+    reply: ExtenderFilterResult
+    named: int
+
+
 class Verbs:
     def __init__(
         self,
@@ -195,17 +205,18 @@ class Verbs:
 
     # ---- filter ----------------------------------------------------------------------------
 
-    def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
+    async def filter(self, args: ExtenderArgs) -> Filtered:
         pod = self.pod(args.Pod)  # first: a request refused for its pod changes nothing
         names = self._names(args)
         if self.binder is not None:  # only a binding extender is asked to bind it later
             self.filtered.remember(pod)
         if not pod.needs_extender and not self.ledger.reserved_nodes():
-            return _filter_reply(args, names, names, {})
+            return Filtered(_filter_reply(args, names, names, {}), len(names))
         failed: dict[str, Rejection] = {}
         remaining: Sequence[str] = names
         for plugin in self.filters:
-            verdict = plugin.filter(pod, remaining, self.ledger)
+            decided = plugin.filter(pod, remaining, self.ledger)
+            verdict = decided if isinstance(decided, Verdict) else await decided
             if verdict.only is not None:
                 remaining = verdict.only  # the rest are turned away, and left out of the reply
                 break
@@ -216,7 +227,7 @@ class Verbs:
                 break
         if not remaining and self.requeue is not None:
             self.requeue.turned_away(pod)
-        return _filter_reply(args, names, remaining, failed)
+        return Filtered(_filter_reply(args, names, remaining, failed), len(names))
 
     # ---- prioritize ------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ Seeded (tests/fuzz/campaign.py): the same runs every time.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -33,7 +34,8 @@ from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.pod import PodInfo
 from extender.gang.gate import GangGate
-from extender.gang.manager import GangManager, Phase, Refused, Ticket
+from extender.gang.manager import GangManager
+from extender.gang.state import Phase, Refused, Ticket
 
 from .campaign import MACHINE, SEED
 from .invariants import check_consistent, check_within_capacity
@@ -157,7 +159,7 @@ class GangMachine(RuleBasedStateMachine):
         """The lifter removes the gate of every member the manager names (or the patch is
         lost, and the informer keeps showing it held)."""
         before = {h.holder for h in self.reservations()}
-        pods, _ = self.gate.lift()
+        pods, _ = asyncio.run(self.gate.lift())
         new = [h for h in self.reservations() if h.holder not in before]
         if new:
             self.steps["reserved to lift"] += 1

@@ -19,7 +19,8 @@ from extender.core.objects import Taint
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo
 from extender.gang.barrier import Barrier, Wake, Woken
-from extender.gang.manager import GangManager, Phase, Refused, Ticket
+from extender.gang.manager import GangManager
+from extender.gang.state import Phase, Refused, Ticket
 from extender.gang.status import gang_status
 
 KEYS = Keys.for_domain("escher.io")

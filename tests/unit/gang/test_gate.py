@@ -4,6 +4,7 @@ through at once, bounded state, and the adaptive hold."""
 
 from __future__ import annotations
 
+from asyncio import run
 from typing import Any
 
 import pytest
@@ -14,7 +15,8 @@ from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import Ledger
 from extender.core.pod import PodInfo
 from extender.gang.gate import GangGate
-from extender.gang.manager import GangManager, Phase
+from extender.gang.manager import GangManager
+from extender.gang.state import Phase
 from extender.gang.status import gang_status
 
 
@@ -58,7 +60,7 @@ def held(gang: str, i: int, **kw: Any) -> PodInfo:
 
 
 def lifted(gm: Gated, max_plans: int = 64) -> list[str]:
-    pods, more = gm.gate.lift(max_plans)
+    pods, more = run(gm.gate.lift(max_plans))
     assert not more
     return sorted(p.name for p in pods)
 
@@ -211,10 +213,10 @@ def test_the_oldest_held_gang_is_planned_first_and_planning_per_turn_is_bounded(
     for gang in ("a", "b", "c"):
         for i in range(4):
             upsert(gm, held(gang, i, size=4, cpu="2"))
-    pods, more = gm.gate.lift(max_plans=1)  # a fits; b and c are left for the next turns
+    pods, more = run(gm.gate.lift(max_plans=1))  # a fits; b and c are left for the next turns
     assert sorted(p.name for p in pods) == ["a-0", "a-1", "a-2", "a-3"] and more
-    assert gm.gate.lift(max_plans=1) == ([], True)  # b does not fit now
-    assert gm.gate.lift(max_plans=1) == ([], False)  # nor c
+    assert run(gm.gate.lift(max_plans=1)) == ([], True)  # b does not fit now
+    assert run(gm.gate.lift(max_plans=1)) == ([], False)  # nor c
     a, b, c = (gm.gang(f"default/{x}") for x in "abc")
     assert a is not None and b is not None and c is not None
     assert a.phase is Phase.RESERVED and b.phase is c.phase is Phase.WAITING
@@ -226,7 +228,7 @@ def test_a_held_gang_leaves_no_gate_state_when_its_members_go() -> None:
         pods = [held(f"c{k}", i, size=2, cpu="9") for i in range(2)]
         for p in pods:
             upsert(gm, p)
-        gm.gate.lift()
+        run(gm.gate.lift())
         for p in pods:
             gone(gm, p)
     assert len(gm.gm) == 0 and len(gm.gate) == 0

@@ -14,7 +14,8 @@ from builders import Clock, info
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.pod import Keys, PodInfo
-from extender.gang.manager import GangManager, Phase
+from extender.gang.manager import GangManager
+from extender.gang.state import Phase
 
 KEYS = Keys.for_domain("escher.io")
 RACK = "topology.kubernetes.io/rack"

@@ -21,6 +21,7 @@ from extender.core.plugins import Weighted
 from extender.core.pod import Keys, PodInfo, Rejection
 from extender.filters import ephemeral, preference
 from extender.gang.manager import GangManager
+from extender.gang.planning import OFFLOAD_ABOVE
 from extender.scheduling import registry
 from extender.scheduling.requeue import Requeue
 from extender.scheduling.verbs import BindError, FilteredPods, Verbs, _filter_reply, weighted_scores
@@ -63,8 +64,13 @@ def ledger(reserve: bool = False) -> Ledger:
     return lg
 
 
-def verbs(lg: Ledger, binder: Binder | None = None, requeue: Requeue | None = None) -> Verbs:
-    handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS))
+def verbs(
+    lg: Ledger,
+    binder: Binder | None = None,
+    requeue: Requeue | None = None,
+    offload_above: int = OFFLOAD_ABOVE,
+) -> Verbs:
+    handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS, offload_above=offload_above))
     return Verbs(
         lg,
         KEYS,
@@ -74,6 +80,11 @@ def verbs(lg: Ledger, binder: Binder | None = None, requeue: Requeue | None = No
         binder,
         requeue=requeue,
     )
+
+
+def filtered(v: Verbs, a: ExtenderArgs) -> ExtenderFilterResult:
+    """Filter's reply to `a`, its coroutine run to the end."""
+    return asyncio.run(v.filter(a)).reply
 
 
 def pod(uid: str = "u", *, limits: dict[str, str] | None = None, **meta: Any) -> dict[str, Any]:
@@ -112,14 +123,14 @@ def full_path(v: Verbs, a: ExtenderArgs) -> tuple[list[str], dict[str, Rejection
 @pytest.mark.parametrize("reserve", [False, True], ids=["no-reservations", "reservations"])
 @pytest.mark.parametrize("kind", list(PODS))
 def test_the_fast_path_answers_exactly_as_the_full_path(kind: str, reserve: bool) -> None:
-    fast = verbs(ledger(reserve)).filter(args(PODS[kind]))
+    fast = filtered(verbs(ledger(reserve)), args(PODS[kind]))
     passed, failed = full_path(verbs(ledger(reserve)), args(PODS[kind]))
     expected = _filter_reply(args(PODS[kind]), NODES, passed, failed)
     assert fast == expected
 
 
 def test_filter_reports_shortfalls_as_kube_scheduler_words_them() -> None:
-    r = verbs(ledger()).filter(args(PODS["ephemeral"]))
+    r = filtered(verbs(ledger()), args(PODS["ephemeral"]))
     assert r.NodeNames == ["n1"]
     assert r.FailedNodes == {"n0": "Insufficient escher.io/r"}
     assert r.FailedAndUnresolvableNodes == {
@@ -143,7 +154,7 @@ def test_a_gang_member_on_its_place_is_answered_that_node_alone(cache: bool) -> 
     }  # fmt: skip
 
     def answer() -> tuple[list[str], ExtenderFilterResult]:
-        reply = v.filter(msgspec.json.decode(msgspec.json.encode(body), type=ExtenderArgs))
+        reply = filtered(v, msgspec.json.decode(msgspec.json.encode(body), type=ExtenderArgs))
         if cache:
             return list(reply.NodeNames or []), reply
         assert reply.Nodes is not None
@@ -155,9 +166,18 @@ def test_a_gang_member_on_its_place_is_answered_that_node_alone(cache: bool) -> 
     assert answer()[0] == passed  # the same member again: its place, still alone
 
 
+def test_a_gang_planned_in_a_worker_thread_is_answered_as_one_planned_inline() -> None:
+    """The gang filter's verdict may be awaited (a large plan runs off the loop): the reply
+    is the one an inline plan gives."""
+    offloading = verbs(ledger(), offload_above=0)
+    a = args(PODS["gang-member"])
+    assert filtered(offloading, a) == filtered(verbs(ledger()), a)
+    assert len(filtered(offloading, a).NodeNames or []) == 1
+
+
 def test_reserved_capacity_keeps_other_pods_off_only_where_it_is() -> None:
     big = pod(limits={"cpu": "1"})
-    r = verbs(ledger(reserve=True)).filter(args(big))
+    r = filtered(verbs(ledger(reserve=True)), args(big))
     assert r.NodeNames == ["n0", "n1", "n3"]
     assert r.FailedNodes == {"n2": "cpu on this node is reserved for a gang"}
 
@@ -166,13 +186,13 @@ def test_a_filter_refused_for_its_pod_learns_no_node() -> None:
     lg = Ledger("escher.io")
     v = Verbs(lg, KEYS, GangManager(lg, KEYS), [], [], None, learn_nodes=True)
     with pytest.raises(BadRequest) as e:
-        v.filter(args(pod(limits={R: "-1"}), ["new-node"]))
+        filtered(v, args(pod(limits={R: "-1"}), ["new-node"]))
     assert e.value.field is not None and e.value.field.startswith("Pod.spec.containers[0]")
     assert lg.node_names() == []
     with pytest.raises(BadRequest) as e:
-        v.filter(args(pod(), ["ok", "Not_A_Name"]))
+        filtered(v, args(pod(), ["ok", "Not_A_Name"]))
     assert e.value.field == "NodeNames[1]" and lg.node_names() == []
-    v.filter(args(pod(), ["ok"]))
+    filtered(v, args(pod(), ["ok"]))
     assert lg.node_names() == ["ok"]
 
 
@@ -187,7 +207,7 @@ def test_node_names_that_are_not_strings_are_refused_naming_the_item(
     body = b'{"Pod": {"metadata": {"uid": "u"}}, "NodeNames": ' + names.encode() + b"}"
     a = msgspec.json.decode(body, type=ExtenderArgs)  # decoded only when read
     with pytest.raises(BadRequest) as e:
-        verbs(ledger()).filter(a)
+        filtered(verbs(ledger()), a)
     assert e.value.field == field
     # prioritize checks them too, even for a plain pod it has nothing to say about (the fuzz
     # tier found `[null, null]` answered 200 []).
@@ -334,13 +354,13 @@ def bind_args(uid: str, node: str, name: str | None = None) -> ExtenderBindingAr
 def test_bind_holds_then_binds_a_filtered_pod() -> None:
     lg, binder = ledger(), Binder()
     v = verbs(lg, binder)
-    v.filter(args(pod("a", limits={R: "1"})))
+    filtered(v, args(pod("a", limits={R: "1"})))
     assert asyncio.run(v.bind(bind_args("a", "n1"))).Error == ""
     assert binder.bound == [("default", "p-a", "a", "n1")]
     h = lg.holding("a")
     assert h is not None and h.kind is HolderKind.ASSUMED and h.node == "n1"
     # A second pod filtered onto the same last unit is refused at bind: no over-commit.
-    v.filter(args(pod("b", limits={R: "1"})))
+    filtered(v, args(pod("b", limits={R: "1"})))
     result = asyncio.run(v.bind(bind_args("b", "n1")))
     assert "no longer fits" in result.Error and lg.holding("b") is None
 
@@ -359,7 +379,7 @@ def test_bind_binds_nothing_it_did_not_filter(
     binder = Binder()
     v = verbs(ledger(), binder)
     if setup:
-        v.filter(args(pod(setup)))
+        filtered(v, args(pod(setup)))
     assert error in asyncio.run(v.bind(request_)).Error
     assert binder.bound == []
 
@@ -373,7 +393,7 @@ def test_bind_without_a_uid_is_a_bad_request() -> None:
 def test_a_failed_binding_gives_its_place_back() -> None:
     lg = ledger()
     v = verbs(lg, Binder(fail="the API server is unreachable"))
-    v.filter(args(pod("a", limits={R: "1"})))
+    filtered(v, args(pod("a", limits={R: "1"})))
     assert "unreachable" in asyncio.run(v.bind(bind_args("a", "n1"))).Error
     assert lg.holding("a") is None and lg.nodes_with(R)["n1"] == 1
 
@@ -436,10 +456,10 @@ def test_the_filter_notes_only_a_pod_it_turns_away_from_every_node() -> None:
     woken: list[str] = []
     requeue = Requeue(lambda uid, ns, name: woken.append(f"{ns}/{name}"))
     turning = verbs(lg, requeue=requeue)
-    assert not turning.filter(args(pod("w", limits={R: "1"}), ["n0", "n1"])).NodeNames
-    assert turning.filter(args(pod("c", limits={"cpu": "1"}), ["n0", "n1"])).NodeNames
+    assert not filtered(turning, args(pod("w", limits={R: "1"}), ["n0", "n1"])).NodeNames
+    assert filtered(turning, args(pod("c", limits={"cpu": "1"}), ["n0", "n1"])).NodeNames
     lg.set_capacity(R, {"n1": 1})
-    assert turning.filter(args(pod("x", limits={R: "1"}), ["n0", "n1"])).NodeNames == ["n1"]
+    assert filtered(turning, args(pod("x", limits={R: "1"}), ["n0", "n1"])).NodeNames == ["n1"]
     assert len(requeue) == 1  # only w: c needs nothing, x found a node
     lg.release("holder")
     requeue.released({R: 1})

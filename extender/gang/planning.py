@@ -1,0 +1,143 @@
+"""One reservation attempt of a gang, as a job that may run off the event loop.
+
+The gang manager (extender.gang.manager) decides on the loop that a gang must be planned, and
+copies into a PlanJob what the plan reads of its state: each member still to be bound (its
+requests, constraints, and the nodes kube-scheduler found feasible for it or refused it),
+how many members are still to be created, the nodes offered, the topology. `run()` does the
+work that grows with nodes and members: it reads the nodes' views (immutable, lock-free),
+plans (extender.gang.plan) and, if the gang fits, reserves every place in the ledger in one
+atomic step (thread-safe). It touches nothing else, so it may run in a worker thread: the
+manager runs a small job inline and a large one (above OFFLOAD_ABOVE nodes plus members) in
+a thread, so that planning a gang of 1,024 over 5,000 nodes does not hold the loop, and
+applies the result back on the loop, giving the places back if the gang changed meanwhile.
+Pure Python, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.core.constraints import Constraints
+from extender.core.ledger import Ledger, NodeView, Shortfall
+from extender.gang.plan import Planned, Want, plan
+from extender.gang.state import Slot
+from extender.gang.topology import Placement
+
+# Nodes plus members above which a plan runs in a worker thread: about a millisecond of
+# planning (extender.gang.plan costs roughly half a microsecond per node and per member).
+# Below it the thread hop would cost more than it saves.
+OFFLOAD_ABOVE = 2_000
+
+_NONE: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A member still to be bound, as the plan reads it (copied on the loop)."""
+
+    uid: str
+    amounts: Mapping[str, int]
+    constraints: Constraints | None
+    feasible: frozenset[str] | None  # where kube-scheduler found it feasible (None: anywhere)
+    excluded: frozenset[str]  # where kube-scheduler refused it since
+
+
+@dataclass(frozen=True, slots=True)
+class Reserved:
+    """Every place is held in the ledger: `slots`, one per want, the asking member's first."""
+
+    slots: tuple[Slot, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NoRoom:
+    """The gang does not fit now (`reason`); `never` says why it cannot fit even on empty
+    nodes, when it cannot ("" when it could)."""
+
+    reason: str
+    never: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """The plan fitted, but a concurrent change took part of its room before the reservation:
+    nothing is held."""
+
+    short: Shortfall
+
+
+Result = Reserved | NoRoom | Taken
+
+
+@dataclass(frozen=True, slots=True)
+class PlanJob:
+    """A reservation attempt for gang `key`: places for `parts` (the asking member first,
+    its place among the nodes `offered` for it) and for `ghosts` members to come, shaped
+    like the first part, on any node of the ledger (the offered ones tried first)."""
+
+    key: str
+    epoch: int  # the gang's, when asked: a release meanwhile voids the plan
+    holders: str  # the places' holder names start with it
+    parts: tuple[Part, ...]
+    ghosts: int
+    offered: Sequence[str]
+    placement: Placement
+    ledger: Ledger
+
+    @property
+    def work(self) -> int:
+        """Roughly what the plan costs: nodes plus members."""
+        return self.ledger.node_count() + len(self.parts) + self.ghosts
+
+    def run(self) -> Result:
+        """Plan and reserve (any thread)."""
+        wants = self._wants()
+        views = self._views()
+        prefix = self.ledger.prefix
+        planned = plan(wants, views, prefix, placement=self.placement)
+        if not isinstance(planned, Planned):
+            never = plan(wants, views, prefix, empty=True, placement=self.placement)
+            return NoRoom(planned.reason, "" if isinstance(never, Planned) else never.reason)
+        places = planned.places
+        slots = tuple(
+            Slot(f"{self.holders}/{i}", places[w.ref], w.amounts, None) for i, w in enumerate(wants)
+        )
+        short = self.ledger.reserve([(s.holder, s.node, s.amounts) for s in slots])
+        return Taken(short) if short is not None else Reserved(slots)
+
+    def _wants(self) -> list[Want]:
+        first = self.parts[0]
+        offered = frozenset(self.offered)
+        if first.feasible is not None:
+            offered &= first.feasible
+        wants = [Want(first.uid, first.amounts, first.constraints, offered, first.excluded)]
+        wants += [
+            Want(p.uid, p.amounts, p.constraints, p.feasible, p.excluded) for p in self.parts[1:]
+        ]
+        # Members to come share one Want's parts: the planner classes them by identity.
+        wants += [
+            Want(f"ghost-{i}", first.amounts, first.constraints, first.feasible)
+            for i in range(self.ghosts)
+        ]
+        return wants
+
+    def _views(self) -> list[NodeView]:
+        """Every node, the ones offered first."""
+        node = self.ledger.node
+        views = [v for n in self.offered if (v := node(n)) is not None]
+        if len(views) == self.ledger.node_count():
+            return views
+        seen = set(self.offered)
+        return views + [v for n in self.ledger.node_names() if n not in seen and (v := node(n))]
+
+
+def part(
+    uid: str,
+    amounts: Mapping[str, int],
+    constraints: Constraints | None,
+    feasible: frozenset[str] | None,
+    excluded: set[str],
+) -> Part:
+    """A member's Part: its exclusions copied (they change on the loop)."""
+    return Part(uid, amounts, constraints, feasible, frozenset(excluded) if excluded else _NONE)

@@ -1,0 +1,142 @@
+"""A gang's state as the manager keeps it: its members, its reserved places, its phase, and
+what a member's arrival at bind comes to. Plain data, no behaviour beyond small readings.
+
+Made and changed by the gang manager (extender.gang.manager) on the event loop; read by the
+gang gate, the status route (extender.gang.status) and the bind verb (through `Arrival`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
+
+from msgspec import Struct
+
+from extender.core.constraints import Constraints
+from extender.core.pod import PodInfo
+from extender.gang.barrier import Barrier
+from extender.gang.spec import GangSpec
+
+
+class Phase(StrEnum):
+    WAITING = "waiting"  # no places held: members are turned away, with why
+    RESERVED = "reserved"  # a place held for every member still to be bound
+    BOUND = "bound"  # the minimum is bound: further members are ordinary pods
+
+
+@dataclass
+class Member:
+    pod: PodInfo
+    # When it was first learnt from a filter call and not yet from the pod informer
+    # (monotonic); None once the informer confirmed it exists.
+    unconfirmed_since: float | None = None
+    # Where kube-scheduler found it feasible (kept only when its constraints are ones the
+    # extender cannot evaluate), and the nodes kube-scheduler refused it since.
+    feasible: frozenset[str] | None = None
+    excluded: set[str] = field(default_factory=set)
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.pod.node)
+
+    @property
+    def constraints(self) -> Constraints | None:
+        return self.pod.constraints
+
+
+class Slot(Struct, gc=False):
+    """One reserved place. `holder` is its ledger holding; `member` the uid it is for
+    (None: a member not created yet). `amounts` is shared, never changed: the places of a
+    gang's members to come all refer to the one mapping they were planned with.
+
+    Not tracked by the garbage collector, as the ledger's Holding is not: there is one per
+    reserved member, and it refers only to strings and a dict of ints (no cycle)."""
+
+    holder: str
+    node: str
+    amounts: Mapping[str, int]
+    member: str | None = None
+
+
+class Outcome(Enum):
+    """What planning a gang came to."""
+
+    RESERVED = "reserved"  # a place is held for every member still to be bound
+    WAITING = "waiting"  # it does not fit now (or may not be planned yet): reason says why
+    NEVER = "never"  # it cannot fit even on empty nodes
+
+
+@dataclass
+class GangState:
+    """One gang as the manager knows it, from its first member to its last."""
+
+    spec: GangSpec
+    generation: int
+    members: dict[str, Member] = field(default_factory=dict)  # uid -> member, arrival order
+    phase: Phase = Phase.WAITING
+    # A tuple, not a list: once it holds only Slots the garbage collector stops tracking
+    # it, where a list of a gang's 1,024 places was walked entry by entry by every
+    # collection (issue 28).
+    slots: tuple[Slot, ...] = ()
+    barrier: Barrier | None = None
+    expires: float = 0.0  # monotonic: when the reservation is released if incomplete
+    retry_at: float = 0.0  # monotonic: no new reservation before (backoff)
+    attempts: int = 0  # reservations made
+    timeouts: int = 0
+    reason: str = ""
+    # Bumped whenever a member is learnt or forgotten: a plan that failed is worth trying
+    # again (the gang gate keys its retries on it).
+    roster: int = 0
+    # Its last plan found no room now (it may fit later): the cluster is short of room for
+    # gangs, which the adaptive gang gate reads (GangManager.short_of_room; the fuzz tier
+    # checks the two agree).
+    short: bool = False
+    # Bumped when its places are given back: a plan made before is void.
+    epoch: int = 0
+    # The plan running off the loop (extender.gang.planning), until it is applied.
+    planning: asyncio.Task[Outcome] | None = None
+    # Members whose Binding was created and that the informer has not reported bound yet.
+    committed: set[str] = field(default_factory=set)
+    # Members whose filter passed their reserved node, in this reservation.
+    passed: set[str] = field(default_factory=set)
+    # Members whose reserved node was written to their status.nominatedNodeName (uid -> node),
+    # and those the pod watch has shown with it since.
+    nominated: dict[str, str] = field(default_factory=dict)
+    seen_nominated: set[str] = field(default_factory=set)
+    # Its timeline, in wall-clock seconds (comparable with other processes' clocks): when
+    # it was first learnt, last reserved, when its minimum had last all passed filter to
+    # their places, and when it was last all at bind.
+    # Logged once the gang is bound (`gang bound`), for `bench gang-timeline`.
+    learnt_at: float = 0.0
+    reserved_at: float | None = None
+    filtered_at: float | None = None
+    ready_at: float | None = None
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+    def bound_count(self) -> int:
+        return sum(1 for uid, m in self.members.items() if m.bound or uid in self.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """A member's place at its gang's barrier: wait on it, then bind."""
+
+    barrier: Barrier
+    gang: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A member that may not bind where it asked; `reason` says why."""
+
+    reason: str
+
+
+# What `arrive` answers: wait at the barrier, refuse, or None: an ordinary pod (of no gang,
+# or of a gang already bound) that binds as any other.
+Arrival = Ticket | Refused | None
