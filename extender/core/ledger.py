@@ -171,6 +171,9 @@ class Ledger:
         self._scores: dict[str, dict[tuple[int, int], dict[str, int]]] = {}
         # Node -> reservation holdings on it: ReservationFit checks only these nodes.
         self._reserved: dict[str, int] = {}
+        # Physical resource -> node -> what is free of it (allocatable less everything held),
+        # for each node that reports it: ReservationFit's check is a lookup per node.
+        self._room: dict[str, dict[str, int]] = {}
         # Node -> its holders (preemption and node removal look at one node's holders), each
         # a dict with None values rather than a set: a dict of strings is not tracked by the
         # garbage collector, a set always is, and every full collection walked each entry.
@@ -335,31 +338,24 @@ class Ledger:
                 self._lock.release()
         return scores
 
-    def physical_shortfalls(
-        self, nodes: Iterable[str], amounts: Mapping[str, int]
-    ) -> dict[str, Shortfall]:
+    def short_of_physical(self, nodes: Iterable[str], amounts: Mapping[str, int]) -> dict[str, str]:
         """Of `nodes`, those holding reservations whose physical allocatable, less everything
-        held (reservations included), cannot take `amounts`. Nodes without reservations are
-        not checked: kube-scheduler's own NodeResourcesFit already did, over the same pods."""
+        held (reservations included), cannot take `amounts`, each with the first resource
+        short, in the order of `amounts`. Nodes without reservations are not checked:
+        kube-scheduler's own NodeResourcesFit already did, over the same pods. A lookup per
+        node and resource in the physical free index, no view read, no object per node, and
+        no lock (each entry is read atomically; a reservation re-checks under the lock)."""
         reserved = self._reserved
         if not reserved:
             return {}
-        wants = [(r, v) for r, v in amounts.items() if not r.startswith(self.prefix)]
-        out: dict[str, Shortfall] = {}
-        for name in nodes:
-            if name not in reserved:
-                continue
-            view = self._nodes.get(name)
-            if view is None:
-                continue
-            for res, want in wants:
-                cap = view.physical.get(res)
-                if cap is None:
-                    continue  # not reported by the node: not ours to judge
-                free = cap - view.used.get(res, 0)
-                if free < want:
-                    out[name] = Shortfall(name, res, want, max(0, free), cap)
-                    break
+        held = [n for n in nodes if n in reserved]
+        out: dict[str, str] = {}
+        for res, want in amounts.items():
+            room = self._room.get(res)
+            if room is None or res.startswith(self.prefix):
+                continue  # reported by no node (not ours to judge), or ephemeral
+            for name in [n for n in held if room.get(n, want) < want]:
+                out.setdefault(name, res)
         return out
 
     def hold(
@@ -575,7 +571,7 @@ class Ledger:
         self._set_view(view._replace(used=used))
 
     def _set_view(self, view: NodeView) -> None:
-        """Install a node's new view and bring the free index up to date for it."""
+        """Install a node's new view and bring the free indexes up to date for it."""
         old = self._nodes.get(view.name)
         self._nodes[view.name] = view
         names = set(view.ephemeral)
@@ -583,6 +579,25 @@ class Ledger:
             names |= old.ephemeral.keys()
         for res in names:
             self._index(res, view.name, view.ephemeral.get(res), view.used.get(res, 0))
+        self._index_room(view.name, view.physical, view.used, old.physical if old else _EMPTY)
+
+    def _index_room(
+        self,
+        node: str,
+        physical: Mapping[str, int],
+        used: Mapping[str, int],
+        before: Mapping[str, int] = _EMPTY,
+    ) -> None:
+        """Bring the physical free index up to date for one node (`before`: the physical
+        resources it reported until now)."""
+        for res, cap in physical.items():
+            room = self._room.get(res)
+            if room is None:
+                room = self._room[res] = {}
+            room[node] = cap - used.get(res, 0)
+        for res in before:
+            if res not in physical and (room := self._room.get(res)) is not None:
+                room.pop(node, None)
 
     def _index(self, res: str, node: str, cap: int | None, used: int) -> None:
         """Bring `res`'s free index, capacities and cached scores up to date for one node
@@ -685,6 +700,7 @@ class Ledger:
                 self._drop(holder)
             view = self._nodes[name]
             self._set_view(view._replace(ephemeral={}))
+            self._index_room(name, _EMPTY, _EMPTY, view.physical)
             del self._nodes[name]
             self._changed(frozenset())
 

@@ -25,8 +25,11 @@ class ReservationFit:
     def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Verdict:
         if not ledger.reserved_nodes():
             return PASS
-        rejected = {
-            node: Rejection(f"{s.resource} on this node is reserved for a gang")
-            for node, s in ledger.physical_shortfalls(nodes, pod.requests).items()
+        short = ledger.short_of_physical(nodes, pod.requests)
+        if not short:
+            return PASS
+        # One Rejection per resource short, shared by its nodes (thousands, at scale).
+        why = {
+            r: Rejection(f"{r} on this node is reserved for a gang") for r in set(short.values())
         }
-        return Verdict(rejected) if rejected else PASS
+        return Verdict({node: why[r] for node, r in short.items()})

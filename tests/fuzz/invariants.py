@@ -52,6 +52,17 @@ def check_consistent(lg: Ledger, resources: Iterable[str]) -> None:
             }
             got = lg.least_allocated(list(snap.nodes), {r: want}, 10)
             assert got == scores, f"LeastAllocated of {want} {r} is not the free index's"
+    # ReservationFit's physical check, from its index, is the views' allocatable less used.
+    physical = sorted({r for v in snap.nodes.values() for r in v.physical})
+    for r in physical:
+        for want in (1, 1000):
+            expected = {
+                n
+                for n, v in snap.nodes.items()
+                if n in reserved and r in v.physical and v.physical[r] - v.used.get(r, 0) < want
+            }
+            got = lg.short_of_physical(list(snap.nodes), {r: want})
+            assert set(got) == expected, f"the physical free index of {r} is not allocatable - used"
     totals = lg.totals()
     assert totals.version == snap.version and totals.nodes == len(snap.nodes)
     assert totals.resources == len({r for v in snap.nodes.values() for r in v.ephemeral})

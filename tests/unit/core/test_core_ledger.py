@@ -273,8 +273,32 @@ def test_reserve_checks_physical_resources_and_is_all_or_nothing() -> None:
     assert lg.holding("s0") is None and lg.reserved_nodes() == {}
     assert lg.reserve([("s0", "a", {"cpu": 3000, R: 1}), ("s1", "b", {"cpu": 4000})]) is None
     # Non-gang pods are checked on reserved nodes only: "b" is full, "a" has 1000m left.
-    assert set(lg.physical_shortfalls(["a", "b"], {"cpu": 1000})) == {"b"}
-    assert set(lg.physical_shortfalls(["a", "b"], {"cpu": 1500})) == {"a", "b"}
+    assert set(lg.short_of_physical(["a", "b"], {"cpu": 1000})) == {"b"}
+    assert set(lg.short_of_physical(["a", "b"], {"cpu": 1500})) == {"a", "b"}
+
+
+@pytest.mark.parametrize(
+    ("amounts", "short"),
+    [
+        ({"cpu": 1000}, {"b": "cpu"}),
+        ({"memory": 1, "cpu": 1500}, {"b": "memory", "a": "cpu"}),  # the first one short
+        ({"cpu": 1500, "memory": 1}, {"a": "cpu", "b": "cpu"}),
+        ({"example.com/gpu": 1}, {}),  # reported by no node: not ours to judge
+        ({R: 5}, {}),  # ephemeral: the ephemeral filter's
+    ],
+)  # fmt: skip
+def test_only_reserved_nodes_are_checked_for_physical_room(
+    amounts: dict[str, int], short: dict[str, str]
+) -> None:
+    lg = ledger("a", "b", "c", cap=1)
+    lg.upsert_node("a", {}, {"cpu": 4000, "memory": 2, "pods": 10})
+    lg.upsert_node("b", {}, {"cpu": 4000, "memory": 2, "pods": 10})
+    lg.upsert_node("c", {}, {"cpu": 0, "memory": 0, "pods": 0})  # full, but nothing reserved
+    assert lg.reserve([("s0", "a", {"cpu": 3000}), ("s1", "b", {"cpu": 4000, "memory": 2})]) is None
+    assert lg.short_of_physical(["a", "b", "c"], amounts) == short
+    lg.release("s1")
+    lg.remove_node("a")
+    assert lg.short_of_physical(["a", "b", "c"], amounts) == {}
 
 
 def test_convert_hands_a_reserved_place_to_its_pod() -> None:
