@@ -21,7 +21,7 @@ a replica that steps down closes it, its connections are told to go away once th
 in flight are answered, and kube-scheduler's next connection reaches the leader.
 
 Limits, as on the other listener: requests in progress beyond `max_concurrency` are answered
-503 (and one connection may carry that many streams); a connection's TLS handshake must be
+503 (and one connection carries at most STREAMS_PER_CONNECTION of them); a connection's TLS handshake must be
 done within `header_timeout_seconds`, and handshaking connections are bounded in number
 (extender.http.pending), which is why `_serve` wraps each connection in extender.http.tls
 rather than let hypercorn's `serve` start a TLS server, which hides a connection until its
@@ -55,6 +55,13 @@ from extender.http.tls import Handshake, secured
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 90.0  # Go's http.DefaultTransport IdleConnTimeout
+# Streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). hypercorn
+# 0.18 files each open stream in a priority tree (the `priority` package) that holds at most
+# 1,000, and the 1,001st raises out of the connection's task group: every call on it was
+# cancelled (answered 500) and the connection dropped. A gang of 1,024 waiting at the bind
+# barrier hit it. Advertised below that, kube-scheduler's Go client opens another connection
+# when one is full, so a larger gang takes two.
+STREAMS_PER_CONNECTION = 900
 READY_POLL_SECONDS = 0.05
 
 
@@ -73,7 +80,7 @@ def config(
         c.ca_certs = str(client_ca)
         c.verify_mode = ssl.CERT_REQUIRED
     c.alpn_protocols = ["h2", "http/1.1"]
-    c.h2_max_concurrent_streams = max_concurrency
+    c.h2_max_concurrent_streams = min(max_concurrency, STREAMS_PER_CONNECTION)
     c.keep_alive_timeout = IDLE_SECONDS
     # hypercorn closes a connection after 1,000 requests by default: kube-scheduler would
     # pay a handshake every 1,000 calls. HTTP/2's own stream ids end a connection at 2**30.

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import priority
 import pytest
 
 from escher_harness.localcluster.pki import Pki, make_pki
@@ -113,6 +114,18 @@ def test_kube_scheduler_is_served_over_http2_only_while_the_service_is_ready(pki
         return seen
 
     assert set(asyncio.run(scenario())) == {"HTTP/2 200 2 None"}
+
+
+def test_a_connection_never_carries_more_streams_than_hypercorn_can_hold(pki: Pki) -> None:
+    """hypercorn files each open HTTP/2 stream in a priority tree that holds a bounded number
+    (1,000 in priority 2.0); the 1,001st raised out of the connection and every call on it
+    was answered 500 (a gang of 1,024 waiting at the bind barrier, at 5,000 nodes). The
+    listener advertises fewer, so kube-scheduler's client opens another connection instead
+    (tests/e2e/test_gang_large.py holds a gang larger than that at the barrier)."""
+    tree = priority.PriorityTree()
+    port = allocate_ports({"verbs": None})["verbs"]
+    cfg = config("127.0.0.1", port, (pki.server_cert, pki.server_key), pki.ca, max_concurrency=5000)
+    assert cfg.h2_max_concurrent_streams < tree._maximum_streams
 
 
 def test_http11_is_still_served(pki: Pki) -> None:
