@@ -21,14 +21,14 @@ a replica that steps down closes it, its connections are told to go away once th
 in flight are answered, and kube-scheduler's next connection reaches the leader.
 
 Limits, as on the other listener: requests in progress beyond `max_concurrency` are answered
-503 (and one connection carries at most STREAMS_PER_CONNECTION of them); a connection's TLS handshake must be
-done within `header_timeout_seconds`, and handshaking connections are bounded in number
-(extender.http.pending), which is why `_serve` wraps each connection in extender.http.tls
-rather than let hypercorn's `serve` start a TLS server, which hides a connection until its
-handshake completes; once it is done the client has shown kube-scheduler's certificate.
-Headers are at most hypercorn's 16 KiB; bodies are bounded by the edge
-(extender.http.edge). An idle connection is closed after IDLE_SECONDS, Go's own idle
-timeout, so kube-scheduler rather than the server decides when its connection is idle.
+503 (and one connection carries at most STREAMS_PER_CONNECTION of them); a connection's TLS
+handshake must be done within `header_timeout_seconds`, and handshaking connections are
+bounded in number (extender.http.pending), which is why `_serve` wraps each connection in
+extender.http.tls rather than let hypercorn's `serve` start a TLS server, which hides a
+connection until its handshake completes; once it is done the client has shown
+kube-scheduler's certificate. Headers are at most hypercorn's 16 KiB; bodies are bounded by
+the edge (extender.http.edge). An idle connection is closed after IDLE_SECONDS, Go's own
+idle timeout, so kube-scheduler rather than the server decides when its connection is idle.
 Started by extender.server.
 """
 
