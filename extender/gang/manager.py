@@ -11,14 +11,15 @@ asynchronously, with no reject-and-wake cycle:
    (extender.gang.plan): for every known member, each with its own requests and constraints,
    and for members not created yet ("ghosts", shaped like the member being filtered), and
    reserved in the ledger in one atomic step (which checks cpu, memory and pods too). If the
-   gang does not fit, nothing is held: two gangs that cannot both fit never deadlock.
+   gang does not fit, nothing is held: two gangs that cannot both fit never deadlock. A
+   large plan runs in a worker thread (extender.gang.planning), its verdict awaited.
 3. Each member's filter passes only its reserved node; a member arriving later takes a ghost
-   place that suits it, or the gang is planned again. No pod is written to (but for the
-   gate of a held member, 6).
+   place that suits it, or the gang is planned again. Each member's node is written to its
+   nominatedNodeName (extender.gang.nominations), so kube-scheduler tries it alone.
 4. Bind is a barrier (extender.gang.barrier): a member waits until the gang's minimum is at
    bind or bound, then all bind at once. A bound member's place becomes the bound pod.
-5. A reservation not complete within the gang's timeout is released; the gang retries after
-   an exponential backoff.
+5. A reservation not complete within the gang's timeout is released, waking the members
+   waiting at its barrier; the gang retries after an exponential backoff.
 6. Held members (created behind the gang gate, Keys.gate) are not tried by kube-scheduler at
    all: the gate (extender.gang.gate) asks `plan_held` to plan and reserve their gang from
    the informer's knowledge alone and `claim` to give each its place, and lets each
@@ -27,10 +28,11 @@ Bound members count as members and keep their nodes: after a restart (or a failo
 rest of a partly bound gang is planned around them, so a gang is completed, never left.
 
 Runs on the event loop only (informer events, filter and bind all arrive there), so it takes
-no lock; the ledger it reserves in is thread-safe. Fed by the cluster view, called through
-the Gangs protocol (extender.gang) by the gang filter (extender.gang.plugin) and the bind
-verb (extender.scheduling.verbs), by the service's expiry tick and by the gang gate; read by
-GET /v1/gangs.
+no lock; the ledger it reserves in is thread-safe, and a plan run in a thread touches only
+the ledger and copies (extender.gang.planning). Its state is extender.gang.state's. Fed by
+the cluster view, called through the Gangs protocol (extender.gang) by the gang filter
+(extender.gang.plugin) and the bind verb (extender.scheduling.verbs), by the service's
+expiry tick and by the gang gate; read by GET /v1/gangs.
 """
 
 from __future__ import annotations
@@ -45,9 +47,9 @@ from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import Ledger
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo, Rejection
-from extender.gang.barrier import Barrier
+from extender.gang import nominations, planning
 from extender.gang.declarations import NO_GROUPS, Groups
-from extender.gang.planning import OFFLOAD_ABOVE, NoRoom, PlanJob, Reserved, Taken, part
+from extender.gang.planning import OFFLOAD_ABOVE, PlanJob
 from extender.gang.planning import Result as PlanResult
 from extender.gang.spec import DEFAULT_HIERARCHY, GangSpec, InvalidGang, gang_spec
 from extender.gang.state import (
@@ -60,7 +62,7 @@ from extender.gang.state import (
     Slot,
     Ticket,
 )
-from extender.gang.topology import Hierarchy, Placement
+from extender.gang.topology import Hierarchy
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +109,8 @@ class GangManager:
         self.room_epoch = 0
         self._short: set[str] = set()  # keys of the gangs whose last plan found no room now
         # Writes a member's reserved node to its status.nominatedNodeName ("" clears it), so
-        # kube-scheduler tries that node alone (extender.adapters.nominator, extender mode);
-        # None writes nothing.
-        self.nominate: Callable[[PodInfo, str], None] | None = None
+        # kube-scheduler tries that node alone (extender.gang.nominations); None: off.
+        self.nominate: nominations.Write | None = None
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -154,18 +155,9 @@ class GangManager:
                 and not (m.bound or pod.held)
                 and self._slot_of(g, m, [s.node for s in g.slots]) is not None
             ):
-                self._nominate(g, only=pod.uid)
-            elif pod.uid in g.nominated and not m.bound:
-                if pod.nominated == g.nominated[pod.uid]:
-                    g.seen_nominated.add(pod.uid)
-                elif pod.uid in g.seen_nominated:
-                    # Seen, then cleared while its place is still held: kube-scheduler clears
-                    # it when a bind fails (a member that timed out at the barrier), and
-                    # without it every retry filters every node, too slow for a large gang's
-                    # members to all reach the barrier in time. Written again.
-                    g.seen_nominated.discard(pod.uid)
-                    del g.nominated[pod.uid]
-                    self._nominate(g, only=pod.uid)
+                nominations.place(g, self.nominate, only=pod.uid)
+            elif not m.bound:
+                nominations.seen(g, pod, self.nominate)
         else:
             self._forget(pod.uid)
 
@@ -215,8 +207,7 @@ class GangManager:
         g.roster += 1
         g.committed.discard(uid)
         g.passed.discard(uid)
-        g.nominated.pop(uid, None)
-        g.seen_nominated.discard(uid)
+        nominations.forget(g, uid)
         for slot in g.slots:
             if slot.member == uid:
                 slot.member = None  # the place waits for a replacement
@@ -228,8 +219,7 @@ class GangManager:
     def _on_bound(self, g: GangState, m: Member) -> None:
         """A member is seen bound: its place is the bound pod now, not a reservation."""
         g.committed.discard(m.pod.uid)
-        g.nominated.pop(m.pod.uid, None)
-        g.seen_nominated.discard(m.pod.uid)
+        nominations.forget(g, m.pod.uid)
         for slot in g.slots:
             if slot.member == m.pod.uid:
                 self.ledger.release(slot.holder)
@@ -246,20 +236,7 @@ class GangManager:
             g.phase = Phase.BOUND
             g.reason = ""
             self._set_short(g, False)
-            log.info(
-                "gang bound",
-                extra={
-                    "gang": g.key,
-                    "generation": g.generation,
-                    "members": g.spec.min_members,
-                    "reservations": g.attempts,
-                    "learnt_at": g.learnt_at,
-                    "reserved_at": g.reserved_at,
-                    "filtered_at": g.filtered_at,
-                    "ready_at": g.ready_at,
-                    "bound_at": self.wall(),
-                },
-            )
+            log.info("gang bound", extra=g.timeline(bound_at=self.wall()))
         elif g.barrier is not None and self._ready(g):
             self._open(g)
 
@@ -318,7 +295,7 @@ class GangManager:
     def _verdict(self, g: GangState, m: Member, nodes: Sequence[str], outcome: Outcome) -> Verdict:
         """The member's verdict once its gang was planned: its place, or why it waits."""
         if outcome is Outcome.RESERVED and g.phase is Phase.RESERVED:
-            self._nominate(g, skip=m.pod.uid)  # m is in its cycle: it gets its place now
+            nominations.place(g, self.nominate, skip=m.pod.uid)  # m gets its place in its cycle
             verdict = self._reserved(g, m, nodes)
             if verdict is not None:
                 return verdict
@@ -387,94 +364,14 @@ class GangManager:
         return g.planning
 
     def _job(self, g: GangState, m: Member, nodes: Sequence[str]) -> Outcome | PlanJob:
-        """What the plan reads, copied; or why the gang is not planned now."""
-        if self.clock() < g.retry_at:
-            # No countdown in the reason: kube-scheduler writes the pod's condition again
-            # whenever its message changes, so a reason that changes every attempt costs a
-            # status write every attempt. GET /v1/gangs shows when the next try is.
-            g.reason = (
-                f"gang {g.key}: backing off after its reservation expired ({g.timeouts} time(s))"
-            )
-            return Outcome.WAITING
-        pending = [x for x in g.members.values() if not x.bound]
-        unknown = [
-            x.pod.name
-            for x in pending
-            if x.constraints is not None and x.constraints.unevaluable and x.feasible is None
-        ]
-        if unknown:
-            g.reason = (
-                f"gang {g.key}: waiting for kube-scheduler to try member(s) "
-                f"{', '.join(sorted(unknown)[:5])}, whose constraints only it can evaluate"
-            )
-            return Outcome.WAITING
-        # m first: its place must be among `nodes`, the ones kube-scheduler offered it in this
-        # cycle, as a place elsewhere could not be answered now (the hypothesis state machine
-        # of tests/fuzz found a gang reserved with its asking member off the offered nodes).
-        need = g.spec.min_members - g.bound_count()
-        ordered = [m] + [x for x in pending if x is not m]
-        parts = tuple(
-            part(x.pod.uid, x.pod.requests, x.constraints, x.feasible, x.excluded)
-            for x in ordered[:need]
-        )
-        return PlanJob(
-            key=g.key,
-            epoch=g.epoch,
-            holders=f"{g.key}#{g.generation}.{g.attempts + 1}",
-            parts=parts,
-            ghosts=max(0, need - len(parts)),
-            offered=nodes,
-            placement=Placement(g.spec.required, g.spec.preferred, pack=self._pack),
-            ledger=self.ledger,
-        )
+        return planning.job(g, m, nodes, self.ledger, self._pack, self.clock())
 
     def _apply(self, g: GangState, job: PlanJob, result: PlanResult) -> Outcome:
-        """Take a plan's result into the gang's state, on the loop. A gang that ended, was
-        reserved or released while it was planned gives the places back."""
-        if (
-            self._gangs.get(job.key) is not g
-            or g.phase is not Phase.WAITING
-            or g.epoch != job.epoch
-        ):
-            if isinstance(result, Reserved):
-                self.ledger.release_all(s.holder for s in result.slots)
-            return Outcome.RESERVED if g.phase is Phase.RESERVED else Outcome.WAITING
-        if isinstance(result, NoRoom):
-            if result.never:
-                g.reason = f"gang {g.key} can never fit: {result.never}"
-                self._set_short(g, False)
-                return Outcome.NEVER
-            g.reason = (
-                f"gang {g.key} does not fit now: {result.reason}; waiting for resources to free"
-            )
-            self._set_short(g, True)
-            return Outcome.WAITING
-        if isinstance(result, Taken):  # by a concurrent change: plan again later
-            g.reason = f"gang {g.key} does not fit now: {result.short.detail}"
-            self._set_short(g, True)
-            return Outcome.WAITING
-        self._set_short(g, False)
-        for p, s in zip(job.parts, result.slots, strict=False):
-            x = g.members.get(p.uid)
-            if x is not None and not x.bound:  # else its place waits for a member to come
-                s.member = p.uid
-        g.slots = result.slots
-        g.phase = Phase.RESERVED
-        g.attempts += 1
-        g.expires = self.clock() + g.spec.timeout
-        g.reserved_at = self.wall()
-        g.filtered_at = None
-        g.passed = set()
-        g.barrier = Barrier()
-        waiting = (
-            g.spec.min_members - g.bound_count() - sum(not x.bound for x in g.members.values())
-        )
-        g.reason = (
-            f"gang {g.key}: places reserved; waiting for {waiting} more member(s) to be created"
-            if waiting > 0
-            else ""
-        )
-        return Outcome.RESERVED
+        current = self._gangs.get(job.key) is g
+        outcome, short = planning.apply(g, job, result, current, self.clock(), self.wall())
+        if short is not None:
+            self._set_short(g, short)
+        return outcome
 
     # ---- for the gang gate (extender.gang.gate) -------------------------------------------
 
@@ -511,25 +408,8 @@ class GangManager:
             if any(s.member is None for s in g.slots):
                 self._release(g, f"gang {g.key}: a held member fits none of the reserved places")
                 return False
-        self._nominate(g)
+        nominations.place(g, self.nominate)
         return True
-
-    def _nominate(self, g: GangState, skip: str = "", only: str = "") -> None:
-        """Write each pending member's reserved node to it (or only member `only`'s), once
-        per place."""
-        if self.nominate is None:
-            return
-        for slot in g.slots:
-            uid = slot.member
-            if uid is None or uid == skip or g.nominated.get(uid) == slot.node:
-                continue
-            if only and uid != only:
-                continue
-            m = g.members.get(uid)
-            if m is None or m.bound or uid in g.committed:
-                continue
-            g.nominated[uid] = slot.node
-            self.nominate(m.pod, slot.node)
 
     # ---- bind ------------------------------------------------------------------------------
 
@@ -579,8 +459,7 @@ class GangManager:
                 g.slots = _without(g.slots, slot)
                 break
         g.committed.add(uid)
-        g.nominated.pop(uid, None)
-        g.seen_nominated.discard(uid)
+        nominations.forget(g, uid)
         self._settle(g)
 
     # ---- time ---------------------------------------------------------------------------------
@@ -623,14 +502,7 @@ class GangManager:
             g.slots = ()
             self.room_epoch += 1
         g.passed = set()
-        if g.nominated and self.nominate is not None:
-            # The places are gone: kube-scheduler must not keep counting them, nor try them.
-            for uid in g.nominated:
-                m = g.members.get(uid)
-                if m is not None and not m.bound and uid not in g.committed:
-                    self.nominate(m.pod, "")
-        g.nominated = {}
-        g.seen_nominated = set()
+        nominations.clear(g, self.nominate)
         if g.barrier is not None:
             g.barrier.cancel(why or f"gang {g.key} was released")
             g.barrier = None

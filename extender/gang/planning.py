@@ -1,16 +1,17 @@
-"""One reservation attempt of a gang, as a job that may run off the event loop.
+"""One reservation attempt of a gang: made on the loop, run anywhere, applied on the loop.
 
 The gang manager (extender.gang.manager) decides on the loop that a gang must be planned, and
-copies into a PlanJob what the plan reads of its state: each member still to be bound (its
+`job()` copies into a PlanJob what the plan reads of its state (or says why it is not planned
+now): each member still to be bound (its
 requests, constraints, and the nodes kube-scheduler found feasible for it or refused it),
 how many members are still to be created, the nodes offered, the topology. `run()` does the
 work that grows with nodes and members: it reads the nodes' views (immutable, lock-free),
 plans (extender.gang.plan) and, if the gang fits, reserves every place in the ledger in one
 atomic step (thread-safe). It touches nothing else, so it may run in a worker thread: the
 manager runs a small job inline and a large one (above OFFLOAD_ABOVE nodes plus members) in
-a thread, so that planning a gang of 1,024 over 5,000 nodes does not hold the loop, and
-applies the result back on the loop, giving the places back if the gang changed meanwhile.
-Pure Python, no I/O.
+a thread, so that planning a gang of 1,024 over 5,000 nodes does not hold the loop. `apply()` takes
+the result into the gang's state back on the loop, or gives the places back if the gang
+ended, was reserved or released meanwhile. Pure Python, no I/O.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from dataclasses import dataclass
 
 from extender.core.constraints import Constraints
 from extender.core.ledger import Ledger, NodeView, Shortfall
+from extender.gang.barrier import Barrier
 from extender.gang.plan import Planned, Want, plan
-from extender.gang.state import Slot
-from extender.gang.topology import Placement
+from extender.gang.state import GangState, Member, Outcome, Phase, Slot
+from extender.gang.topology import Level, Placement
 
 # Nodes plus members above which a plan runs in a worker thread: about a millisecond of
 # planning (extender.gang.plan costs roughly half a microsecond per node and per member).
@@ -132,12 +134,96 @@ class PlanJob:
         return views + [v for n in self.ledger.node_names() if n not in seen and (v := node(n))]
 
 
-def part(
-    uid: str,
-    amounts: Mapping[str, int],
-    constraints: Constraints | None,
-    feasible: frozenset[str] | None,
-    excluded: set[str],
-) -> Part:
-    """A member's Part: its exclusions copied (they change on the loop)."""
-    return Part(uid, amounts, constraints, feasible, frozenset(excluded) if excluded else _NONE)
+def job(
+    g: GangState,
+    m: Member,
+    nodes: Sequence[str],
+    ledger: Ledger,
+    pack: tuple[Level, ...],
+    now: float,
+) -> Outcome | PlanJob:
+    """What planning gang `g` for member `m` (offered `nodes`) reads, copied; or why it is
+    not planned now (g.reason says it)."""
+    if now < g.retry_at:
+        # No countdown in the reason: kube-scheduler writes the pod's condition again whenever
+        # its message changes, so a reason that changes every attempt costs a status write
+        # every attempt. GET /v1/gangs shows when the next try is.
+        g.reason = f"gang {g.key}: backing off after its reservation expired ({g.timeouts} time(s))"
+        return Outcome.WAITING
+    pending = [x for x in g.members.values() if not x.bound]
+    unknown = [
+        x.pod.name
+        for x in pending
+        if x.constraints is not None and x.constraints.unevaluable and x.feasible is None
+    ]
+    if unknown:
+        g.reason = (
+            f"gang {g.key}: waiting for kube-scheduler to try member(s) "
+            f"{', '.join(sorted(unknown)[:5])}, whose constraints only it can evaluate"
+        )
+        return Outcome.WAITING
+    # m first: its place must be among `nodes`, the ones kube-scheduler offered it in this
+    # cycle, as a place elsewhere could not be answered now (the hypothesis state machine of
+    # tests/fuzz found a gang reserved with its asking member off the offered nodes).
+    need = g.spec.min_members - g.bound_count()
+    ordered = [m] + [x for x in pending if x is not m]
+    parts = tuple(
+        Part(x.pod.uid, x.pod.requests, x.constraints, x.feasible, _copy(x.excluded))
+        for x in ordered[:need]
+    )
+    return PlanJob(
+        key=g.key,
+        epoch=g.epoch,
+        holders=f"{g.key}#{g.generation}.{g.attempts + 1}",
+        parts=parts,
+        ghosts=max(0, need - len(parts)),
+        offered=nodes,
+        placement=Placement(g.spec.required, g.spec.preferred, pack=pack),
+        ledger=ledger,
+    )
+
+
+def apply(
+    g: GangState, job: PlanJob, result: Result, current: bool, now: float, wall: float
+) -> tuple[Outcome, bool | None]:
+    """Take a plan's result into gang `g`'s state, on the loop: the outcome, and whether the
+    gang is now short of room (None: unchanged). A gang no longer `current` (it ended), or
+    reserved or released while it was planned, gives the places back."""
+    if not current or g.phase is not Phase.WAITING or g.epoch != job.epoch:
+        if isinstance(result, Reserved):
+            job.ledger.release_all(s.holder for s in result.slots)
+        return (Outcome.RESERVED if g.phase is Phase.RESERVED else Outcome.WAITING), None
+    if isinstance(result, NoRoom):
+        if result.never:
+            g.reason = f"gang {g.key} can never fit: {result.never}"
+            return Outcome.NEVER, False
+        g.reason = f"gang {g.key} does not fit now: {result.reason}; waiting for resources to free"
+        return Outcome.WAITING, True
+    if isinstance(result, Taken):  # by a concurrent change: plan again later
+        g.reason = f"gang {g.key} does not fit now: {result.short.detail}"
+        return Outcome.WAITING, True
+    for p, s in zip(job.parts, result.slots, strict=False):
+        x = g.members.get(p.uid)
+        if x is not None and not x.bound:  # else its place waits for a member to come
+            s.member = p.uid
+    g.slots = result.slots
+    g.phase = Phase.RESERVED
+    g.attempts += 1
+    g.expires = now + g.spec.timeout
+    g.reserved_at = wall
+    g.filtered_at = None
+    g.passed = set()
+    g.barrier = Barrier()
+    pending = sum(not x.bound for x in g.members.values())
+    waiting = g.spec.min_members - g.bound_count() - pending
+    g.reason = (
+        f"gang {g.key}: places reserved; waiting for {waiting} more member(s) to be created"
+        if waiting > 0
+        else ""
+    )
+    return Outcome.RESERVED, False
+
+
+def _copy(excluded: set[str]) -> frozenset[str]:
+    """A member's exclusions, copied (they change on the loop)."""
+    return frozenset(excluded) if excluded else _NONE

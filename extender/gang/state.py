@@ -118,6 +118,20 @@ class GangState:
     def key(self) -> str:
         return self.spec.key
 
+    def timeline(self, bound_at: float) -> dict[str, object]:
+        """What the `gang bound` log line says (read by bench gang-timeline)."""
+        return {
+            "gang": self.key,
+            "generation": self.generation,
+            "members": self.spec.min_members,
+            "reservations": self.attempts,
+            "learnt_at": self.learnt_at,
+            "reserved_at": self.reserved_at,
+            "filtered_at": self.filtered_at,
+            "ready_at": self.ready_at,
+            "bound_at": bound_at,
+        }
+
     def bound_count(self) -> int:
         return sum(1 for uid, m in self.members.items() if m.bound or uid in self.committed)
 
