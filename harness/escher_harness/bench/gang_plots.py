@@ -2,8 +2,9 @@
 one colour per approach), partially bound gangs over time, and completions per approach
 (median with min-max bars, each repetition a dot), and with topology placement quality (the
 same bars for gangs inside one domain, the largest-domain share and domains spanned over the
-minimum). Written as PNG beside report.md by
-escher_harness.bench.gang_bench; `runs[scenario][approach][rep]` are the recorded runs.
+minimum) and free whole blocks and racks over time (a line per repetition). Written as PNG
+beside report.md by escher_harness.bench.gang_bench; `runs[scenario][approach][rep]` are the
+recorded runs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from escher_harness.bench.topology import SPAN_LEVELS
 
 Runs = Mapping[str, Mapping[str, Mapping[int, Mapping[str, Any]]]]
 
@@ -109,6 +112,13 @@ def write(out: Path, runs: Runs, scenarios: Sequence[str], approaches: Sequence[
         r.get("placement") for by in runs.values() for reps in by.values() for r in reps.values()
     ):
         _placement(plt, out, runs, scenarios, approaches, colour)
+    if any(
+        r.get("free_domains_series")
+        for by in runs.values()
+        for reps in by.values()
+        for r in reps.values()
+    ):
+        _fragmentation(plt, out, runs, scenarios, approaches, colour)
 
 
 # What placement.png draws: a row per figure of escher_harness.bench.topology.quality.
@@ -155,4 +165,55 @@ def _placement(
             ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out / "placement.png", dpi=120)
+    plt.close(fig)
+
+
+# What fragmentation.png draws: a row per level of escher_harness.bench.fragmentation's series,
+# whose columns after the time follow SPAN_LEVELS.
+_FREE = (("block", "free whole blocks"), ("rack", "free whole racks"))
+
+
+def _fragmentation(
+    plt: Any,
+    out: Path,
+    runs: Runs,
+    scenarios: Sequence[str],
+    approaches: Sequence[str],
+    colour: Mapping[str, str],
+) -> None:
+    n = len(scenarios)
+    fig, axes = plt.subplots(len(_FREE), n, figsize=(6.5 * n, 3.6 * len(_FREE)), squeeze=False)
+    for col, sc in enumerate(scenarios):
+        for row, (level, title) in enumerate(_FREE):
+            ax = axes[row][col]
+            column = 1 + SPAN_LEVELS.index(level)
+            total = 0
+            for a in approaches:
+                labelled = False
+                for rep in sorted(runs.get(sc, {}).get(a, {})):
+                    r = runs[sc][a][rep]
+                    series = r.get("free_domains_series") or []
+                    if not series:
+                        continue
+                    total = max(total, (r.get("fragmentation") or {}).get(f"{level}s", 0))
+                    ax.step(
+                        [s[0] for s in series],
+                        [s[column] for s in series],
+                        where="post",
+                        color=colour[a],
+                        alpha=0.75,
+                        lw=1.2,
+                        label=None if labelled else a,
+                    )
+                    labelled = True
+            if total:
+                ax.axhline(total, color="grey", lw=0.8, ls="--")
+            ax.set_ylim(bottom=0)
+            ax.set_title(f"{title} over time: {sc} (dashed: all)", fontsize=9)
+            ax.set_ylabel(title, fontsize=8)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+        axes[-1][col].set_xlabel("seconds since the clock started (a line per repetition)")
+    fig.tight_layout()
+    fig.savefig(out / "fragmentation.png", dpi=120)
     plt.close(fig)
