@@ -18,7 +18,8 @@ Definitions (the report repeats them):
   form a step function over it, changing only at events, so the figures are exact, not
   sampled: the *minimum* of free domains over the window, and their *time-weighted mean*
   (the integral over the window divided by its length), each also as a % of the level's
-  domains.
+  domains. The window's edges count (all is free until the first member binds): a short
+  run's figures lean on them.
 Pure, no I/O. Called by escher_harness.bench.gang_bench.
 """
 

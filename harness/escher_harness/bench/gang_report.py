@@ -477,7 +477,9 @@ DEFINITIONS = """\
   the first gang's submission to the last gang's end (done or given up), the free count is a
   step function changing only at the log's events, so nothing is sampled: **free blocks /
   racks min** is its minimum over the window, **mean** its time-weighted mean (the integral
-  over the window divided by its length), each also as a % of the level's domains. Packing
+  over the window divided by its length), each also as a % of the level's domains. The
+  window's edges count: all is free until the first member binds and after the last leaves,
+  which in a short run is much of what a level with few domains shows. Packing
   gangs into few domains keeps whole racks and blocks free for later large gangs (a gang of
   1,024 needs a whole empty block); spreading leaves none. `fragmentation.png` draws the
   counts over time, a line per repetition. Runs without topology have none (not zero).
@@ -513,8 +515,8 @@ def _topology_section(doc: Mapping[str, Any], tables: Mapping[str, str]) -> str:
     share = ""
     if "fragmentation" in tables:
         share = (
-            f"\nFree whole domains as a % of all ({of.get('block', '?')} blocks, "
-            f"{of.get('rack', '?')} racks):\n\n{tables['fragmentation']}\n"
+            f"\nFree whole domains as a % of all the cluster's (blocks: {of.get('block', '?')}, "
+            f"racks: {of.get('rack', '?')}):\n\n{tables['fragmentation']}\n"
         )
     return f"""
 Topology: latency, placement quality, free whole domains and cost (definitions below):

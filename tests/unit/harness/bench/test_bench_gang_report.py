@@ -158,7 +158,7 @@ def test_a_topology_campaign_reports_free_whole_domains(
     assert figs["figures"]["free_blocks_mean"]["median"] == 0.5
     assert "free_domains_series" not in figs["repetitions"]["1"]  # for the plots only
     report = (tmp_path / "report.md").read_text()
-    assert "Free whole domains as a % of all (1 blocks, 8 racks)" in report
+    assert "Free whole domains as a % of all the cluster's (blocks: 1, racks: 8)" in report
     assert "free blocks mean" in report and "free racks mean %" in report
 
 
