@@ -32,6 +32,7 @@ from escher_harness import localcluster
 from escher_harness.bench import (
     approaches,
     environment,
+    fragmentation,
     gang_plots,
     gang_report,
     scenario,
@@ -49,6 +50,8 @@ LOCUSTFILE = approaches.REPO / "loadtests" / "gang_locustfile.py"
 # gang's deadline and run time, before a run is declared hung.
 _SETUP_BUDGET = 120.0
 _DRAIN_BUDGET = SUCCEED_SLACK + 90.0
+# A run's per-event series: for the plots, left out of results.json.
+_SERIES = ("latencies_ms", "partial_series", "free_domains_series")
 
 
 def _say(msg: str) -> None:
@@ -172,6 +175,15 @@ def run_one(
     f = trace.figures(events)
     writes = difference(facts["writes_after"], facts["writes_before"])
     total = sum(writes.values())
+    # Free whole domains over time: only on a footing with topology (absent otherwise).
+    free: dict[str, Any] = {}
+    if footing.topology is not None:
+        domains = fragmentation.domains(footing.topology, footing.nodes)
+        series = fragmentation.free_series(events, footing.topology, domains)
+        free = {
+            "fragmentation": fragmentation.figures(series, domains),
+            "free_domains_series": series,
+        }
     return {
         **f.to_json(),
         "latencies_ms": f.latencies_ms,
@@ -194,6 +206,7 @@ def run_one(
         "notes": facts.get("notes") or {},
         "topology": sc.topology,
         "placement": topology.run_quality(events, by_gang) if by_gang else {},
+        **free,
     }
 
 
@@ -379,9 +392,7 @@ def _finish(
                 "figures": gang_report.aggregate(list(reps.values())),
                 "errors": [r["error"] for r in reps.values() if "error" in r],
                 "repetitions": {
-                    str(k): {
-                        x: v for x, v in r.items() if x not in ("latencies_ms", "partial_series")
-                    }
+                    str(k): {x: v for x, v in r.items() if x not in _SERIES}
                     for k, r in sorted(reps.items())
                 },
             }
@@ -406,6 +417,8 @@ def _finish(
     }
     if preset.footing.topology is not None:
         tables["topology"] = gang_report.table(results, names, gang_report.TOPOLOGY_TABLE)
+        tables["fragmentation"] = gang_report.table(results, names, gang_report.FRAGMENTATION_TABLE)
+        doc["domains"] = fragmentation.domains(preset.footing.topology, preset.footing.nodes)
     (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
     (out / "report.md").write_text(gang_report.report_md(doc, tables, ts))
     gang_plots.write(out, runs, names, runnable)
@@ -414,7 +427,8 @@ def _finish(
     print(f"repetitions: {preset.repeat} (cells: median [min-max])\n")
     print(tables["outcome"], "\n", tables["cost"], sep="\n")
     if "topology" in tables:
-        print("\n" + tables["topology"])
+        print("\n" + tables["topology"], "\nfree whole domains, % of all:", sep="\n")
+        print(tables["fragmentation"])
         for note in gang_report.notes(results):
             print(f"note: {note}")
     print("\n" + gang_report.targets_md(ts))

@@ -2,18 +2,35 @@
 one colour per approach), partially bound gangs over time, and completions per approach
 (median with min-max bars, each repetition a dot), and with topology placement quality (the
 same bars for gangs inside one domain, the largest-domain share and domains spanned over the
-minimum). Written as PNG beside report.md by
-escher_harness.bench.gang_bench; `runs[scenario][approach][rep]` are the recorded runs.
+minimum) and free whole blocks and racks over time (a line per repetition). Written as PNG
+beside report.md by escher_harness.bench.gang_bench; `runs[scenario][approach][rep]` are the
+recorded runs.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from escher_harness.bench.topology import SPAN_LEVELS
+
 Runs = Mapping[str, Mapping[str, Mapping[int, Mapping[str, Any]]]]
+
+
+@dataclass(frozen=True)
+class _Canvas:
+    """What every plot of a campaign is drawn from: pyplot, the folder, the runs, and
+    each approach's colour."""
+
+    plt: Any
+    out: Path
+    runs: Runs
+    scenarios: Sequence[str]
+    approaches: Sequence[str]
+    colour: Mapping[str, str]
 
 
 def write(out: Path, runs: Runs, scenarios: Sequence[str], approaches: Sequence[str]) -> None:
@@ -105,10 +122,11 @@ def write(out: Path, runs: Runs, scenarios: Sequence[str], approaches: Sequence[
     fig.savefig(out / "completions.png", dpi=120)
     plt.close(fig)
 
-    if any(
-        r.get("placement") for by in runs.values() for reps in by.values() for r in reps.values()
-    ):
-        _placement(plt, out, runs, scenarios, approaches, colour)
+    # The topology preset's plots, each drawn when some run has its figures.
+    canvas = _Canvas(plt, out, runs, scenarios, approaches, colour)
+    for key, draw in (("placement", _placement), ("free_domains_series", _fragmentation)):
+        if any(r.get(key) for by in runs.values() for reps in by.values() for r in reps.values()):
+            draw(canvas)
 
 
 # What placement.png draws: a row per figure of escher_harness.bench.topology.quality.
@@ -120,23 +138,16 @@ _PLACEMENT = (
 )
 
 
-def _placement(
-    plt: Any,
-    out: Path,
-    runs: Runs,
-    scenarios: Sequence[str],
-    approaches: Sequence[str],
-    colour: Mapping[str, str],
-) -> None:
-    n = len(scenarios)
-    fig, axes = plt.subplots(
+def _placement(c: _Canvas) -> None:
+    n = len(c.scenarios)
+    fig, axes = c.plt.subplots(
         len(_PLACEMENT), n, figsize=(6.5 * n, 2.6 * len(_PLACEMENT)), squeeze=False
     )
-    for col, sc in enumerate(scenarios):
+    for col, sc in enumerate(c.scenarios):
         for row, (key, title) in enumerate(_PLACEMENT):
             ax = axes[row][col]
-            for i, a in enumerate(approaches):
-                reps = runs.get(sc, {}).get(a, {})
+            for i, a in enumerate(c.approaches):
+                reps = c.runs.get(sc, {}).get(a, {})
                 vals = sorted(
                     v
                     for r in reps.values()
@@ -145,14 +156,58 @@ def _placement(
                 if not vals:
                     continue
                 mid = statistics.median(vals)
-                ax.bar(i, mid, color=colour[a], alpha=0.6)
+                ax.bar(i, mid, color=c.colour[a], alpha=0.6)
                 ax.errorbar(
                     i, mid, yerr=[[mid - vals[0]], [vals[-1] - mid]], color="black", capsize=4
                 )
                 ax.scatter([i] * len(vals), vals, color="black", s=10, zorder=3)
-            ax.set_xticks(range(len(approaches)), approaches, rotation=20, fontsize=8)
+            ax.set_xticks(range(len(c.approaches)), c.approaches, rotation=20, fontsize=8)
             ax.set_title(f"{sc}: {title}", fontsize=9)
             ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out / "placement.png", dpi=120)
-    plt.close(fig)
+    fig.savefig(c.out / "placement.png", dpi=120)
+    c.plt.close(fig)
+
+
+# What fragmentation.png draws: a row per level of escher_harness.bench.fragmentation's series,
+# whose columns after the time follow SPAN_LEVELS.
+_FREE = (("block", "free whole blocks"), ("rack", "free whole racks"))
+
+
+def _fragmentation(c: _Canvas) -> None:
+    n = len(c.scenarios)
+    fig, axes = c.plt.subplots(len(_FREE), n, figsize=(6.5 * n, 3.6 * len(_FREE)), squeeze=False)
+    for col, sc in enumerate(c.scenarios):
+        for row, (level, title) in enumerate(_FREE):
+            ax = axes[row][col]
+            column = 1 + SPAN_LEVELS.index(level)
+            total = 0
+            for a in c.approaches:
+                labelled = False
+                for rep in sorted(c.runs.get(sc, {}).get(a, {})):
+                    r = c.runs[sc][a][rep]
+                    series = r.get("free_domains_series") or []
+                    if not series:
+                        continue
+                    total = max(total, (r.get("fragmentation") or {}).get(f"{level}s", 0))
+                    ax.step(
+                        [s[0] for s in series],
+                        [s[column] for s in series],
+                        where="post",
+                        color=c.colour[a],
+                        alpha=0.75,
+                        lw=1.2,
+                        label=None if labelled else a,
+                    )
+                    labelled = True
+            if total:
+                ax.axhline(total, color="grey", lw=0.8, ls="--")
+            ax.set_ylim(bottom=0)
+            ax.set_title(f"{title} over time: {sc} (dashed: all)", fontsize=9)
+            ax.set_ylabel(title, fontsize=8)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+        axes[-1][col].set_xlabel("seconds since the clock started (a line per repetition)")
+    fig.tight_layout()
+    fig.savefig(c.out / "fragmentation.png", dpi=120)
+    c.plt.close(fig)

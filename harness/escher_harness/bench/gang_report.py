@@ -54,6 +54,10 @@ def _placement(k: str) -> Callable[[Run], float | None]:
     return lambda r: (r.get("placement") or {}).get(k)
 
 
+def _free(k: str) -> Callable[[Run], float | None]:
+    return lambda r: (r.get("fragmentation") or {}).get(k)
+
+
 def _extender(k: str) -> Callable[[Run], float | None]:
     return lambda r: (r.get("extender") or {}).get(k)
 
@@ -82,6 +86,14 @@ FIGURES = (
     Figure("largest_share", "largest-domain share", _placement("largest_share"), 3),
     Figure("span_rack", "racks / min", _placement("span_ratio_rack"), 2),
     Figure("span_block", "blocks / min", _placement("span_ratio_block"), 2),
+    Figure("free_blocks_min", "free blocks min", _free("free_blocks_min")),
+    Figure("free_blocks_mean", "free blocks mean", _free("free_blocks_mean"), 1),
+    Figure("free_racks_min", "free racks min", _free("free_racks_min")),
+    Figure("free_racks_mean", "free racks mean", _free("free_racks_mean"), 1),
+    Figure("free_blocks_min_pct", "free blocks min %", _free("free_blocks_min_pct"), 1),
+    Figure("free_blocks_mean_pct", "free blocks mean %", _free("free_blocks_mean_pct"), 1),
+    Figure("free_racks_min_pct", "free racks min %", _free("free_racks_min_pct"), 1),
+    Figure("free_racks_mean_pct", "free racks mean %", _free("free_racks_mean_pct"), 1),
     Figure("sched_cpu_per_gang", "sched. CPU ms/gang", _scheduler_cpu_per_gang, 0),
     Figure("extender_cpu_s", "extender CPU s", _cpu_of("extender"), 1),
     Figure("kcm_cpu_s", "controller-manager CPU s", _cpu_of("kube-controller-manager"), 1),
@@ -102,7 +114,8 @@ COST_TABLE = (
     "overcommits",
 )
 RUN_TABLE = ("replay_lag_ms", "warmup_ms", "load")
-# The topology preset's table: latency, completions, placement quality and what it cost.
+# The topology preset's table: latency, completions, placement quality, free whole domains
+# (fragmentation) and what it cost.
 TOPOLOGY_TABLE = (
     "completed",
     "p50",
@@ -111,10 +124,21 @@ TOPOLOGY_TABLE = (
     "largest_share",
     "span_rack",
     "span_block",
+    "free_blocks_min",
+    "free_blocks_mean",
+    "free_racks_min",
+    "free_racks_mean",
     "sched_cpu_per_gang",
     "extender_cpu_s",
     "extender_peak_mib",
     "longest_stall_ms",
+)
+# The free whole domains of the topology table as a share of all the cluster's.
+FRAGMENTATION_TABLE = (
+    "free_blocks_min_pct",
+    "free_blocks_mean_pct",
+    "free_racks_min_pct",
+    "free_racks_mean_pct",
 )
 
 
@@ -446,6 +470,19 @@ DEFINITIONS = """\
   level over the fewest that could hold it (ceil of members over what one full domain holds
   on empty nodes; 1.0 = as few as possible). Computed in every scenario, so `no-topology`
   shows where gangs land unasked.
+- **Free whole domains** (preset `topology`; fragmentation): a rack or block is *free* while
+  no pod holds any of its nodes; a pod holds its node from the moment the pod watch first
+  sees it bound (member or placeholder) until it sees it Succeeded or deleted. Every domain
+  of the cluster counts, the smaller last one of a level too. Over the run's *window*, from
+  the first gang's submission to the last gang's end (done or given up), the free count is a
+  step function changing only at the log's events, so nothing is sampled: **free blocks /
+  racks min** is its minimum over the window, **mean** its time-weighted mean (the integral
+  over the window divided by its length), each also as a % of the level's domains. The
+  window's edges count: all is free until the first member binds and after the last leaves,
+  which in a short run is much of what a level with few domains shows. Packing
+  gangs into few domains keeps whole racks and blocks free for later large gangs (a gang of
+  1,024 needs a whole empty block); spreading leaves none. `fragmentation.png` draws the
+  counts over time, a line per repetition. Runs without topology have none (not zero).
 - **Sched. CPU ms/gang**: kube-scheduler's CPU over the run divided by the gangs submitted.
   **Extender CPU s**: the extender's CPU over the run (extender and pure approaches, dra).
   **Extender peak MiB**: its largest resident set, sampled every second. **Longest stall**:
@@ -474,11 +511,18 @@ def _topology_section(doc: Mapping[str, Any], tables: Mapping[str, str]) -> str:
         return ""
     noticed = notes(doc["approaches"])
     said = "\n".join(f"- {n}" for n in noticed) or "- none"
+    of = doc.get("domains") or {}
+    share = ""
+    if "fragmentation" in tables:
+        share = (
+            f"\nFree whole domains as a % of all the cluster's (blocks: {of.get('block', '?')}, "
+            f"racks: {of.get('rack', '?')}):\n\n{tables['fragmentation']}\n"
+        )
     return f"""
-Topology: latency, placement quality and cost (definitions below):
+Topology: latency, placement quality, free whole domains and cost (definitions below):
 
 {tables["topology"]}
-
+{share}
 Topology per approach: extender approaches carry the annotation; native the PodGroup's
 required constraint (it has no preferred one: in `preferred` it runs without); Coscheduling
 and default have no topology. Noticed in the runs:
@@ -547,7 +591,7 @@ The runs themselves:
 {tables["run"]}
 {_topology_section(doc, tables)}
 Plots: `latency_cdf.png` (a line per repetition), `partial_gangs.png`, `completions.png`
-(topology preset: also `placement.png`).
+(topology preset: also `placement.png` and `fragmentation.png`).
 Raw logs, per-run results and the extender's /metrics are under `runs/`.
 
 ## Issue 12's targets (each judged per repetition, on one workload)

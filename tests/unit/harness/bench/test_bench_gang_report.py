@@ -140,6 +140,28 @@ def test_the_report_gives_median_min_and_max_over_repetitions(
         assert (tmp_path / png).stat().st_size > 0
 
 
+def test_a_topology_campaign_reports_free_whole_domains(
+    campaign: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded = gang_bench.run_one
+
+    def run_one(*args: Any) -> dict[str, Any]:
+        free = {"free_blocks_mean": 0.5, "free_blocks_mean_pct": 50.0}
+        return {**recorded(*args), "fragmentation": free, "free_domains_series": [[0.0, 8, 1]]}
+
+    monkeypatch.setattr(gang_bench, "run_one", run_one)
+    preset = presets.customised(presets.TOPOLOGY, nodes=256, repeat=1, scenarios=["required"])
+    gang_bench.run(tmp_path, preset, WHICH)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["domains"] == {"rack": 8, "block": 1}
+    figs = doc["approaches"]["native"]["scenarios"]["required"]
+    assert figs["figures"]["free_blocks_mean"]["median"] == 0.5
+    assert "free_domains_series" not in figs["repetitions"]["1"]  # for the plots only
+    report = (tmp_path / "report.md").read_text()
+    assert "Free whole domains as a % of all the cluster's (blocks: 1, racks: 8)" in report
+    assert "free blocks mean" in report and "free racks mean %" in report
+
+
 def test_a_campaign_resumes_only_on_the_same_workload(
     campaign: list[dict[str, Any]], tmp_path: Path
 ) -> None:
