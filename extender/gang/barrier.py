@@ -34,7 +34,10 @@ _OPEN = Woken(Wake.OPEN)
 
 class Barrier:
     def __init__(self) -> None:
-        self.waiting: set[str] = set()  # uids of members waiting at bind
+        # Uids of members waiting at bind, each with its calls waiting: kube-scheduler may
+        # call again for a member whose earlier call it gave up on (a connection lost) while
+        # that one still waits here, and the member is at bind while either does.
+        self.waiting: dict[str, int] = {}
         self._event = asyncio.Event()
         self._cancelled = ""
 
@@ -50,14 +53,25 @@ class Barrier:
         self._cancelled = reason
         self._event.set()
 
+    def arrive(self, uid: str) -> None:
+        """Member `uid` is at bind: one more call of it to wait."""
+        self.waiting[uid] = self.waiting.get(uid, 0) + 1
+
     async def wait(self, uid: str, timeout: float) -> Woken:
-        """Wait until the barrier opens, is cancelled, or `timeout` passes."""
-        self.waiting.add(uid)
+        """Wait (after `arrive`) until the barrier opens, is cancelled, or `timeout` passes."""
         try:
             async with asyncio.timeout(timeout):
                 await self._event.wait()
         except TimeoutError:
             return Woken(Wake.TIMED_OUT, f"not enough members reached bind within {timeout:g}s")
         finally:
-            self.waiting.discard(uid)
+            self.leave(uid)
         return Woken(Wake.CANCELLED, self._cancelled) if self._cancelled else _OPEN
+
+    def leave(self, uid: str) -> None:
+        """One call of member `uid` stopped waiting."""
+        left = self.waiting.get(uid, 0) - 1
+        if left > 0:
+            self.waiting[uid] = left
+        else:
+            self.waiting.pop(uid, None)

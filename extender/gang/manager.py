@@ -429,7 +429,7 @@ class GangManager:
             )
         if slot.node != node:
             return Refused(f"gang {key}: this pod's place is reserved on {slot.node}, not {node}")
-        g.barrier.waiting.add(uid)
+        g.barrier.arrive(uid)
         if self._ready(g):
             self._open(g)
         return Ticket(g.barrier, key)

@@ -41,7 +41,7 @@ class GangStatus(BaseModel):
 
 def gang_status(g: GangState, now: float) -> GangStatus:
     reserved = {s.member: s.node for s in g.slots if s.member is not None}
-    waiting = g.barrier.waiting if g.barrier is not None else set()
+    waiting = g.barrier.waiting if g.barrier is not None else {}
     members = []
     node: str | None
     for uid, m in g.members.items():

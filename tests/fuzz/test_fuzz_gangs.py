@@ -224,7 +224,7 @@ class GangMachine(RuleBasedStateMachine):
         if not ticket.barrier.is_open and not timed_out:
             return
         del self.waiting[uid]
-        ticket.barrier.waiting.discard(uid)  # what Barrier.wait does when it returns
+        ticket.barrier.leave(uid)  # what Barrier.wait does when it returns
         if ticket.barrier.is_open and uid in self.pods:  # (the API refuses a pod it lacks)
             self.gm.bound(uid, node)
             self.committed[uid] = node

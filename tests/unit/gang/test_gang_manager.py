@@ -482,6 +482,25 @@ def test_ten_thousand_gangs_created_and_deleted_leave_no_state() -> None:
     assert not gm._member_of  # no uid is remembered either
 
 
+def test_a_member_called_twice_at_bind_counts_once_until_both_calls_end() -> None:
+    """kube-scheduler gives up a bind call (its connection lost) and calls again while the
+    first still waits: the member stays at bind until neither waits, and counts once."""
+
+    async def scenario() -> tuple[int, int, int]:
+        barrier = Barrier()
+        barrier.arrive("m")
+        first = asyncio.create_task(barrier.wait("m", 0.05))
+        barrier.arrive("m")
+        second = asyncio.create_task(barrier.wait("m", 10))
+        await first  # times out
+        while_second = len(barrier.waiting)
+        barrier.open()
+        await second
+        return while_second, len(barrier.waiting), (await second).wake is Wake.OPEN
+
+    assert asyncio.run(scenario()) == (1, 0, True)
+
+
 def test_a_cancelled_barrier_wakes_its_waiters_with_the_reason() -> None:
     async def scenario() -> Woken:
         barrier = Barrier()
