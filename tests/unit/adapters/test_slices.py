@@ -242,9 +242,9 @@ def test_the_claims_are_the_allocations_a_decrease_is_checked_against(tmp_path: 
 def test_claims_are_held_again_after_a_restart_even_one_seen_before_its_slice(
     tmp_path: Path,
 ) -> None:
-    """A restarted replica (or a follower) rebuilds the same holdings from the claims; a
-    claim whose device's resource no slice has shown yet (two watches, no order between
-    them) is counted once one does."""
+    """A restarted replica rebuilds the same holdings from the claims, and a follower keeps
+    them as the leader does; a claim whose device's resource no slice has shown yet (two
+    watches, no order between them) is counted once one does."""
 
     def before(cluster: Cluster) -> None:
         cluster.put("resourceslices", "a", ours("a", "n0", "r", ["u0", "u1", "u2"]))
@@ -257,6 +257,9 @@ def test_claims_are_held_again_after_a_restart_even_one_seen_before_its_slice(
         s.cluster.put("resourceslices", "b", ours("b", "n1", "late", ["u0", "u1"]))
         late = "escher.io/late"
         await settled(s, lambda: s.ledger.node("n1").used == {late: 1})  # type: ignore[union-attr]
+        s.leading[0] = False
+        s.claim("c3", ("n0/r/0", "u2"))
+        await settled(s, lambda: s.ledger.node("n0").used == {R: 2})  # type: ignore[union-attr]
 
     scenario(tmp_path, body, before=before)
 
