@@ -17,10 +17,18 @@ NodeView.shown).
 
 Three informers feed it: our slices (the durable truth: adopted by the ledger while it is
 built and on a replica that does not lead, compared with the ledger otherwise), the
-ResourceClaims (which devices are allocated), and the DeviceClasses (ours are created when a
-resource first has capacity and deleted with its last pool; another's class that maps a name
-of the domain, or a slice of our driver we did not write, makes `guard` refuse that
-resource: never adopted, never overwritten). `guard` is the ledger's check before any
+ResourceClaims, and the DeviceClasses (ours are created when a resource first has capacity
+and deleted with its last pool; another's class that maps a name of the domain, or a slice of
+our driver we did not write, makes `guard` refuse that resource: never adopted, never
+overwritten).
+
+The claims are the allocations. kube-scheduler allocates a device in memory and writes the
+claim (PreBind) before it binds the pod, and it counts a device taken for as long as a claim
+holds it: so each claim is a holding in the ledger (HolderKind.CLAIM, per node: its devices
+of each resource, the resource named by the pool), which is what get_cluster_state shows
+allocated and what a decrease is checked against (409 below it). The cluster view counts no
+pod's request of the domain in this mode, so nothing is counted twice. They also say which
+devices must stay published. `guard` is the ledger's check before any
 capacity is set: above what `dra_max_slices` pools can hold is refused with 422 naming the
 limit, so nothing is published halfway.
 
@@ -44,7 +52,7 @@ from extender.adapters.informer import Handler, Informer
 from extender.adapters.kubeapi import ApiError, KubeAPI
 from extender.adapters.nodewriter import NodeWriter
 from extender.core.errors import Conflict, InvalidValue
-from extender.core.ledger import Ledger
+from extender.core.ledger import HolderKind, Ledger
 from extender.core.objects import ObjectMeta
 from extender.metrics import Metrics
 from extender.settings import Settings
@@ -227,6 +235,10 @@ class SlicePublisher(NodeWriter):
         self._node_pools: dict[str, set[str]] = {}  # node -> its pool names
         self._foreign: dict[str, str] = {}  # pool name -> slice of our driver not ours
         self._claims: dict[str, tuple[tuple[str, str], ...]] = {}  # uid -> (pool, device)
+        self._holders: dict[str, tuple[str, ...]] = {}  # claim uid -> its ledger holders
+        # A pool names its resource by dns_name: the full names, learnt from our slices.
+        self._resources: dict[str, str] = {}
+        self._unresolved: set[str] = set()  # claims holding a device of a name not learnt yet
         # Group (node/name) -> device -> claims holding it (device names are unique per group).
         self._allocated: dict[str, dict[str, int]] = {}
         self._classes: dict[str, DeviceClass] = {}  # class name -> class
@@ -263,11 +275,12 @@ class SlicePublisher(NodeWriter):
         )
 
     def informers(self) -> Sequence[Informer[Any]]:
-        return (self.classes, self.claims, self.slices)
+        return (self.classes, self.slices, self.claims)
 
     async def sync(self) -> None:
-        """List classes, claims and slices; the slices' capacities go into the ledger (the
-        nodes are in it already: the cluster view synced first)."""
+        """List classes, slices and claims: the slices' capacities and the claims' holdings go
+        into the ledger (the nodes are in it already: the cluster view synced first), the
+        slices first so that every claimed device's resource is known."""
         self._building = True
         for informer in self.informers():
             await informer.sync()
@@ -339,6 +352,7 @@ class SlicePublisher(NodeWriter):
         node = spec.node_name or ""
         if not node or not resource:
             return
+        self._learn(resource)
         seen = self._pools.get(pool)
         if kind == "DELETED":
             if seen is not None:
@@ -387,17 +401,59 @@ class SlicePublisher(NodeWriter):
         for pool, device in old:
             self._unhold(pool, device)
         alloc = c.status.allocation
-        if kind == "DELETED" or alloc is None:
-            self._released(old)
-            return
-        held = tuple((r.pool, r.device) for r in alloc.devices.results if r.driver == self.driver)
+        held: tuple[tuple[str, str], ...] = ()
+        if kind != "DELETED" and alloc is not None:
+            held = tuple(
+                (r.pool, r.device) for r in alloc.devices.results if r.driver == self.driver
+            )
         if held:
             self._claims[uid] = held
             for pool, device in held:
                 per = self._allocated.setdefault(_group(pool), {})
                 per[device] = per.get(device, 0) + 1
+        if held != old:
+            self._count(uid)
+        if held:
             self._held_elsewhere(held)
         self._released(tuple(set(old) - set(held)))
+
+    def _count(self, uid: str) -> None:
+        """Make the ledger hold what claim `uid` holds: on each node, its devices of each
+        resource (one holder per node; a claim of node-local devices has one). Devices of a
+        pool another writer publishes are not ours to count; those of a resource whose name
+        no slice has shown yet are counted once one does."""
+        per: dict[str, dict[str, int]] = {}
+        unknown = False
+        for pool, _ in self._claims.get(uid, ()):
+            node, _, rest = pool.partition("/")
+            if pool in self._foreign or not rest:
+                continue
+            resource = self._resources.get(rest.rpartition("/")[0])
+            if resource is None:
+                unknown = True
+                continue
+            amounts = per.setdefault(node, {})
+            amounts[resource] = amounts.get(resource, 0) + 1
+        if unknown:
+            self._unresolved.add(uid)
+        else:
+            self._unresolved.discard(uid)
+        holders = {f"claim:{uid}:{node}": (node, amounts) for node, amounts in per.items()}
+        for holder, (node, amounts) in holders.items():
+            self._ledger.observe_bound(holder, node, amounts, kind=HolderKind.CLAIM)
+        gone = [h for h in self._holders.pop(uid, ()) if h not in holders]
+        if gone:
+            self._ledger.release_all(gone)
+        if holders:
+            self._holders[uid] = tuple(holders)
+
+    def _learn(self, short: str) -> None:
+        """A resource's name, as its pools name it; claims waiting for it are counted."""
+        key = dns_name(short)
+        if key not in self._resources:
+            self._resources[key] = self._prefix + short
+            for uid in list(self._unresolved):
+                self._count(uid)
 
     def _held_elsewhere(self, held: Iterable[tuple[str, str]]) -> None:
         # kube-scheduler allocated a device a decrease has since unpublished (it allocates in
@@ -437,6 +493,7 @@ class SlicePublisher(NodeWriter):
                 held = self._claims.pop(uid)
                 for pool, device in held:
                     self._unhold(pool, device)
+                self._count(uid)
                 self._released(held)
 
     def _class(self, kind: str, c: DeviceClass) -> None:
@@ -615,6 +672,7 @@ class SlicePublisher(NodeWriter):
                     pool = s.spec.pool.name
                     resource = s.metadata.labels.get(self._resource_label, "")
                     if resource:
+                        self._learn(resource)
                         seen = self._pools.setdefault(
                             pool, _PoolSeen(node, self._prefix + resource)
                         )

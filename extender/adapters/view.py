@@ -10,7 +10,9 @@ reports as a deletion, as kube-scheduler's own cache drops Succeeded and Failed 
   stays warm for a failover); otherwise the ledger is the truth, and what the node shows is
   handed to the write-back, which re-asserts the ledger's values where they differ.
 - Bound pods become the ledger's facts (their requests on their node); every pod change is
-  published as a PodEvent (extender.core.events) to the gang feature and the verbs.
+  published as a PodEvent (extender.core.events) to the gang feature and the verbs. In mode
+  dra a pod's requests of the domain are not counted: kube-scheduler allocates them as DRA
+  devices in a ResourceClaim, which the slice publisher counts (extender.adapters.slices).
 
 A terminating pod still holds its place until it is gone, as kube-scheduler counts it; for
 its gang it stops counting at once. Malformed objects are skipped, counted and logged.
@@ -66,7 +68,8 @@ class ClusterView:
         # domain's, never taken into the ledger.
         self._advertised = frozenset(advertised)
         # Whether the ephemeral resources live in Node status (off in mode dra: they are
-        # ResourceSlices, and a domain key left on a node is neither adopted nor counted).
+        # ResourceSlices, and a domain key left on a node is neither adopted nor counted; the
+        # allocations are the claims', so a bound pod counts only its other requests).
         self._node_resources = node_resources
         self._on_node_gone = on_node_gone
         self._on_node_added = on_node_added
@@ -192,7 +195,10 @@ class ClusterView:
             self._gone(uid)
             return
         if info.node:
-            self.ledger.observe_bound(uid, info.node, info.requests, info.priority)
+            requests = info.requests
+            if not self._node_resources:
+                requests = {r: v for r, v in requests.items() if not r.startswith(self.prefix)}
+            self.ledger.observe_bound(uid, info.node, requests, info.priority)
         self._pods.add(uid)
         self.events.publish(PodEvent(PodChange.UPSERT, uid, info))
 

@@ -4,8 +4,9 @@ Per node it keeps what the cluster view reports (labels, taints, the physical al
 cpu, memory, pods and foreign extended resources) and the ephemeral resources the policy API
 created (full name -> capacity). Holders take amounts on one node: a pod that is bound
 (observed from the API server), one the extender accepted at bind that the API server has
-not confirmed yet (bind is asynchronous, so several may be in flight), or a reservation
-(a gang's places, held before its pods are placed).
+not confirmed yet (bind is asynchronous, so several may be in flight), a reservation
+(a gang's places, held before its pods are placed), or in mode dra a ResourceClaim's devices
+(observed: kube-scheduler allocates them, the claims are what it counts).
 
 Invariant: no decision taken here lets an ephemeral resource on a node go over capacity.
 Observations of what the cluster already did (a pod plain kube-scheduler bound) are recorded
@@ -41,6 +42,7 @@ class HolderKind(StrEnum):
     POD = "pod"  # bound, as observed from the API server
     ASSUMED = "assumed"  # accepted for binding, not yet observed bound
     RESERVATION = "reservation"  # places held for pods that have not been placed yet
+    CLAIM = "claim"  # mode dra: devices a ResourceClaim holds, as the API server reports
 
 
 class Holding(Struct, frozen=True, gc=False):
@@ -471,18 +473,24 @@ class Ledger:
             return [self._holdings[h] for h in self._on_node.get(node, ())]
 
     def observe_bound(
-        self, holder: str, node: str, amounts: Mapping[str, int], priority: int = 0
+        self,
+        holder: str,
+        node: str,
+        amounts: Mapping[str, int],
+        priority: int = 0,
+        kind: HolderKind = HolderKind.POD,
     ) -> None:
-        """Record a pod the API server reports bound to `node`: a fact, never refused.
+        """Record what the API server reports held on `node`, a pod bound there (or with
+        `kind` CLAIM, a ResourceClaim's devices there): a fact, never refused.
 
-        Replaces any assumed holding or reservation for the same holder. A node not known
-        yet is created (its status arrives with the node's own event).
+        Replaces, in one step, any earlier holding of the same holder. A node not known yet
+        is created (its status arrives with the node's own event).
         """
         with self._lock:
             old = self._holdings.get(holder)
             if (
                 old is not None
-                and old.kind is HolderKind.POD
+                and old.kind is kind
                 and old.node == node
                 and old.amounts == amounts
                 and old.priority == priority
@@ -490,7 +498,7 @@ class Ledger:
                 return
             if node not in self._nodes:
                 self._nodes[node] = NodeView(node)
-            self._put(Holding(holder, node, dict(amounts), HolderKind.POD, priority=priority))
+            self._put(Holding(holder, node, dict(amounts), kind, priority=priority))
             self._changed(frozenset())  # with the node if the pod is held beyond a capacity
 
     def convert(self, old: str, new: str, amounts: Mapping[str, int]) -> bool:

@@ -2,7 +2,9 @@
 object could not be written, so it is not confirmed), probes stay green and fast, and when it
 returns every change is on all of its nodes or on none, never on some, and never twice.
 Measured on the real control plane with kube-apiserver paused (SIGSTOP: connections hang, the
-worst kind of outage) and resumed.
+worst kind of outage) and resumed, in mode extender (the resources in Node status, as in pure
+mode: the same write-back engine and policy objects) and in mode dra (the resources as
+ResourceSlices: "on a node" is then the node's complete pool of devices).
 
 "Fast" is judged against what decides a restart, the liveness probe's timeout in the shipped
 manifest, not against a latency figure a noisy machine may miss; the latencies are printed."""
@@ -26,7 +28,7 @@ from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload
 
 # Probe latency is judged against the liveness timeout: alone, not beside other clusters.
-pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.cluster(nodes=3, mode="extender")]
+pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.cluster(nodes=3)]
 
 CALLS = 200
 MANIFEST = Path(__file__).parents[2] / "deploy" / "base" / "extender.yaml"
@@ -41,6 +43,20 @@ def liveness_timeout_ms() -> float:
     raise AssertionError(f"no Deployment in {MANIFEST}")
 
 
+def shown(cluster: localcluster.ClusterInfo, work: Workload) -> dict[str, dict[str, str]]:
+    """What each node shows of the outage's resources: its status (extender mode), or the
+    devices of its complete pools (dra), as quantities."""
+    domain = cluster.resource_domain
+    if cluster.mode == "dra":
+        pools = work.published(domain, f"{domain}/resource")
+        return {
+            n: {f"{domain}/{r}": str(v) for r, v in pools.get(n, {}).items() if "outage" in r}
+            for n in cluster.nodes
+        }
+    return {n: work.node_resources(n, f"{domain}/outage-")["allocatable"] for n in cluster.nodes}
+
+
+@pytest.mark.parametrize("cluster", [{"mode": "extender"}, {"mode": "dra"}], indirect=True)
 def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
     cluster: localcluster.ClusterInfo,
 ) -> None:
@@ -122,11 +138,9 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
     # after the resume the nodes may show nothing yet while objects the API server took are
     # being applied).
     while True:
-        shown = {
-            n: work.node_resources(n, "escher.io/outage-")["allocatable"] for n in cluster.nodes
-        }
-        partial = {r for r in want if 0 < sum(r in s for s in shown.values()) < len(shown)}
-        applied = {r for r in want if all(r in s for s in shown.values())}
+        now = shown(cluster, work)
+        partial = {r for r in want if 0 < sum(r in s for s in now.values()) < len(now)}
+        applied = {r for r in want if all(r in s for s in now.values())}
         mine = ledger()
         if not partial and all(
             mine[n] == {r: int(want[r]) for r in applied} for n in cluster.nodes
@@ -134,8 +148,9 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
             break
         assert time.monotonic() < deadline, (sorted(partial)[:5], mine)
         time.sleep(0.5)
-    assert all(s.get(r) == want[r] for s in shown.values() for r in applied)
+    assert all(s.get(r) == want[r] for s in now.values() for r in applied)
     print(
-        f"converged {time.monotonic() - resumed:.1f}s after the API server resumed: "
+        f"{cluster.mode}: converged {time.monotonic() - resumed:.1f}s after the API server "
+        "resumed: "
         f"{len(applied)} of {CALLS} changes on every node, the rest on none"
     )

@@ -6,10 +6,11 @@ DeviceClass mapping `escher.io/<name>`; pods request `escher.io/<name>` as in ev
 kube-scheduler's DynamicResources plugin allocates a device per unit in a ResourceClaim it
 creates, and the garbage collector (kube-controller-manager runs in this mode) deletes the
 claim with its pod, which frees the unit. Here: pods get units up to the capacity and the
-rest wait, and are placed once a unit is freed; get_cluster_state counts the allocations; a
-capacity larger than one slice works; a decrease below what pods hold is refused, one above
-keeps every held device; what slices cannot hold and another writer's DeviceClass are
-refused, changing nothing. The restart (tests/e2e/test_restart.py) and the ESLs
+rest wait, and are placed once a unit is freed; get_cluster_state counts the allocations,
+which are the claims (a claim a pod names directly counts too, and a decrease below it is
+refused); a capacity larger than one slice works; a decrease below what pods hold is
+refused, one above keeps every held device; what slices cannot hold and another writer's
+DeviceClass are refused, changing nothing. The restart (tests/e2e/test_restart.py) and the ESLs
 (tests/e2e/esl, approach dra) run in this mode too.
 """
 
@@ -135,6 +136,60 @@ def test_a_capacity_beyond_one_slice_works_and_a_decrease_keeps_held_devices(
             assert held <= published_devices(cluster, pool)
         finally:
             work.delete(pods)
+
+
+def test_the_allocations_are_read_from_the_claims_and_a_decrease_is_refused_by_them(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """The claims are mode dra's allocations. A pod that requests no extended resource but
+    names a ResourceClaim of two of the resource's devices holds nothing a pod count could
+    see: get_cluster_state shows the two allocated once kube-scheduler has written the
+    claim, a decrease below them is refused (409), and they are freed with the claim."""
+    work = Workload(api_client(cluster.kubeconfig))
+    dra = client.ResourceV1Api(api_client(cluster.kubeconfig))
+    n = next(_names)
+    node = cluster.nodes[2]
+    short, claim, pod = f"claimed{n}", f"claim{n}", f"claimer{n}"
+    with policy(cluster) as p:
+        resource = p.set_resource(short, 3, node=node).resource
+        dra.create_namespaced_resource_claim(
+            "default",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": claim},
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "two",
+                                "exactly": {
+                                    "deviceClassName": f"{short}.{cluster.resource_domain}",
+                                    "count": 2,
+                                },
+                            }
+                        ]
+                    }
+                },
+            },
+        )
+        manifest = pod_manifest(pod)
+        manifest["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimName": claim}]
+        manifest["spec"]["containers"][0]["resources"]["claims"] = [{"name": "c"}]
+        work.create(manifest)
+        try:
+            assert work.wait([pod], timeout=60)[pod].node == node
+            assert len(held_devices(cluster, f"{node}/{short}")) == 2
+            wait_for(lambda: allocated(cluster, node, resource) == (3, 2))
+            with pytest.raises(PolicyAPIError, match="below the 2 already allocated") as e:
+                p.set_resource(short, 1, node=node)
+            assert e.value.status == 409 and e.value.field == "capacity"
+        finally:
+            work.delete([pod])
+            dra.delete_namespaced_resource_claim(claim, "default")
+        wait_for(lambda: allocated(cluster, node, resource) == (3, 0))
+        assert p.set_resource(short, 1, node=node).durable
+        p.delete_resource(short)
 
 
 def test_what_slices_cannot_hold_and_another_writers_class_are_refused_changing_nothing(

@@ -4,9 +4,11 @@ and extender (every pod sent, the embedded cluster's default).
 - The service down: which pods still schedule. Pure and dra: pods asking for resources
   already in the cluster are placed by kube-scheduler alone. Extender mode: nothing that
   needs the extender is (`ignorable: false`), until it is back.
-- A node's status reset, as a kubelet that re-registers zeroes the extended resources it does
-  not know: the write-back puts them back (pure, extender); in dra nothing is reset (the
-  slices belong to their driver).
+- A kubelet restarting: it zeroes the extended resources it does not know in its node's
+  status, and (Kubernetes 1.37's kubelet, before any DRA plugin registers) deletes every
+  ResourceSlice of its node, whatever the driver. The write-back puts the status back (pure,
+  extender); in dra the status holds nothing of ours, and the publisher sees its slices gone
+  and publishes them again.
 - A node recreated (deleted, and a Node of the same name created): its resources come back
   in every mode, from the EphemeralResource object the policy API keeps (policy_objects),
   which is reconciled onto the new node.
@@ -78,11 +80,25 @@ def test_service_down_node_reset_and_node_recreated(
     assert work.wait([pod], timeout=60)[pod].node in info.nodes
     work.delete([pod])
 
-    # A node's status reset by its kubelet.
-    core.patch_node_status(
-        first,
-        {"status": {"capacity": {resource: None}, "allocatable": {resource: None}}},
-    )
+    # A kubelet restarting: the node's status reset, or in dra its slices deleted as the
+    # kubelet's DRA plugin manager does at startup (a DeleteCollection on the node's name).
+    if info.mode == "dra":
+        dra, on_first = client.ResourceV1Api(api), f"spec.nodeName={first}"
+        before = {s.metadata.uid for s in dra.list_resource_slice(field_selector=on_first).items}
+        assert before, "the node has no slices to wipe"
+        dra.delete_collection_resource_slice(field_selector=on_first)
+        eventually(
+            "new slices",
+            lambda: (
+                not before
+                & {s.metadata.uid for s in dra.list_resource_slice(field_selector=on_first).items}
+            ),
+        )
+    else:
+        core.patch_node_status(
+            first,
+            {"status": {"capacity": {resource: None}, "allocatable": {resource: None}}},
+        )
     eventually("the reset node shows its resource", lambda: shown(info, first, "fm") == 2)
 
     # A node recreated under the same name.

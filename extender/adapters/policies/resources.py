@@ -4,10 +4,14 @@ An object's spec is set_resource's body. Reconciling applies it to the ledger (i
 thread: O(nodes)), waits for the write-back to put it on the nodes, and writes the status:
 per node capacity / allocated / available, and the conditions Applied (the spec is in the
 ledger, or why not: UnknownNode, NoMatch, Conflict...), Durable (on every node it targets)
-and Conflict. An object is settled when its status observed its generation with Durable
-True; a new leader re-applies every object that is not, so a change is never left on half
-its nodes. Deleting an object is finished by the finalizer: the resource leaves the ledger
-(forced: its holders keep running) and the nodes, then the finalizer is removed.
+and Conflict. A status whose usage alone moved is rewritten at the resync (every
+policy_resync_seconds), not at each event: its own write comes back as an event, and while
+pods are being placed its usage has always moved by then, so each write called for the next
+(a status of 1,000 nodes, one of the API server's costliest writes, a few times a second).
+An object is settled when its status observed its generation with Durable True; a new
+leader re-applies every object that is not, so a change is never left on half its nodes.
+Deleting an object is finished by the finalizer: the resource leaves the ledger (forced: its
+holders keep running) and the nodes, then the finalizer is removed.
 
 Objects an ESL owns (ownerReferences, controller) are its instance's to apply: here they are
 only given a status. Resources found on the nodes with no object (set before policies were
@@ -69,6 +73,8 @@ class Resources(Reconciler[o.ResourceObject]):
         self.finalizer = o.finalizer(domain)
         self._wait = wait
         self._status_written: dict[str, bytes] = {}
+        self._heads: dict[str, bytes] = {}  # name -> its written status but the usage
+        self._usage_due: set[str] = set()  # settled objects whose usage may be rewritten now
         # Settled objects to apply again all the same: their node was recreated.
         self._reapply: set[str] = set()
 
@@ -84,6 +90,8 @@ class Resources(Reconciler[o.ResourceObject]):
         obj = self.cache.get(name)
         if obj is None:
             self._status_written.pop(name, None)
+            self._heads.pop(name, None)
+            self._usage_due.discard(name)
             return
         if o.esl_owner(obj) is not None:
             await self.refresh(obj)
@@ -100,6 +108,12 @@ class Resources(Reconciler[o.ResourceObject]):
             return
         self._reapply.discard(name)
         await self._apply(obj)
+
+    def everything(self) -> None:
+        """Queue every object, each one's usage due for a rewrite (the resync, a new
+        leader)."""
+        self._usage_due.update(self.cache)
+        super().everything()
 
     def node_added(self, node: str) -> None:
         """A node appeared (new, or recreated under its old name, which the ledger forgot
@@ -152,7 +166,8 @@ class Resources(Reconciler[o.ResourceObject]):
         return DeleteResourceResult(resource=full, removed_from=nodes, durable=durable)
 
     async def refresh(self, obj: o.ResourceObject) -> None:
-        """Rewrite the status's usage (allocations change with every bind) when it changed."""
+        """Rewrite the status when its conditions changed, or its usage (allocations change
+        with every bind) when a resync made it due."""
         conds = obj.status.conditions
         if not conds:
             owner = o.esl_owner(obj)
@@ -163,27 +178,29 @@ class Resources(Reconciler[o.ResourceObject]):
             }
         else:
             new = {c.type: (c.status == "True", c.reason, c.message) for c in conds}
-        await self._write_status(obj, new)
+        await self._write_status(obj, new, usage=obj.metadata.name in self._usage_due)
 
     # ---- writes --------------------------------------------------------------------------
 
     async def _write_status(
-        self, obj: o.ResourceObject, conds: dict[str, tuple[bool, str, str]]
+        self, obj: o.ResourceObject, conds: dict[str, tuple[bool, str, str]], usage: bool = True
     ) -> None:
+        """Write the status if it changed; with `usage` False, only if more than its usage
+        (per node and in all) did."""
         name, gen = obj.metadata.name, obj.metadata.generation
+        conditions = o.conditions(obj.status.conditions, gen, conds)
+        kept = [(c["type"], c["status"], c["reason"]) for c in conditions]
+        head = msgspec.json.encode([gen, kept])
+        if not usage and self._heads.get(name) == head:
+            return  # at the next resync
         full = names.full_name(self.domain, name)
-        usage = await asyncio.to_thread(o.usage, self.ledger, full)
-        status = o.resource_status(gen, usage, o.conditions(obj.status.conditions, gen, conds))
-        fingerprint = msgspec.json.encode(
-            {
-                **status,
-                "conditions": [(c["type"], c["status"], c["reason"]) for c in status["conditions"]],
-            }
-        )
-        if self._status_written.get(name) == fingerprint:
-            return
-        await self.put_status(name, status)
-        self._status_written[name] = fingerprint
+        per_node = await asyncio.to_thread(o.usage, self.ledger, full)
+        status = o.resource_status(gen, per_node, conditions)
+        fingerprint = head + msgspec.json.encode(per_node)
+        if self._status_written.get(name) != fingerprint:
+            await self.put_status(name, status)
+            self._status_written[name], self._heads[name] = fingerprint, head
+        self._usage_due.discard(name)
 
     # ---- adoption ------------------------------------------------------------------------
 

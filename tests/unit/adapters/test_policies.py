@@ -66,7 +66,10 @@ async def until(check: Callable[[], object], timeout: float = 5.0) -> None:
 
 @contextlib.asynccontextmanager
 async def running(
-    tmp_path: Path, cluster: Cluster | None = None, ledger: Ledger | None = None
+    tmp_path: Path,
+    cluster: Cluster | None = None,
+    ledger: Ledger | None = None,
+    resync_seconds: float = 0.2,
 ) -> AsyncIterator[Setup]:
     tmp_path.mkdir(exist_ok=True)
     cluster = cluster or Cluster()
@@ -86,7 +89,7 @@ async def running(
             lambda claim, release: LedgerBackend(ledger, D, claim=claim, release=release),
             durable,
             lambda: True,
-            resync_seconds=0.2,
+            resync_seconds=resync_seconds,
         )
         await store.sync()
         task = asyncio.create_task(store.run())
@@ -210,6 +213,35 @@ def test_delete_through_the_facade_refuses_a_held_resource_without_force(tmp_pat
             result = await s.store.delete_resource("r", force=True)
             assert (result.removed_from, result.durable) == (["n0"], True)
             assert s.resource("r") is None and s.on_nodes("r") == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_status_whose_usage_alone_moved_is_rewritten_at_the_resync_not_at_each_event(
+    tmp_path: Path,
+) -> None:
+    """The status's own write comes back as an event; while pods are placed its usage has
+    always moved by then. Rewriting at each event made every write call for the next."""
+
+    async def scenario() -> None:
+        async with running(tmp_path, resync_seconds=3600) as s:
+            await s.store.set_resource("r", ResourceSpec(capacity=2, node="n0"))
+            path = f"/apis/{D}/v1alpha1/ephemeralresources/r/status"
+            await until(lambda: s.store.resources.cache["r"].status.observed_generation == 1)
+            writes = len(s.cluster.sent("PATCH", path))
+            s.ledger.hold("p", "n0", {f"{D}/r": 1}, HolderKind.POD)
+            s.store.resources.queue("r")  # an event: the status's own write coming back
+            await asyncio.sleep(0.3)
+            obj = s.resource("r")
+            assert obj is not None and obj["status"]["allocated"] == 0
+            assert len(s.cluster.sent("PATCH", path)) == writes
+            s.store.resources.everything()  # the resync
+            await until(lambda: s.resource("r")["status"]["allocated"] == 1)  # type: ignore[index]
+            assert len(s.cluster.sent("PATCH", path)) == writes + 1
+            # A change of more than its usage is written at once.
+            await s.store.set_resource("r", ResourceSpec(capacity=3, node="n0"))
+            obj = s.resource("r")
+            assert obj is not None and obj["status"]["observedGeneration"] == 2
 
     asyncio.run(scenario())
 

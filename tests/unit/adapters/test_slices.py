@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from fakeapi import Cluster, connected
 
+from extender import policy
 from extender.adapters.slices import (
     MANAGED_BY,
     SlicePublisher,
@@ -25,7 +26,7 @@ from extender.adapters.slices import (
     pool_name,
 )
 from extender.core.errors import Conflict, InvalidValue
-from extender.core.ledger import Ledger
+from extender.core.ledger import HolderKind, Ledger
 from extender.metrics import Metrics
 from extender.settings import Settings
 
@@ -57,18 +58,16 @@ class Setup:
         return await self.publisher.wait_durable(self.ledger.version, NODES, timeout)
 
     def claim(self, uid: str, *devices: tuple[str, str]) -> None:
-        """A ResourceClaim kube-scheduler allocated: (pool, device) of our driver."""
-        results = [
-            {"request": "r", "driver": "escher.io", "pool": p, "device": d} for p, d in devices
-        ]
-        self.cluster.put(
-            "resourceclaims",
-            uid,
-            {
-                "metadata": {"name": uid, "namespace": "default", "uid": uid},
-                "status": {"allocation": {"devices": {"results": results}}},
-            },
-        )
+        self.cluster.put("resourceclaims", uid, claim(uid, *devices))
+
+
+def claim(uid: str, *devices: tuple[str, str]) -> dict[str, Any]:
+    """A ResourceClaim kube-scheduler allocated: (pool, device) of our driver."""
+    results = [{"request": "r", "driver": "escher.io", "pool": p, "device": d} for p, d in devices]
+    return {
+        "metadata": {"name": uid, "namespace": "default", "uid": uid},
+        "status": {"allocation": {"devices": {"results": results}}},
+    }
 
 
 def ours(
@@ -212,6 +211,57 @@ def test_a_decrease_keeps_every_device_a_claim_holds(tmp_path: Path) -> None:
         assert s.devices() == ["u0", "u1", "u2", "u7"]
 
     scenario(tmp_path, body)
+
+
+def test_the_claims_are_the_allocations_a_decrease_is_checked_against(tmp_path: Path) -> None:
+    """Mode dra's allocations are the claims kube-scheduler writes (before it binds the pod):
+    each holds its devices in the ledger, per node and resource, so get_cluster_state counts
+    them and a decrease below them is refused; a claim released frees them. A device of a
+    pool another writer publishes is not counted."""
+
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 3, "n1": 3})
+        assert await s.durable()
+        s.claim("c1", ("n0/r/0", "u0"), ("n0/r/0", "u1"))
+        s.claim("c2", ("n1/r/0", "u2"), ("n1/gone/0", "u0"))  # a name no slice has shown
+        await settled(s, lambda: s.ledger.node("n1").used == {R: 1})  # type: ignore[union-attr]
+        assert s.ledger.node("n0").used == {R: 2}  # type: ignore[union-attr]
+        held = s.ledger.holding("claim:c1:n0")
+        assert held is not None and held.kind is HolderKind.CLAIM
+        assert policy.cluster_state(s.ledger.snapshot()).nodes["n0"][R].allocated == 2
+        with pytest.raises(Conflict, match="below the 2 already allocated"):
+            s.ledger.set_capacity(R, {"n0": 1})
+        s.cluster.delete("resourceclaims", "c1")
+        await settled(s, lambda: s.ledger.node("n0").used == {})  # type: ignore[union-attr]
+        s.ledger.set_capacity(R, {"n0": 1})
+        assert s.ledger.holding("claim:c1:n0") is None
+
+    scenario(tmp_path, body)
+
+
+def test_claims_are_held_again_after_a_restart_even_one_seen_before_its_slice(
+    tmp_path: Path,
+) -> None:
+    """A restarted replica rebuilds the same holdings from the claims, and a follower keeps
+    them as the leader does; a claim whose device's resource no slice has shown yet (two
+    watches, no order between them) is counted once one does."""
+
+    def before(cluster: Cluster) -> None:
+        cluster.put("resourceslices", "a", ours("a", "n0", "r", ["u0", "u1", "u2"]))
+        cluster.put("resourceclaims", "c1", claim("c1", ("n0/r/0", "u1")))
+        cluster.put("resourceclaims", "c2", claim("c2", ("n1/late/0", "u1")))
+
+    async def body(s: Setup) -> None:
+        assert s.ledger.node("n0").used == {R: 1}  # type: ignore[union-attr]
+        assert s.ledger.node("n1").used == {}  # type: ignore[union-attr]
+        s.cluster.put("resourceslices", "b", ours("b", "n1", "late", ["u0", "u1"]))
+        late = "escher.io/late"
+        await settled(s, lambda: s.ledger.node("n1").used == {late: 1})  # type: ignore[union-attr]
+        s.leading[0] = False
+        s.claim("c3", ("n0/r/0", "u2"))
+        await settled(s, lambda: s.ledger.node("n0").used == {R: 2})  # type: ignore[union-attr]
+
+    scenario(tmp_path, body, before=before)
 
 
 @pytest.mark.parametrize(("skip", "field"), [(False, None), (True, ["*"])])

@@ -229,6 +229,31 @@ def test_in_mode_dra_node_status_is_neither_adopted_nor_reported_and_a_leftover_
     assert len(warned) == 1 and warned[0].node == "n0"  # type: ignore[attr-defined]
 
 
+def test_in_mode_dra_a_bound_pod_holds_only_what_no_claim_counts(tmp_path: Path) -> None:
+    """Mode dra: kube-scheduler allocates a pod's domain requests as devices in a claim,
+    which the slice publisher counts; the pod itself holds only its other requests, so
+    nothing is counted twice (and a pod event still reports it)."""
+    cluster = Cluster()
+    cluster.add_node("n0")
+    pod = builders.pod("p", uid="u1", limits={R: "2", "cpu": "1"}, node="n0")
+    cluster.put("pods", "default/p", pod)
+
+    async def body() -> None:
+        ledger, events = Ledger("escher.io"), PodEvents()
+        seen: list[PodEvent] = []
+        events.subscribe(seen.append)
+        async with connected(cluster, tmp_path) as api:
+            view = ClusterView(
+                api, ledger, KEYS, events, Metrics(), lambda: True, node_resources=False
+            )
+            await view.sync()
+        held = ledger.holding("u1")
+        assert held is not None and dict(held.amounts) == {"cpu": 1000, "pods": 1}
+        assert [e.uid for e in seen] == ["u1"]
+
+    asyncio.run(body())
+
+
 def test_a_node_new_to_the_ledger_after_the_first_sync_is_announced_once(tmp_path: Path) -> None:
     """What the policy objects re-apply to a recreated node: nodes of the first list are not
     new, a node added later is, once, and again after it was deleted and created anew."""

@@ -318,6 +318,7 @@ def test_convert_hands_a_reserved_place_to_its_pod() -> None:
         ("hold", HolderKind.ASSUMED),
         ("reserve", HolderKind.RESERVATION),
         ("observe_bound", HolderKind.POD),
+        ("observe_claim", HolderKind.CLAIM),
         ("convert", HolderKind.ASSUMED),
     ],
 )
@@ -332,6 +333,8 @@ def test_no_holding_is_tracked_by_the_garbage_collector(how: str, kind: HolderKi
         assert lg.reserve([("h", "a", amounts)]) is None
     elif how == "observe_bound":
         lg.observe_bound("h", "a", amounts, priority=5)
+    elif how == "observe_claim":
+        lg.observe_bound("h", "a", amounts, kind=HolderKind.CLAIM)
     else:
         assert lg.reserve([("slot", "a", amounts)]) is None
         assert lg.convert("slot", "h", amounts)
@@ -378,10 +381,12 @@ def test_totals_follow_the_holdings() -> None:
     lg.hold("p", "a", {R: 1})
     lg.observe_bound("q", "b", {R: 1})
     lg.reserve([("s", "b", {"cpu": 100})])
+    lg.observe_bound("c", "a", {R: 1}, kind=HolderKind.CLAIM)
     t = lg.totals()
     assert (t.nodes, t.resources) == (2, 1)
-    assert t.holdings == {HolderKind.ASSUMED: 1, HolderKind.POD: 1, HolderKind.RESERVATION: 1}
+    assert t.holdings == dict.fromkeys(HolderKind, 1)
     assert [h.holder for h in lg.holders_on("b")] in (["q", "s"], ["s", "q"])
+    assert lg.node("a").used == {R: 2}  # type: ignore[union-attr]
 
 
 def test_adopting_a_nodes_capacities_is_not_something_to_write_back() -> None:
