@@ -264,8 +264,10 @@ def _add_bench(sub: Any) -> None:
         help="comma-separated of none,pure,extender (default: these three), extender-http "
         "(the verbs over plain HTTP instead of mutual TLS), extender-split (each exchange "
         "only for the pods that need it, as deploy/ runs it), extender-split-http (the "
-        "same over plain HTTP on loopback, as a sidecar would be called) and dra (pure with "
-        "the resources as DRA devices, allocated by kube-scheduler's DynamicResources)",
+        "same over plain HTTP on loopback, as deploy/overlays/sidecar runs it), dra (pure "
+        "with the resources as DRA devices, allocated by kube-scheduler's DynamicResources) "
+        "and none-markers (kube-scheduler alone, its nodes advertising the extender's "
+        "markers: what they cost it apart)",
     )
     e.add_argument(
         "--wake-trials",

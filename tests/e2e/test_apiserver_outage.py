@@ -26,7 +26,11 @@ from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload
 
 # Probe latency is judged against the liveness timeout: alone, not beside other clusters.
-pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.cluster(nodes=3, mode="extender")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.serial,
+    pytest.mark.cluster(nodes=3, mode="extender", scope="every-pod"),
+]
 
 CALLS = 200
 MANIFEST = Path(__file__).parents[2] / "deploy" / "base" / "extender.yaml"

@@ -26,6 +26,7 @@ COMPONENTS = ("extender", "kube-scheduler", "kube-apiserver", "etcd", "kube-cont
 # repetition: the same machine state, minutes apart at most.
 RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
     "plain": (
+        ("none-markers", "none"),
         ("extender", "none"),
         ("pure", "none"),
         ("extender-http", "none"),

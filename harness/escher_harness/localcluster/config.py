@@ -27,6 +27,9 @@ from extender.core.pod import Keys
 
 Mode = Literal["none", "extender", "pure", "dra"]
 MODES: Final[tuple[Mode, ...]] = ("none", "extender", "pure", "dra")
+# Which pods kube-scheduler sends the extender in mode extender (ClusterSpec.scope).
+Scope = Literal["split", "every-pod"]
+SCOPES: Final[tuple[Scope, ...]] = ("split", "every-pod")
 
 DEFAULT_RESOURCE_DOMAIN: Final = "escher.io"
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
@@ -368,8 +371,9 @@ def extender_command(
     """The extender service, run with this interpreter so it uses the same installation.
     With `identity`, as one of several replicas: it competes for the Lease
     LEASE_NAMESPACE/LEASE_NAME under that name (LeaseTimes.environment gives the durations).
-    With `verbs_port` and `verbs_tls`, kube-scheduler's verbs are served there only, over TLS,
-    to the holder of the client certificate the CA signed; the policy API stays plain HTTP."""
+    With `verbs_port`, kube-scheduler's verbs are served there only: with `verbs_tls` over TLS,
+    to the holder of the client certificate the CA signed, else over plain HTTP on loopback
+    (deploy/'s sidecar layout); the policy API stays plain HTTP."""
     command = [
         sys.executable, "-m", "extender", "serve",
         "--host", "127.0.0.1",
@@ -390,9 +394,12 @@ def extender_command(
             "--lease-name", LEASE_NAME,
             "--lease-namespace", LEASE_NAMESPACE,
         ]  # fmt: skip
+    if verbs_port is not None:
+        command += ["--verbs-port", str(verbs_port)]
+    if verbs_port is not None and verbs_tls is None:
+        command += ["--verbs-plain"]  # on --host, loopback
     if verbs_port is not None and verbs_tls is not None:
         command += [
-            "--verbs-port", str(verbs_port),
             "--verbs-tls-cert-file", str(verbs_tls.server_cert),
             "--verbs-tls-key-file", str(verbs_tls.server_key),
             "--verbs-client-ca-file", str(verbs_tls.ca),
