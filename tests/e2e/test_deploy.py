@@ -281,13 +281,13 @@ def local_scheduler_config(rendered: list[dict[str, Any]], url: str, tls: Tls, o
     return out
 
 
-def service_account_token(kubeconfig: Path) -> str:
+def service_account_token(kubeconfig: Path, account: str = SERVICE_ACCOUNT) -> str:
     """A token for the ServiceAccount from the TokenRequest API (as a pod's projected one)."""
     core = client.CoreV1Api(api_client(kubeconfig))
     # No audiences: the API server's own, as for a pod's token.
     spec = client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
     request = client.AuthenticationV1TokenRequest(spec=spec)
-    reply = core.create_namespaced_service_account_token(SERVICE_ACCOUNT, NAMESPACE, request)
+    reply = core.create_namespaced_service_account_token(account, NAMESPACE, request)
     assert reply.status is not None and reply.status.token
     return reply.status.token
 
