@@ -41,18 +41,16 @@ from rbac import EXPECTED
 from test_deploy import (
     BOOTSTRAP_GRANTS,
     TOUCH_REFUSAL,
-    apply,
+    deploy_overlay,
     gang_of_one,
     metric,
-    render,
-    service_account_token,
 )
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster import config as launcher
 from escher_harness.localcluster.binaries import find_binaries, find_kubectl
-from escher_harness.localcluster.config import SCHEDULER_ENV, render_kubeconfig
+from escher_harness.localcluster.config import SCHEDULER_ENV
 from escher_harness.localcluster.errors import MissingBinaryError
 from escher_harness.localcluster.health import wait_ready
 from escher_harness.localcluster.pki import make_pki
@@ -141,12 +139,9 @@ def env(
     except MissingBinaryError as e:
         pytest.fail(str(e), pytrace=False)
     d = tmp_path_factory.mktemp("deploy-sidecar")
-    rendered = render(kubectl, "sidecar")
-    apply(kubectl, cluster.kubeconfig, [x for x in rendered if x["kind"] == "Namespace"])
-    warnings = apply(kubectl, cluster.kubeconfig, rendered)
-    sa_kubeconfig = d / f"{ACCOUNT}.kubeconfig"
-    token = service_account_token(cluster.kubeconfig, ACCOUNT)
-    sa_kubeconfig.write_text(render_kubeconfig(cluster.apiserver, token))
+    rendered, warnings, sa_kubeconfig = deploy_overlay(
+        kubectl, cluster, "sidecar", ACCOUNT, d / f"{ACCOUNT}.kubeconfig"
+    )
     pki = make_pki(d / "ca")
     ports = allocate_ports({"policy": None, "verbs": None, "scheduler": None})
     records: list[ProcessRecord] = []
