@@ -416,3 +416,21 @@ def test_without_verbs_tls_the_verbs_have_a_plain_listener_of_their_own() -> Non
     )
     assert command[-3:] == ["--verbs-port", "7", "--verbs-plain"]
     assert command[command.index("--host") + 1] == "127.0.0.1"
+
+
+def test_the_verbs_can_be_http1_over_mutual_tls(tmp_path: Path) -> None:
+    """What HTTP/2 costs the exchanges that hold no call open (bench extender's
+    extender-split-h1): the same mutual TLS, uvicorn's HTTP/1.1."""
+    from escher_harness.localcluster import ClusterSpec
+
+    command = config.extender_command(
+        port=4, kubeconfig=KUBECONFIG, mode="extender", token="t", verbs_port=7, verbs_tls=PKI,
+        verbs_http2=False,
+    )  # fmt: skip
+    assert command[-9:] == [
+        "--verbs-port", "7", "--verbs-tls-cert-file", "/pki/tls",
+        "--verbs-tls-key-file", "/pki/tls.key", "--verbs-client-ca-file", "/pki/ca",
+        "--no-verbs-http2",
+    ]  # fmt: skip
+    with pytest.raises(ClusterError, match="verbs_tls and verbs_http2 are the verbs' listener"):
+        ClusterSpec(dir=tmp_path, mode="pure", verbs_http2=False)

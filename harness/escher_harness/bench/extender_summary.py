@@ -31,6 +31,7 @@ RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("pure", "none"),
         ("extender-http", "none"),
         ("extender-split", "none"),
+        ("extender-split-h1", "none"),
         ("extender-split-http", "none"),
         ("dra", "none"),
     ),
@@ -41,6 +42,7 @@ RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
                 "extender",
                 "extender-http",
                 "extender-split",
+                "extender-split-h1",
                 "extender-split-http",
                 "dra",
             )

@@ -71,6 +71,7 @@ Mode = Literal[
     "extender",
     "extender-http",
     "extender-split",
+    "extender-split-h1",
     "extender-split-http",
     "dra",
 ]
@@ -80,6 +81,8 @@ MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
 # instead of mutual TLS (what deploy/ and the embedded cluster run), to measure what TLS costs.
 # extender-split: extender mode as deploy/ runs it (ClusterSpec.split): each exchange only for
 # the pods marked for it by deploy's admission policy; here only `prefer` pods get one.
+# extender-split-h1: the same over mutual TLS and HTTP/1.1 (uvicorn) instead of HTTP/2: what
+# a listener of its own for the prioritize entry would give the pods with a preference.
 # extender-split-http: the same over plain HTTP/1.1 on loopback, as deploy/'s sidecar overlay
 # runs it (the extender a container of kube-scheduler's pod: no TLS, no Service).
 # none-markers: kube-scheduler alone, its nodes advertising the extender's two markers as the
@@ -90,6 +93,7 @@ ALL_MODES: Final[tuple[Mode, ...]] = (
     "none-markers",
     "extender-http",
     "extender-split",
+    "extender-split-h1",
     "extender-split-http",
     "dra",
 )
@@ -188,6 +192,7 @@ def _cluster(
             nodes=setup.nodes,
             mode=_cluster_mode(mode),
             verbs_tls=not mode.endswith("-http"),
+            verbs_http2=not mode.endswith("-h1"),
             # extender and extender-http send every pod every exchange, as before the split.
             scope="every-pod" if mode in ("extender", "extender-http") else "split",
             node_resources=(

@@ -139,6 +139,10 @@ class ClusterSpec:
     # over plain HTTP on a listener of their own on loopback, as deploy/'s sidecar overlay
     # runs them (the extender a container of kube-scheduler's pod).
     verbs_tls: bool = True
+    # ... and over mutual TLS the verbs' listener speaks HTTP/2 (hypercorn), as deploy/ runs
+    # it. False: HTTP/1.1 only (uvicorn, --no-verbs-http2), to measure what HTTP/2 costs the
+    # exchanges that hold no call open (prioritize).
+    verbs_http2: bool = True
     # In extender mode, which pods kube-scheduler sends the extender. "split" (deploy/'s
     # extender overlay): each exchange only for the pods marked for it,
     # scheduler-config/extender-split.yaml and deploy's marker admission policy
@@ -178,6 +182,8 @@ class ClusterSpec:
             raise ClusterError(
                 f"scope {self.scope} is a way of calling the extender: it needs mode extender"
             )
+        if not (self.verbs_tls and self.verbs_http2) and self.mode != "extender":
+            raise ClusterError("verbs_tls and verbs_http2 are the verbs' listener: mode extender")
         if self.gang_gate and self.mode != "extender":
             raise ClusterError("gang_gate holds gangs for the extender: it needs mode extender")
         if self.proxy_poll <= 0:
@@ -683,6 +689,7 @@ def _start(
             identity=identity,
             verbs_port=verbs_port,
             verbs_tls=verbs_tls,
+            verbs_http2=spec.verbs_http2,
         )
 
     gate_env = {"ESCHER_GANG_GATE_SWITCH": gangate.switch_name()} if spec.gang_gate else {}

@@ -367,13 +367,15 @@ def extender_command(
     identity: str | None = None,
     verbs_port: int | None = None,
     verbs_tls: Pki | None = None,
+    verbs_http2: bool = True,
 ) -> list[str]:
     """The extender service, run with this interpreter so it uses the same installation.
     With `identity`, as one of several replicas: it competes for the Lease
     LEASE_NAMESPACE/LEASE_NAME under that name (LeaseTimes.environment gives the durations).
     With `verbs_port`, kube-scheduler's verbs are served there only: with `verbs_tls` over TLS,
     to the holder of the client certificate the CA signed, else over plain HTTP on loopback
-    (deploy/'s sidecar layout); the policy API stays plain HTTP."""
+    (deploy/'s sidecar layout); the policy API stays plain HTTP. Over TLS the verbs speak
+    HTTP/2 unless `verbs_http2` is False."""
     command = [
         sys.executable, "-m", "extender", "serve",
         "--host", "127.0.0.1",
@@ -404,6 +406,8 @@ def extender_command(
             "--verbs-tls-key-file", str(verbs_tls.server_key),
             "--verbs-client-ca-file", str(verbs_tls.ca),
         ]  # fmt: skip
+        if not verbs_http2:
+            command += ["--no-verbs-http2"]
     return command
 
 
