@@ -62,11 +62,12 @@ def _configs(settings: Settings, app: object, metrics: Metrics) -> list[uvicorn.
         api_tls = server_tls((s.tls_cert_file, s.tls_key_file), None)
     api = protocol(pending(s, metrics, "api"), api_tls)
     configs = [uvicorn.Config(app, host=s.host, port=s.port, http=api, **common)]  # type: ignore[arg-type]
-    certificate = s.verbs_certificate()
-    if s.verbs_port is not None and certificate is not None and not s.verbs_http2:
-        tls = server_tls(certificate, s.verbs_client_ca_file)
+    if s.verbs_port is not None and _verbs_server(s) == "uvicorn":
+        certificate = s.verbs_certificate()
+        tls = server_tls(certificate, s.verbs_client_ca_file) if certificate else None
         verbs = protocol(pending(s, metrics, "verbs"), tls)
-        configs.append(uvicorn.Config(app, host=s.host, port=s.verbs_port, http=verbs, **common))  # type: ignore[arg-type]
+        host = s.verbs_address()
+        configs.append(uvicorn.Config(app, host=host, port=s.verbs_port, http=verbs, **common))  # type: ignore[arg-type]
     return configs
 
 
@@ -90,14 +91,20 @@ def server_tls(certificate: tuple[Path, Path], client_ca: Path | None) -> ssl.SS
     return context
 
 
+def _verbs_server(s: Settings) -> str:
+    """Which server the verbs' own listener runs on: hypercorn for HTTP/2 (over TLS, the only
+    way kube-scheduler's client speaks it), else uvicorn, cheaper per call."""
+    return "hypercorn" if s.verbs_certificate() is not None and s.verbs_http2 else "uvicorn"
+
+
 def _http2_verbs_config(settings: Settings) -> HypercornConfig | None:
     """The verbs' HTTP/2 listener (hypercorn), unless they are HTTP/1.1 only."""
     s = settings
     certificate = s.verbs_certificate()
-    if s.verbs_port is None or certificate is None or not s.verbs_http2:
+    if s.verbs_port is None or certificate is None or _verbs_server(s) != "hypercorn":
         return None
     return verbs_listener.config(
-        s.host,
+        s.verbs_address(),
         s.verbs_port,
         certificate,
         s.verbs_client_ca_file,

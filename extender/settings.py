@@ -8,6 +8,7 @@ environment. A setting that cannot work is refused at start with a message namin
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
@@ -21,6 +22,16 @@ from extender.gang import topology
 # Finite: an infinite timeout or backoff is a hang, and NaN compares false with everything.
 Seconds = FiniteFloat
 Mode = Literal["standalone", "pure", "extender", "dra"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable only from this network namespace (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Settings(BaseSettings):
@@ -39,6 +50,14 @@ class Settings(BaseSettings):
         le=65535,
         description="serve kube-scheduler's verbs on this port only (TLS; with "
         "verbs_client_ca_file, mutual TLS); the verbs are then refused on port",
+    )
+    verbs_host: str | None = Field(
+        None, description="address of the verbs listener (default: host)"
+    )
+    verbs_plain: bool = Field(
+        False,
+        description="serve verbs_port over plain HTTP/1.1, only on a loopback verbs_host: the "
+        "extender as a container of kube-scheduler's pod (deploy/overlays/sidecar)",
     )
     verbs_client_ca_file: Path | None = Field(
         None, description="require kube-scheduler's client certificate, signed by this CA"
@@ -299,12 +318,32 @@ class Settings(BaseSettings):
         return topology.parse(self.gang_topology)
 
     def verbs_certificate(self) -> tuple[Path, Path] | None:
-        """The verbs listener's certificate and key: its own, else the service's."""
+        """The verbs listener's certificate and key: its own, else the service's (none when
+        they are plain)."""
+        if self.verbs_plain:
+            return None
         if self.verbs_tls_cert_file is not None and self.verbs_tls_key_file is not None:
             return self.verbs_tls_cert_file, self.verbs_tls_key_file
         if self.tls_cert_file is not None and self.tls_key_file is not None:
             return self.tls_cert_file, self.tls_key_file
         return None
+
+    def verbs_address(self) -> str:
+        """The verbs listener's address: its own, else the service's."""
+        return self.host if self.verbs_host is None else self.verbs_host
+
+    def _plain_verbs(self) -> None:
+        """Without TLS anyone who reaches the verbs can have /bind create Bindings: only the
+        network namespace's own loopback (a container beside kube-scheduler in its pod)."""
+        if self.verbs_port is None:
+            raise ValueError("verbs_plain needs verbs_port (the verbs' own listener)")
+        if not is_loopback(self.verbs_address()):
+            raise ValueError(
+                f"verbs_plain serves the verbs without TLS: only on a loopback verbs_host, "
+                f"not {self.verbs_address()!r}"
+            )
+        if self.verbs_client_ca_file is not None or self.verbs_tls_cert_file is not None:
+            raise ValueError("verbs_plain serves no TLS: no verbs certificate or client CA")
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -312,10 +351,12 @@ class Settings(BaseSettings):
             raise ValueError("tls_cert_file and tls_key_file must be given together")
         if self.verbs_client_ca_file is not None and self.verbs_port is None:
             raise ValueError("verbs_client_ca_file needs verbs_port (the mutual-TLS listener)")
-        if self.verbs_port is not None and self.verbs_certificate() is None:
+        if self.verbs_plain:
+            self._plain_verbs()
+        elif self.verbs_port is not None and self.verbs_certificate() is None:
             raise ValueError(
                 "verbs_port serves TLS: give tls_cert_file and tls_key_file (or "
-                "verbs_tls_cert_file and verbs_tls_key_file)"
+                "verbs_tls_cert_file and verbs_tls_key_file), or verbs_plain on loopback"
             )
         if (self.verbs_tls_cert_file is None) != (self.verbs_tls_key_file is None):
             raise ValueError("give verbs_tls_cert_file and verbs_tls_key_file together")

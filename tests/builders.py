@@ -111,3 +111,11 @@ def walked() -> int:
         1 + (len(o) if isinstance(o, (list, tuple, set, frozenset, dict)) else 0)
         for o in gc.get_objects()
     )
+
+
+def cluster_of(mode: str) -> dict[str, str]:
+    """The cluster fields of a test run in every mode. In mode extender these tests exercise
+    the extender's verbs for every pod, so kube-scheduler sends it every pod every exchange
+    (scope every-pod); tests/e2e/test_split.py and test_deploy.py run the split, the
+    embedded cluster's default."""
+    return {"mode": mode, "scope": "every-pod"} if mode == "extender" else {"mode": mode}

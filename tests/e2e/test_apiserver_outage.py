@@ -56,7 +56,9 @@ def shown(cluster: localcluster.ClusterInfo, work: Workload) -> dict[str, dict[s
     return {n: work.node_resources(n, f"{domain}/outage-")["allocatable"] for n in cluster.nodes}
 
 
-@pytest.mark.parametrize("cluster", [{"mode": "extender"}, {"mode": "dra"}], indirect=True)
+@pytest.mark.parametrize(
+    "cluster", [{"mode": "extender", "scope": "every-pod"}, {"mode": "dra"}], indirect=True
+)
 def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
     cluster: localcluster.ClusterInfo,
 ) -> None:

@@ -237,6 +237,21 @@ def apply(kubectl: Path, kubeconfig: Path, docs: list[dict[str, Any]], *flags: s
     return r.stderr
 
 
+def deploy_overlay(
+    kubectl: Path, info: localcluster.ClusterInfo, overlay: str, account: str, out: Path
+) -> tuple[list[dict[str, Any]], str, Path]:
+    """The overlay rendered and applied with server-side apply, its namespace first (the
+    ServiceAccounts and Roles live in it, and its Pod Security labels are in force for what
+    follows): the objects, the API server's warnings, and a kubeconfig at `out` with a token
+    of the ServiceAccount `account`, as its pod would have."""
+    rendered = render(kubectl, overlay)
+    apply(kubectl, info.kubeconfig, [x for x in rendered if x["kind"] == "Namespace"])
+    warnings = apply(kubectl, info.kubeconfig, rendered)
+    token = service_account_token(info.kubeconfig, account)
+    out.write_text(render_kubeconfig(info.apiserver, token))
+    return rendered, warnings, out
+
+
 def extender_args(rendered: list[dict[str, Any]]) -> list[str]:
     """The extender container's arguments, as the overlay renders them."""
     (deployment,) = [
@@ -281,13 +296,13 @@ def local_scheduler_config(rendered: list[dict[str, Any]], url: str, tls: Tls, o
     return out
 
 
-def service_account_token(kubeconfig: Path) -> str:
+def service_account_token(kubeconfig: Path, account: str = SERVICE_ACCOUNT) -> str:
     """A token for the ServiceAccount from the TokenRequest API (as a pod's projected one)."""
     core = client.CoreV1Api(api_client(kubeconfig))
     # No audiences: the API server's own, as for a pod's token.
     spec = client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
     request = client.AuthenticationV1TokenRequest(spec=spec)
-    reply = core.create_namespaced_service_account_token(SERVICE_ACCOUNT, NAMESPACE, request)
+    reply = core.create_namespaced_service_account_token(account, NAMESPACE, request)
     assert reply.status is not None and reply.status.token
     return reply.status.token
 
@@ -319,12 +334,8 @@ def env(
     )
     e: Env | None = None
     try:
-        # The namespace first, so its Pod Security labels are in force for what follows.
-        apply(kubectl, info.kubeconfig, [x for x in rendered if x["kind"] == "Namespace"])
-        warnings = apply(kubectl, info.kubeconfig, rendered)
-        sa_kubeconfig = d / "escher-extender.kubeconfig"
-        sa_kubeconfig.write_text(
-            render_kubeconfig(info.apiserver, service_account_token(info.kubeconfig))
+        _, warnings, sa_kubeconfig = deploy_overlay(
+            kubectl, info, mode, SERVICE_ACCOUNT, d / "escher-extender.kubeconfig"
         )
         e = Env(
             mode,

@@ -36,15 +36,13 @@ from rbac import EXPECTED
 from test_deploy import (
     BOOTSTRAP_GRANTS,
     RBAC_REFUSAL,
-    apply,
-    render,
-    service_account_token,
+    SERVICE_ACCOUNT,
+    deploy_overlay,
 )
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.binaries import find_kubectl
-from escher_harness.localcluster.config import render_kubeconfig
 from escher_harness.localcluster.errors import MissingBinaryError
 from extender.adapters.slices import MANAGED_BY
 
@@ -124,14 +122,8 @@ def api(
         kubectl = find_kubectl()
     except MissingBinaryError as e:
         pytest.fail(str(e), pytrace=False)
-    rendered = render(kubectl, "dra")
-    # The namespace first: the ServiceAccount and the Roles live in it.
-    apply(kubectl, cluster.kubeconfig, [d for d in rendered if d["kind"] == "Namespace"])
-    apply(kubectl, cluster.kubeconfig, rendered)
-    sa_kubeconfig = tmp_path_factory.mktemp("deploy-dra") / "escher-extender.kubeconfig"
-    sa_kubeconfig.write_text(
-        render_kubeconfig(cluster.apiserver, service_account_token(cluster.kubeconfig))
-    )
+    out = tmp_path_factory.mktemp("deploy-dra") / "escher-extender.kubeconfig"
+    _, _, sa_kubeconfig = deploy_overlay(kubectl, cluster, "dra", SERVICE_ACCOUNT, out)
     a = Api(
         cluster.nodes[0],
         client.ResourceV1Api(api_client(cluster.kubeconfig)),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from builders import cluster_of
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
@@ -24,7 +25,7 @@ MODES = ["extender", "pure"]
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.cluster(nodes=4, node_labels={"pool": "general"}),
-    pytest.mark.parametrize("cluster", [{"mode": m} for m in MODES], ids=MODES, indirect=True),
+    pytest.mark.parametrize("cluster", [cluster_of(m) for m in MODES], ids=MODES, indirect=True),
 ]
 _names = itertools.count()
 

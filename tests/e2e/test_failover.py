@@ -52,7 +52,13 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.serial,
     pytest.mark.cluster(
-        nodes=NODES, mode="extender", node_cpu="4", replicas=2, lease=LEASE, proxy_poll=0.1
+        nodes=NODES,
+        mode="extender",
+        scope="every-pod",
+        node_cpu="4",
+        replicas=2,
+        lease=LEASE,
+        proxy_poll=0.1,
     ),
 ]
 RESOURCE = "escher.io/fo"  # one unit per node

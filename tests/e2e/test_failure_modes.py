@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from builders import cluster_of
 from kubernetes import client
 
 from escher_harness import localcluster
@@ -54,7 +55,7 @@ def eventually(what: str, check: Callable[[], bool], timeout: float = 30.0) -> N
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("fresh_cluster", [{"mode": m} for m in MODES], ids=MODES, indirect=True)
+@pytest.mark.parametrize("fresh_cluster", [cluster_of(m) for m in MODES], ids=MODES, indirect=True)
 def test_service_down_node_reset_and_node_recreated(
     fresh_cluster: localcluster.ClusterInfo,
 ) -> None:

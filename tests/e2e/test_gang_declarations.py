@@ -25,7 +25,9 @@ from escher_harness.workload import Workload, pod_manifest
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.cluster(nodes=4, mode="extender", node_cpu="4", gang_declarations=True),
+    pytest.mark.cluster(
+        nodes=4, mode="extender", scope="every-pod", node_cpu="4", gang_declarations=True
+    ),
 ]
 
 

@@ -20,7 +20,10 @@ from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=4, mode="extender", node_cpu="2")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.cluster(nodes=4, mode="extender", scope="every-pod", node_cpu="2"),
+]
 
 
 def member(gang: str, i: int, size: int, cpu: str = "1", **spec: Any) -> dict[str, Any]:

@@ -19,7 +19,10 @@ from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload, pod_manifest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=4, mode="extender", node_cpu="2")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.cluster(nodes=4, mode="extender", scope="every-pod", node_cpu="2"),
+]
 
 GATE = "escher.io/gang"
 

@@ -22,7 +22,10 @@ from escher_harness.kubeclient import api_client
 from escher_harness.workload import PodChange, Workload, pod_manifest
 from extender.esl.client import PolicyClient
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=3, mode="extender", node_cpu="4")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.cluster(nodes=3, mode="extender", scope="every-pod", node_cpu="4"),
+]
 
 
 def member(gang: str, i: int, size: int, cpu: str, timeout: float = 60) -> dict[str, Any]:

@@ -26,7 +26,9 @@ KEYS = Keys.for_domain("escher.io")
 TOPOLOGY = Topology(rack_nodes=2, racks_per_block=2, blocks_per_zone=2)
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.cluster(nodes=6, mode="extender", node_cpu="4", node_topology=TOPOLOGY),
+    pytest.mark.cluster(
+        nodes=6, mode="extender", scope="every-pod", node_cpu="4", node_topology=TOPOLOGY
+    ),
 ]
 
 

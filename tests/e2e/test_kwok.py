@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from builders import cluster_of
 from kubernetes import client, watch
 
 from escher_harness.kubeclient import api_client
@@ -59,7 +60,7 @@ def gate(request: pytest.FixtureRequest, local_cluster: ClusterFactory) -> Itera
         info = local_cluster(nodes=1, node_cpu="2")
         yield Gate(info, limits={"cpu": "1"}, requests={"cpu": "1"})
         return
-    info = local_cluster(nodes=1, mode=mode)
+    info = local_cluster(nodes=1, **cluster_of(mode))
     assert info.extender_url and info.token
     with PolicyClient(info.extender_url, info.token) as policy:
         resource = policy.set_resource("slot", 1, node=info.nodes[0]).resource

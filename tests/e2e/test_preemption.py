@@ -17,7 +17,7 @@ from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload, pod_manifest
 from extender.esl.client import PolicyClient
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=2, mode="extender")]
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=2, mode="extender", scope="every-pod")]
 
 
 def metric(text: str, name: str, labels: str) -> float:

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from builders import cluster_of
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
@@ -32,7 +33,9 @@ def _ephemeral(policy: PolicyClient, domain: str) -> dict[str, dict[str, tuple[i
 
 @pytest.mark.parametrize("mode", ["extender", "pure", "dra"])
 def test_sigkill_and_restart_loses_nothing(mode: str, tmp_path: Path) -> None:
-    info = localcluster.up(localcluster.ClusterSpec(dir=tmp_path / "c", nodes=3, mode=mode))
+    info = localcluster.up(
+        localcluster.ClusterSpec(dir=tmp_path / "c", nodes=3, **cluster_of(mode))
+    )
     try:
         assert info.extender_url and info.token
         work = Workload(api_client(info.kubeconfig))

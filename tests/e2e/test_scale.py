@@ -22,7 +22,12 @@ NODES = 5000
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.cluster(
-        nodes=NODES, mode="extender", timeout=300, client_qps=500, client_burst=1000
+        nodes=NODES,
+        mode="extender",
+        scope="every-pod",
+        timeout=300,
+        client_qps=500,
+        client_burst=1000,
     ),
 ]
 RARE = ("node-17", "node-4242")

@@ -1,11 +1,12 @@
 """Extender mode as deploy/ runs it: each exchange only for the pods that need it.
 
 The embedded cluster runs kube-scheduler with scheduler-config/extender-split.yaml and
-deploy/'s marker admission policy (`ClusterSpec(split=True)`): gang members are marked for
-filter, bind and preempt, pods with a preference for prioritize, and every other pod goes
-through no exchange (tests/e2e/test_deploy.py proves the policy as deploy/ installs it).
-Here: a plain pod and a pod that only requests an ephemeral resource are placed and bound by
-kube-scheduler alone, the second held to the written-back resource by NodeResourcesFit;
+deploy/'s marker admission policy (mode extender's default, ClusterSpec.scope "split"): gang
+members are marked for filter, bind and preempt, pods with a preference for prioritize, and
+every other pod goes through no exchange (tests/e2e/test_deploy.py proves the policy as
+deploy/ installs it). Here: a plain pod and a pod that only requests an ephemeral resource
+are placed and bound by kube-scheduler alone, the second held to the written-back resource by
+NodeResourcesFit;
 gang members are filtered and bound by the extender; a pod waiting for an ephemeral
 resource, in every class, is bound within seconds of the resource being set (the markers,
 which the extender advertises on every node, keep kube-scheduler's queueing hints working);
@@ -31,7 +32,7 @@ from extender.esl.client import PolicyAPIError, PolicyClient
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.cluster(nodes=3, node_cpu="4", mode="extender", split=True, kwok=False),
+    pytest.mark.cluster(nodes=3, node_cpu="4", mode="extender", kwok=False),
 ]
 
 _names = itertools.count()

@@ -189,7 +189,13 @@ def deployment(docs: list[Doc], name: str) -> Doc:
 
 
 def container(docs: list[Doc], name: str) -> Doc:
-    (c,) = deployment(docs, name)["spec"]["template"]["spec"]["containers"]
+    """The Deployment `name`'s own container (the first: kube-scheduler's before a sidecar's),
+    or, without such a Deployment, the extender's container in the pod it runs in (the
+    sidecar layout: the scheduler's)."""
+    pods = {d["metadata"]["name"]: d["spec"]["template"]["spec"] for d in kinds(docs, "Deployment")}
+    if name in pods:
+        return dict(pods[name]["containers"][0])
+    (c,) = [c for pod in pods.values() for c in pod["containers"] if c["name"] == "extender"]
     return dict(c)
 
 
@@ -228,7 +234,8 @@ def walk(node: Any) -> Iterator[Any]:
 
 def test_the_documented_combinations_are_there() -> None:
     names = {p.name.removesuffix("-values.yaml") for p in CI}
-    assert {"default", "pure", "dra", "every-pod", "no-gang-gate", "single-replica", "cert-manager",
+    assert {"default", "pure", "dra", "every-pod", "sidecar", "no-gang-gate", "single-replica",
+            "cert-manager",
             "external-secrets", "monitoring"} <= names  # fmt: skip
 
 
@@ -247,6 +254,7 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     docs = render(None, path)
     name, scheduler = fullname(values), values["scheduler"]["name"]
     extender_mode = values["mode"] == "extender"
+    sidecar = extender_mode and values["layout"] == "sidecar"
     dra_mode = values["mode"] == "dra"
     replicas = values["replicas"]
     cert_manager = values["tls"]["certManager"]["enabled"]
@@ -272,14 +280,18 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     # Replicas: leader election, and a budget only when there is a follower.
     election = values["leaderElection"]["enabled"]
     assert has("Role", f"{name}-leader-election") == election
-    budget = values["podDisruptionBudget"]["enabled"] and replicas > 1
+    budget = values["podDisruptionBudget"]["enabled"] and replicas > 1 and not sidecar
     assert has("PodDisruptionBudget", name) == budget
+    # The sidecar layout: the extender in the scheduler's pod, as its ServiceAccount.
+    assert has("Deployment", name) == has("ServiceAccount", name) == (not sidecar)
     assert has("NetworkPolicy", name) == values["networkPolicy"]["enabled"]
     # TLS and the token.
     assert has("Secret", f"{name}-tls") == generated
-    assert has("Secret", f"{scheduler}-client-tls") == (generated and extender_mode)
+    assert has("Secret", f"{scheduler}-client-tls") == (generated and extender_mode and not sidecar)
     assert has("Certificate", name) == cert_manager
-    assert has("Certificate", f"{scheduler}-client") == (cert_manager and extender_mode)
+    assert has("Certificate", f"{scheduler}-client") == (
+        cert_manager and extender_mode and not sidecar
+    )
     own_issuer = cert_manager and not values["tls"]["certManager"]["issuerRef"]["name"]
     assert has("Issuer", f"{name}-ca") == has("Certificate", f"{name}-ca") == own_issuer
     assert has("Secret", f"{name}-token") == (not values["token"]["existingSecret"])
@@ -301,12 +313,20 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     own = api["extender"]
     assert args.kube_qps == (own.get("qps") or api["qps"])
     assert args.kube_burst == (own.get("burst") or api["burst"])
-    spec = deployment(docs, name)["spec"]
-    assert spec["replicas"] == replicas
-    assert spec["strategy"]["type"] == ("RollingUpdate" if election else "Recreate")
-    affinity = spec["template"]["spec"].get("affinity", {}).get("podAntiAffinity", {})
-    spread = values["antiAffinity"] != "none" and replicas > 1
-    assert [k.split("During")[0] for k in affinity] == ([values["antiAffinity"]] if spread else [])
+    assert args.verbs_host == ("127.0.0.1" if sidecar else None)
+    if sidecar:
+        # One pod, never two at once: its kube-scheduler calls its own extender.
+        spec = deployment(docs, scheduler)["spec"]
+        assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    else:
+        spec = deployment(docs, name)["spec"]
+        assert spec["replicas"] == replicas
+        assert spec["strategy"]["type"] == ("RollingUpdate" if election else "Recreate")
+        affinity = spec["template"]["spec"].get("affinity", {}).get("podAntiAffinity", {})
+        spread = values["antiAffinity"] != "none" and replicas > 1
+        assert [k.split("During")[0] for k in affinity] == (
+            [values["antiAffinity"]] if spread else []
+        )
 
     # The scheduler's configuration.
     config = scheduler_config(docs, scheduler)
@@ -355,6 +375,10 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
 def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str = RELEASE) -> None:
     """The objects refer to one another as they must for the release to work."""
     name, scheduler = fullname(values, release), values["scheduler"]["name"]
+    sidecar = values["mode"] == "extender" and values["layout"] == "sidecar"
+    # Where the extender runs, and as whom: its own Deployment and ServiceAccount, or the
+    # scheduler's (sidecar).
+    pod_of, account = (scheduler, scheduler) if sidecar else (name, name)
     objects = by_key(docs)
     namespaced = {"ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "Secret",
                   "ConfigMap", "PodDisruptionBudget", "NetworkPolicy", "Certificate", "Issuer",
@@ -383,7 +407,9 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
     if not values["tls"]["generate"] and not values["tls"]["certManager"]["enabled"]:
         secrets |= {f"{name}-tls", f"{scheduler}-client-tls"}  # the operator's own
     secrets |= {values["token"]["existingSecret"]} - {""}
-    for workload in (name, scheduler):
+    for workload in {name: None, scheduler: None, pod_of: None}.keys() & {
+        d["metadata"]["name"] for d in kinds(docs, "Deployment")
+    }:
         d = deployment(docs, workload)
         pod = d["spec"]["template"]
         assert d["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
@@ -396,19 +422,19 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
                 assert volume["secret"]["secretName"] in secrets, volume
             else:
                 assert ("ConfigMap", NAMESPACE, volume["configMap"]["name"]) in objects
-        (c,) = spec["containers"]
-        mounted = {m["name"] for m in c["volumeMounts"]}
+        mounted = {m["name"] for c in spec["containers"] for m in c["volumeMounts"]}
         assert mounted == {v["name"] for v in spec["volumes"]}
-        for env in c.get("env", []):
-            if "valueFrom" in env:
-                assert env["valueFrom"]["secretKeyRef"]["name"] in secrets
-        assert c["image"] and c["imagePullPolicy"]
         # Pod Security "restricted", which deploy/'s namespace enforces.
         assert spec["securityContext"]["runAsNonRoot"] is True
-        assert c["securityContext"]["allowPrivilegeEscalation"] is False
-        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        for c in spec["containers"]:
+            for env in c.get("env", []):
+                if "valueFrom" in env:
+                    assert env["valueFrom"]["secretKeyRef"]["name"] in secrets
+            assert c["image"] and c["imagePullPolicy"]
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False
+            assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
 
-    extender_labels = deployment(docs, name)["spec"]["template"]["metadata"]["labels"]
+    extender_labels = deployment(docs, pod_of)["spec"]["template"]["metadata"]["labels"]
     scheduler_labels = deployment(docs, scheduler)["spec"]["template"]["metadata"]["labels"]
     service = find(docs, "Service", name)
     assert service["spec"]["selector"].items() <= extender_labels.items()
@@ -420,8 +446,19 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
     for policy in kinds(docs, "NetworkPolicy"):
         assert policy["spec"]["podSelector"]["matchLabels"].items() <= extender_labels.items()
         (source,) = policy["spec"]["ingress"][0]["from"]
-        assert source["podSelector"]["matchLabels"].items() <= scheduler_labels.items()
-    affinity = deployment(docs, name)["spec"]["template"]["spec"].get("affinity")
+        if sidecar:  # nothing but the policy API's callers: the verbs are on loopback
+            assert [r["from"] for r in policy["spec"]["ingress"]] == [
+                [
+                    {
+                        "namespaceSelector": {
+                            "matchLabels": values["networkPolicy"]["policyClientNamespaces"]
+                        }
+                    }
+                ]
+            ]
+        else:
+            assert source["podSelector"]["matchLabels"].items() <= scheduler_labels.items()
+    affinity = deployment(docs, pod_of)["spec"]["template"]["spec"].get("affinity")
     for term in walk(affinity):
         if isinstance(term, dict) and "labelSelector" in term:
             assert term["labelSelector"]["matchLabels"].items() <= extender_labels.items()
@@ -452,14 +489,22 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         }  # fmt: skip
         role = find(docs, "Role", f"{name}-gang-gate")
         assert [switch] in [r.get("resourceNames") for r in role["rules"]]
-    if args.verbs_port is not None:
+    if args.verbs_port is not None and sidecar:
+        # Plain HTTP on the pod's loopback, never a port of the pod's or the Service's.
+        assert args.verbs_plain and args.verbs_host == "127.0.0.1"
+        assert args.verbs_certificate() is None and args.verbs_client_ca_file is None
+        ports = [p for c in deployment(docs, pod_of)["spec"]["template"]["spec"]["containers"]
+                 for p in c["ports"]]  # fmt: skip
+        assert args.verbs_port not in [p["containerPort"] for p in ports]
+    elif args.verbs_port is not None:
         c = container(docs, name)
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
         assert ports["verbs"] == args.verbs_port
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
         assert str(args.verbs_client_ca_file) == f"{mounts['client-ca']}/ca.crt"
-    # The extender's ServiceAccount may do exactly its mode's set.
-    cluster_wide = triples(granted(docs, NAMESPACE, name, "ClusterRoleBinding"))
+    # The extender's ServiceAccount may do exactly its mode's set (in the sidecar layout,
+    # beside kube-scheduler's built-in roles, which are not rendered).
+    cluster_wide = triples(granted(docs, NAMESPACE, account, "ClusterRoleBinding"))
     # The policy CRDs' group is the resource domain.
     expected = {
         (args.resource_domain if g == "escher.io" else g, r, v) for g, r, v in EXPECTED[args.mode]
@@ -467,7 +512,7 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
     assert cluster_wide == expected
     for policy in kinds(docs, "ValidatingAdmissionPolicy"):
         (condition,) = policy["spec"]["matchConditions"]
-        user = f"system:serviceaccount:{NAMESPACE}:{name}"
+        user = f"system:serviceaccount:{NAMESPACE}:{account}"
         assert condition["expression"] == f'request.userInfo.username == "{user}"'
     if args.mode == "dra":
         # The driver, the domain and the label the extender publishes under.
@@ -486,6 +531,10 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         r.get("resourceNames") for r in role["rules"]
     ]
     for extender in config.get("extenders", []):
+        if sidecar:
+            assert extender["urlPrefix"] == f"http://127.0.0.1:{args.verbs_port}"
+            assert "tlsConfig" not in extender and "enableHTTPS" not in extender
+            continue
         port = {p["name"]: p["port"] for p in service["spec"]["ports"]}["verbs"]
         assert extender["urlPrefix"] == f"https://{name}.{NAMESPACE}.svc:{port}"
         c = container(docs, scheduler)
@@ -602,6 +651,23 @@ def test_the_longest_names_the_schema_takes_keep_every_object_name_within_63() -
 def test_more_replicas_without_leader_election_are_refused() -> None:
     error = refused({"replicas": 2, "leaderElection": {"enabled": False}})
     assert "replicas: 2 replicas need leaderElection.enabled" in error
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"layout": "sidecar", "mode": "pure"}, "layout: sidecar puts the extender beside"),
+        ({"layout": "sidecar", "mode": "dra"}, "it needs mode extender, not dra"),
+        ({"layout": "sidecar", "scheduler": {"replicas": 2}}, "scheduler.replicas: 2 with layout"),
+        ({"layout": "beside"}, "'/layout'"),
+    ],
+    ids=["pure", "dra", "two-schedulers", "unknown"],
+)
+def test_a_sidecar_only_beside_one_kube_scheduler_in_extender_mode(values: Doc, named: str) -> None:
+    """kube-scheduler calls the extender of its own pod: a second scheduler replica's could be
+    the extender that leads while this one's kube-scheduler does; without the verbs (pure, dra)
+    there is nothing to call."""
+    assert named in refused(values)
 
 
 # ---- replicas, the budget, monitoring ----------------------------------------------------
@@ -787,10 +853,19 @@ def normalise_kustomize(doc: Doc) -> Doc:
     return doc
 
 
-@pytest.mark.parametrize("mode", ["extender", "pure", "dra"])
-def test_the_defaults_render_the_kustomize_overlays_objects(mode: str) -> None:
-    chart = render({"mode": mode})
-    deploy = kustomize(mode)
+@pytest.mark.parametrize(
+    ("overlay", "values"),
+    [
+        ("extender", {}),
+        ("pure", {"mode": "pure"}),
+        ("dra", {"mode": "dra"}),
+        ("sidecar", {"layout": "sidecar"}),
+    ],
+    ids=["extender", "pure", "dra", "sidecar"],
+)
+def test_the_defaults_render_the_kustomize_overlays_objects(overlay: str, values: Doc) -> None:
+    chart = render(values)
+    deploy = kustomize(overlay)
     # The namespace is not the chart's: Helm keeps the release's record in it, so it exists
     # before the install (`--create-namespace`, then the Pod Security labels deploy/'s
     # namespace.yaml sets, as docs/deployment.md says).
@@ -800,7 +875,9 @@ def test_the_defaults_render_the_kustomize_overlays_objects(mode: str) -> None:
     # The Secrets are the operator's with deploy/ (docs/deployment.md, "TLS"); the chart
     # generates them, with the names deploy/'s pods mount.
     secrets = {d["metadata"]["name"] for d in kinds(chart, "Secret")}
-    client = {"escher-scheduler-client-tls"} if mode == "extender" else set()
+    # kube-scheduler's client certificate: for the verbs' mutual TLS, not on the sidecar's
+    # loopback.
+    client = {"escher-scheduler-client-tls"} if overlay == "extender" else set()
     assert secrets == {"escher-extender-tls", "escher-extender-token"} | client
     chart = [d for d in chart if d["kind"] != "Secret"]
 

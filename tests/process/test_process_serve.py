@@ -100,6 +100,19 @@ def test_standalone_over_tls(cert: tuple[Path, Path]) -> None:
             ["--mode", "standalone", "--verbs-port", "9999", "--verbs-tls-cert-file", "/x.crt"],
             "verbs_port serves TLS",
         ),
+        # Plain verbs only on loopback (the sidecar layout).
+        (
+            [
+                "--mode",
+                "standalone",
+                "--verbs-host",
+                "0.0.0.0",
+                "--verbs-port",
+                "9999",
+                "--verbs-plain",
+            ],
+            "verbs_plain serves the verbs without TLS: only on a loopback verbs_host",
+        ),
         (
             [
                 "--mode",

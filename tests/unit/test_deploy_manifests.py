@@ -615,3 +615,26 @@ def test_the_scheduler_checks_its_configuration_before_it_starts(mode: str) -> N
     mount = {m["name"]: m["mountPath"] for m in check["volumeMounts"]}
     assert config.startswith(mount["config"] + "/")
     assert check["image"] == extender["image"]
+
+
+def test_the_sidecar_config_is_the_split_one_over_the_pods_loopback() -> None:
+    """deploy/overlays/sidecar: the same entries as the local split configuration, each to
+    the extender container's plain verbs listener on the pod's loopback."""
+    deployed = scheduler_config("sidecar")
+    local = yaml.safe_load((REPO / "scheduler-config" / "extender-split.yaml").read_text())
+    assert deployed["percentageOfNodesToScore"] == local["percentageOfNodesToScore"]
+    assert [{k: v for k, v in e.items() if k != "urlPrefix"} for e in deployed["extenders"]] == [
+        {k: v for k, v in e.items() if k != "urlPrefix"} for e in local["extenders"]
+    ]
+    patch = yaml.safe_load((DEPLOY / "overlays" / "sidecar" / "sidecar.yaml").read_text())
+    spec = patch["spec"]
+    (extender,) = [c for c in spec["template"]["spec"]["containers"] if c["name"] == "extender"]
+    parsed = settings_of(build_parser().parse_args(["serve", *extender["args"]]))
+    assert parsed.verbs_plain and parsed.verbs_address() == "127.0.0.1"
+    assert parsed.mode == "extender" and parsed.leader_elect
+    url = f"http://{parsed.verbs_address()}:{parsed.verbs_port}"
+    assert {e["urlPrefix"] for e in deployed["extenders"]} == {url}
+    # Not a port of the pod: nothing outside it may call /bind.
+    assert [p["containerPort"] for p in extender["ports"]] == [parsed.port]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    assert problems(deployed, KEYS, parsed.gang_wait_seconds) == []

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from escher_harness.localcluster import config
+from escher_harness.localcluster.config import Mode, Scope
 from escher_harness.localcluster.errors import ClusterError
 from escher_harness.localcluster.pki import Pki
 from extender.core.pod import Keys
@@ -397,9 +398,56 @@ def test_without_split_every_pod_gets_every_exchange() -> None:
     assert "managedResources" not in extender and "managedResources" not in binder
 
 
-def test_only_extender_mode_can_be_split(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("mode", "scope", "split"),
+    [
+        ("extender", "split", True),
+        ("extender", "every-pod", False),
+        # The default scope is only how kube-scheduler calls an extender: no other mode has one.
+        ("pure", "split", False),
+        ("none", "split", False),
+    ],
+)
+def test_mode_extender_is_split_unless_told_every_pod(
+    mode: Mode, scope: Scope, split: bool, tmp_path: Path
+) -> None:
     from escher_harness.localcluster import ClusterSpec
 
-    ClusterSpec(dir=tmp_path, mode="extender", split=True)
-    with pytest.raises(ClusterError, match=r"split .* needs mode extender"):
-        ClusterSpec(dir=tmp_path, mode="pure", split=True)
+    assert ClusterSpec(dir=tmp_path, mode=mode, scope=scope).split is split
+    assert ClusterSpec(dir=tmp_path, mode=mode).split is (mode == "extender")
+
+
+def test_only_extender_mode_sends_every_pod(tmp_path: Path) -> None:
+    from escher_harness.localcluster import ClusterSpec
+
+    with pytest.raises(ClusterError, match=r"scope every-pod .* needs mode extender"):
+        ClusterSpec(dir=tmp_path, mode="pure", scope="every-pod")
+    with pytest.raises(ClusterError, match=r"scope 'some' is not one of split, every-pod"):
+        ClusterSpec(dir=tmp_path, mode="extender", scope="some")  # type: ignore[arg-type]
+
+
+def test_without_verbs_tls_the_verbs_have_a_plain_listener_of_their_own() -> None:
+    # deploy/'s sidecar layout: plain HTTP on loopback, still not on the policy API's port.
+    command = config.extender_command(
+        port=4, kubeconfig=KUBECONFIG, mode="extender", token="t", verbs_port=7
+    )
+    assert command[-3:] == ["--verbs-port", "7", "--verbs-plain"]
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+
+
+def test_the_verbs_can_be_http1_over_mutual_tls(tmp_path: Path) -> None:
+    """What HTTP/2 costs the exchanges that hold no call open (bench extender's
+    extender-split-h1): the same mutual TLS, uvicorn's HTTP/1.1."""
+    from escher_harness.localcluster import ClusterSpec
+
+    command = config.extender_command(
+        port=4, kubeconfig=KUBECONFIG, mode="extender", token="t", verbs_port=7, verbs_tls=PKI,
+        verbs_http2=False,
+    )  # fmt: skip
+    assert command[-9:] == [
+        "--verbs-port", "7", "--verbs-tls-cert-file", "/pki/tls",
+        "--verbs-tls-key-file", "/pki/tls.key", "--verbs-client-ca-file", "/pki/ca",
+        "--no-verbs-http2",
+    ]  # fmt: skip
+    with pytest.raises(ClusterError, match="verbs_tls and verbs_http2 are the verbs' listener"):
+        ClusterSpec(dir=tmp_path, mode="pure", verbs_http2=False)

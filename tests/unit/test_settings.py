@@ -80,3 +80,54 @@ def test_a_mode_that_cannot_work_is_refused_naming_it(
 ) -> None:
     with pytest.raises(ValidationError, match=message):
         Settings(**overrides)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("host", "verbs_host", "plain"),
+    [
+        ("127.0.0.1", None, True),  # the verbs listen where the service does: loopback
+        ("0.0.0.0", "127.0.0.1", True),  # the sidecar: policy API on the network, verbs not
+        ("0.0.0.0", "localhost", True),
+        ("0.0.0.0", "::1", True),
+        ("0.0.0.0", "127.8.9.10", True),
+        ("0.0.0.0", None, False),
+        ("127.0.0.1", "0.0.0.0", False),
+        ("127.0.0.1", "::", False),
+        ("127.0.0.1", "10.0.0.1", False),
+        ("127.0.0.1", "localhost.example.com", False),
+    ],
+)
+def test_plain_verbs_only_on_loopback(host: str, verbs_host: str | None, plain: bool) -> None:
+    """Without TLS anyone who reaches the verbs can have /bind create Bindings: only the
+    network namespace's own loopback (a container beside kube-scheduler in its pod)."""
+
+    def settings() -> Settings:
+        return Settings(host=host, verbs_host=verbs_host, verbs_port=9999, verbs_plain=True)
+
+    if plain:
+        assert settings().verbs_address() == (verbs_host or host)
+    else:
+        with pytest.raises(ValidationError, match="verbs_plain serves the verbs without TLS"):
+            settings()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({}, "verbs_plain needs verbs_port"),
+        ({"verbs_port": 9, "verbs_client_ca_file": "/ca.crt"}, "serves no TLS"),
+        ({"verbs_port": 9, "verbs_tls_cert_file": "/c", "verbs_tls_key_file": "/k"}, "no TLS"),
+    ],
+)
+def test_plain_verbs_have_a_port_and_no_tls(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        Settings(verbs_plain=True, **overrides)  # type: ignore[arg-type]
+
+
+def test_plain_verbs_take_no_certificate_even_when_the_policy_api_has_one() -> None:
+    # The sidecar: the policy API over HTTPS for the Service, the verbs plain on loopback.
+    s = Settings(
+        host="0.0.0.0", tls_cert_file="/c", tls_key_file="/k", verbs_host="127.0.0.1",
+        verbs_port=9, verbs_plain=True,
+    )  # fmt: skip
+    assert s.verbs_certificate() is None and s.tls_cert_file is not None

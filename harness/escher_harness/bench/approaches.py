@@ -159,7 +159,11 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
     }
     if approach in _EXTENDER:
         return localcluster.ClusterSpec(
-            mode="extender", gang_gate=approach == "extender-adaptive", **common
+            mode="extender",
+            # Every pod every exchange, as the gang campaigns on record were measured.
+            scope="every-pod",
+            gang_gate=approach == "extender-adaptive",
+            **common,
         )
     if approach in _PURE:
         return localcluster.ClusterSpec(mode="pure", **common)

@@ -221,7 +221,12 @@ def run_approach(approach: str, cfg: Config) -> dict[str, Any]:
     mode: Mode = "extender" if approach == "extender" else "none"
     with tempfile.TemporaryDirectory(prefix=f"escher-esl-{approach}-") as tmp:
         spec = localcluster.ClusterSpec(
-            dir=Path(tmp) / "c", nodes=cfg.nodes, mode=mode, node_cpu=cfg.node_cpu
+            dir=Path(tmp) / "c",
+            nodes=cfg.nodes,
+            mode=mode,
+            # Every pod every exchange in mode extender, as the results on record were measured.
+            scope="every-pod" if mode == "extender" else "split",
+            node_cpu=cfg.node_cpu,
         )
         info = localcluster.up(spec)
         run = Run(approach, info)

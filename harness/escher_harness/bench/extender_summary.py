@@ -24,28 +24,19 @@ from escher_harness.bench.stats import spread
 COMPONENTS = ("extender", "kube-scheduler", "kube-apiserver", "etcd", "kube-controller-manager")
 # Ratios as (numerator mode, denominator mode) per workload, each measured within one
 # repetition: the same machine state, minutes apart at most.
+# The modes measured against pure for the pods of the policy API's resources (and, like pure,
+# against none for plain pods).
+AGAINST_PURE = (
+    "extender",
+    "extender-http",
+    "extender-split",
+    "extender-split-h1",
+    "extender-split-http",
+    "dra",
+)
 RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
-    "plain": (
-        ("extender", "none"),
-        ("pure", "none"),
-        ("extender-http", "none"),
-        ("extender-split", "none"),
-        ("extender-split-http", "none"),
-        ("dra", "none"),
-    ),
-    **{
-        kind: tuple(
-            (mode, "pure")
-            for mode in (
-                "extender",
-                "extender-http",
-                "extender-split",
-                "extender-split-http",
-                "dra",
-            )
-        )
-        for kind in ("ephemeral", "prefer")
-    },
+    "plain": tuple((mode, "none") for mode in ("none-markers", "pure", *AGAINST_PURE)),
+    **{kind: tuple((mode, "pure") for mode in AGAINST_PURE) for kind in ("ephemeral", "prefer")},
 }
 # The modes the regression guard watches: every pod through the extender, and as deploy/
 # runs it (each exchange only for the pods that need it).

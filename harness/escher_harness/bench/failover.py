@@ -148,6 +148,7 @@ def run(out: Path, repeat: int = 3, nodes: int = 4) -> str:
         # failover): five a second fill 110 pods a node within a few rounds.
         node_pods="100000",
         mode="extender",
+        scope="every-pod",  # the load's pods all go through the extender, as measured before
         replicas=2,
         lease=lease,
         proxy_poll=1.0,

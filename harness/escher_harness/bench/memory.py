@@ -38,8 +38,8 @@ def run(nodes: int, pods: int, progress: Callable[[str], None]) -> dict[str, Any
     with tempfile.TemporaryDirectory(prefix="escher-memory-") as tmp:
         progress(f"memory: starting the control plane in extender mode with {nodes} nodes")
         spec = localcluster.ClusterSpec(
-            dir=Path(tmp), nodes=nodes, mode="extender", kwok=False, client_qps=1000,
-            client_burst=2000, timeout=300.0,
+            dir=Path(tmp), nodes=nodes, mode="extender", scope="every-pod", kwok=False,
+            client_qps=1000, client_burst=2000, timeout=300.0,
         )  # fmt: skip
         info = localcluster.up(spec)
         try:

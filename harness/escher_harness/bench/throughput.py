@@ -57,32 +57,48 @@ from escher_harness.bench import apimetrics, dracheck, environment, profile, pro
 from escher_harness.bench.extender_summary import COMPONENTS
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN
+from escher_harness.localcluster.config import Mode as ClusterMode
 from escher_harness.localcluster.processes import ProcessRecord, cpu_seconds
 from escher_harness.workload import Workload, pod_manifest
 from extender.core import quantity
-from extender.core.pod import Keys
+from extender.core.pod import MARKER_CAPACITY, Keys
 from extender.esl.client import PolicyClient
 
 Mode = Literal[
-    "none", "pure", "extender", "extender-http", "extender-split", "extender-split-http", "dra"
+    "none",
+    "none-markers",
+    "pure",
+    "extender",
+    "extender-http",
+    "extender-split",
+    "extender-split-h1",
+    "extender-split-http",
+    "dra",
 ]
 Kind = Literal["plain", "ephemeral", "prefer"]
 MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
-# extender-http: extender mode with kube-scheduler calling the verbs over plain HTTP instead of
-# mutual TLS (what deploy/ and the embedded cluster run), to measure what TLS costs.
+# extender-http: extender mode with kube-scheduler calling the verbs over plain HTTP on loopback
+# instead of mutual TLS (what deploy/ and the embedded cluster run), to measure what TLS costs.
 # extender-split: extender mode as deploy/ runs it (ClusterSpec.split): each exchange only for
 # the pods marked for it by deploy's admission policy; here only `prefer` pods get one.
-# extender-split-http: the same over plain HTTP on loopback, as a sidecar of kube-scheduler
-# would be called (no TLS, no Service).
+# extender-split-h1: the same over mutual TLS and HTTP/1.1 (uvicorn) instead of HTTP/2: what
+# a listener of its own for the prioritize entry would give the pods with a preference.
+# extender-split-http: the same over plain HTTP/1.1 on loopback, as deploy/'s sidecar overlay
+# runs it (the extender a container of kube-scheduler's pod: no TLS, no Service).
+# none-markers: kube-scheduler alone, its nodes advertising the extender's two markers as the
+# write-back does in extender mode (extender.core.pod.MARKER_CAPACITY each): what the markers
+# alone cost kube-scheduler, with no extender process beside it.
 ALL_MODES: Final[tuple[Mode, ...]] = (
     *MODES,
+    "none-markers",
     "extender-http",
     "extender-split",
+    "extender-split-h1",
     "extender-split-http",
     "dra",
 )
 # The modes with a policy API, where the set_resource-to-schedulable trials run.
-WAKE_MODES: Final = frozenset(m for m in ALL_MODES if m != "none")
+WAKE_MODES: Final = frozenset(m for m in ALL_MODES if not m.startswith("none"))
 RESOURCE: Final = "tput"
 PACK: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).pack
 MARKERS: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).markers
@@ -121,7 +137,7 @@ class Measured:
 
 def kinds(mode: Mode) -> tuple[Kind, ...]:
     """The workloads a mode runs: ephemeral pods need a resource only the policy API sets."""
-    return ("plain",) if mode == "none" else ("plain", "ephemeral", "prefer")
+    return ("plain",) if mode.startswith("none") else ("plain", "ephemeral", "prefer")
 
 
 def window_rate(bound_at: list[float], low: float = 0.1, high: float = 0.9) -> float:
@@ -174,9 +190,14 @@ def _cluster(
         spec = localcluster.ClusterSpec(
             dir=Path(tmp),
             nodes=setup.nodes,
-            mode="extender" if mode.startswith("extender") else mode,  # type: ignore[arg-type]
+            mode=_cluster_mode(mode),
             verbs_tls=not mode.endswith("-http"),
-            split=mode.startswith("extender-split"),
+            verbs_http2=not mode.endswith("-h1"),
+            # extender and extender-http send every pod every exchange, as before the split.
+            scope="every-pod" if mode in ("extender", "extender-http") else "split",
+            node_resources=(
+                {m: str(MARKER_CAPACITY) for m in MARKERS} if mode == "none-markers" else {}
+            ),
             kwok=False,
             client_qps=setup.qps,
             client_burst=setup.burst,
@@ -190,6 +211,12 @@ def _cluster(
             if log_dir is not None:
                 environment.keep_logs(info.processes, log_dir)
             localcluster.down(Path(tmp))
+
+
+def _cluster_mode(mode: Mode) -> ClusterMode:
+    if mode.startswith("extender"):
+        return "extender"
+    return "none" if mode == "none-markers" else mode  # type: ignore[return-value]
 
 
 def _warm_up(

@@ -38,10 +38,12 @@ from escher_harness.localcluster.clusterdir import ClusterDir, State, write_json
 from escher_harness.localcluster.config import (
     DEFAULT_RESOURCE_DOMAIN,
     MODES,
+    SCOPES,
     SERVICE_PROXY,
     VERBS,
     LeaseTimes,
     Mode,
+    Scope,
     is_replica,
     replica_name,
 )
@@ -134,13 +136,20 @@ class ClusterSpec:
     replicas: int = 1
     lease: LeaseTimes = field(default_factory=LeaseTimes)
     # In extender mode kube-scheduler calls the verbs over mutual TLS, as deploy/ does. False:
-    # over plain HTTP on the policy API's port (to measure what TLS costs).
+    # over plain HTTP on a listener of their own on loopback, as deploy/'s sidecar overlay
+    # runs them (the extender a container of kube-scheduler's pod).
     verbs_tls: bool = True
-    # In extender mode, each of kube-scheduler's exchanges only for the pods marked for it, as
-    # deploy/'s extender overlay runs them: scheduler-config/extender-split.yaml, and deploy's
-    # marker admission policy (escher_harness.localcluster.markers) marking gang members and
-    # pods with a preference at creation.
-    split: bool = False
+    # ... and over mutual TLS the verbs' listener speaks HTTP/2 (hypercorn), as deploy/ runs
+    # it. False: HTTP/1.1 only (uvicorn, --no-verbs-http2), to measure what HTTP/2 costs the
+    # exchanges that hold no call open (prioritize).
+    verbs_http2: bool = True
+    # In extender mode, which pods kube-scheduler sends the extender. "split" (deploy/'s
+    # extender overlay): each exchange only for the pods marked for it,
+    # scheduler-config/extender-split.yaml and deploy's marker admission policy
+    # (escher_harness.localcluster.markers) marking gang members and pods with a preference at
+    # creation. "every-pod": every pod every exchange (scheduler-config/extender.yaml), as
+    # before the split; the benchmarks compare it, and e2e tests of the verbs use it.
+    scope: Scope = "split"
     # In extender mode, the adaptive gang gate as deploy/ runs it: deploy's gang-gate
     # admission policy (escher_harness.localcluster.gangate), and the extender writing its
     # switch, so that gang members are held at the gang gate while gangs wait for room.
@@ -150,6 +159,11 @@ class ClusterSpec:
     # Budget in seconds for all components to become ready (node creation not included; kwok
     # has the same budget again, from the nodes' creation, to take them over).
     timeout: float = 120.0
+
+    @property
+    def split(self) -> bool:
+        """Whether kube-scheduler sends each exchange only to the pods marked for it."""
+        return self.mode == "extender" and self.scope == "split"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -162,8 +176,14 @@ class ClusterSpec:
             raise ClusterError(f"replicas must be >= 1, not {self.replicas}")
         if self.replicas > 1 and self.mode == "none":
             raise ClusterError("replicas are extender replicas: they need mode extender or pure")
-        if self.split and self.mode != "extender":
-            raise ClusterError("split is a way of calling the extender: it needs mode extender")
+        if self.scope not in SCOPES:
+            raise ClusterError(f"scope {self.scope!r} is not one of {', '.join(SCOPES)}")
+        if self.scope != "split" and self.mode != "extender":
+            raise ClusterError(
+                f"scope {self.scope} is a way of calling the extender: it needs mode extender"
+            )
+        if not (self.verbs_tls and self.verbs_http2) and self.mode != "extender":
+            raise ClusterError("verbs_tls and verbs_http2 are the verbs' listener: mode extender")
         if self.gang_gate and self.mode != "extender":
             raise ClusterError("gang_gate holds gangs for the extender: it needs mode extender")
         if self.proxy_poll <= 0:
@@ -327,8 +347,9 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
     with_extender = spec.mode != "none"
     replicas = spec.replicas if with_extender and spec.replicas > 1 else 0
     # In extender mode kube-scheduler calls the verbs on a listener of their own, over mutual
-    # TLS, as deploy/ runs it; the policy API stays plain HTTP on loopback.
-    verbs = spec.mode == "extender" and spec.verbs_tls
+    # TLS as deploy/ runs it (or plain HTTP, as its sidecar overlay does); the policy API stays
+    # plain HTTP on loopback.
+    verbs = spec.mode == "extender"
     ports = allocate_ports(
         {
             "etcd": spec.etcd_port,
@@ -522,13 +543,16 @@ def _start(
     apiserver_url = f"https://127.0.0.1:{ports['apiserver']}"
     extender_url = f"http://127.0.0.1:{ports['extender']}" if "extender" in ports else None
     policy_token = secrets.token_hex(16) if extender_url else None
-    verbs_tls = make_pki(cdir.cert_dir / "extender") if VERBS in ports else None
+    verbs_tls = make_pki(cdir.cert_dir / "extender") if VERBS in ports and spec.verbs_tls else None
+    verbs_url = None
+    if VERBS in ports:
+        verbs_url = f"{'https' if verbs_tls else 'http'}://127.0.0.1:{ports[VERBS]}"
 
     scheduler_config = config.scheduler_config(
         spec.mode,
         user_config=user_config,
         kubeconfig=cdir.kubeconfig,
-        extender_url=f"https://127.0.0.1:{ports[VERBS]}" if verbs_tls else extender_url,
+        extender_url=verbs_url or extender_url,
         client_qps=spec.client_qps,
         client_burst=spec.client_burst,
         percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
@@ -665,6 +689,7 @@ def _start(
             identity=identity,
             verbs_port=verbs_port,
             verbs_tls=verbs_tls,
+            verbs_http2=spec.verbs_http2,
         )
 
     gate_env = {"ESCHER_GANG_GATE_SWITCH": gangate.switch_name()} if spec.gang_gate else {}

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import FrameType
 
 from escher_harness.localcluster.cluster import ClusterInfo, ClusterSpec, down, status, up
-from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN, MODES
+from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN, MODES, SCOPES
 from escher_harness.localcluster.errors import ClusterError
 
 
@@ -90,12 +90,14 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "election behind a service proxy at the extender's address (default 1)",
     )
     p.add_argument(
-        "--split",
-        action="store_true",
-        help="mode extender: each exchange only for the pods that need it, as deploy/ runs "
-        "it (scheduler-config/extender-split.yaml and deploy's marker admission policy: "
-        "gang members get filter, bind and preempt, pods with a preference prioritize, "
-        "the others none)",
+        "--scope",
+        choices=SCOPES,
+        default="split",
+        help="mode extender: which pods kube-scheduler sends the extender. split (the "
+        "default, as deploy/ runs it): each exchange only for the pods that need it "
+        "(scheduler-config/extender-split.yaml and deploy's marker admission policy: gang "
+        "members get filter, bind and preempt, pods with a preference prioritize, the others "
+        "none); every-pod: every pod every exchange (scheduler-config/extender.yaml)",
     )
     for component in ("etcd", "apiserver", "scheduler", "extender"):
         p.add_argument(
@@ -154,7 +156,7 @@ def _up(args: argparse.Namespace) -> int:
             scheduler_port=args.scheduler_port,
             extender_port=args.extender_port,
             replicas=args.replicas,
-            split=args.split,
+            scope=args.scope,
             kwok=args.kwok,
             timeout=args.timeout,
         )

@@ -27,6 +27,9 @@ from extender.core.pod import Keys
 
 Mode = Literal["none", "extender", "pure", "dra"]
 MODES: Final[tuple[Mode, ...]] = ("none", "extender", "pure", "dra")
+# Which pods kube-scheduler sends the extender in mode extender (ClusterSpec.scope).
+Scope = Literal["split", "every-pod"]
+SCOPES: Final[tuple[Scope, ...]] = ("split", "every-pod")
 
 DEFAULT_RESOURCE_DOMAIN: Final = "escher.io"
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
@@ -364,12 +367,15 @@ def extender_command(
     identity: str | None = None,
     verbs_port: int | None = None,
     verbs_tls: Pki | None = None,
+    verbs_http2: bool = True,
 ) -> list[str]:
     """The extender service, run with this interpreter so it uses the same installation.
     With `identity`, as one of several replicas: it competes for the Lease
     LEASE_NAMESPACE/LEASE_NAME under that name (LeaseTimes.environment gives the durations).
-    With `verbs_port` and `verbs_tls`, kube-scheduler's verbs are served there only, over TLS,
-    to the holder of the client certificate the CA signed; the policy API stays plain HTTP."""
+    With `verbs_port`, kube-scheduler's verbs are served there only: with `verbs_tls` over TLS,
+    to the holder of the client certificate the CA signed, else over plain HTTP on loopback
+    (deploy/'s sidecar layout); the policy API stays plain HTTP. Over TLS the verbs speak
+    HTTP/2 unless `verbs_http2` is False."""
     command = [
         sys.executable, "-m", "extender", "serve",
         "--host", "127.0.0.1",
@@ -390,13 +396,18 @@ def extender_command(
             "--lease-name", LEASE_NAME,
             "--lease-namespace", LEASE_NAMESPACE,
         ]  # fmt: skip
+    if verbs_port is not None:
+        command += ["--verbs-port", str(verbs_port)]
+    if verbs_port is not None and verbs_tls is None:
+        command += ["--verbs-plain"]  # on --host, loopback
     if verbs_port is not None and verbs_tls is not None:
         command += [
-            "--verbs-port", str(verbs_port),
             "--verbs-tls-cert-file", str(verbs_tls.server_cert),
             "--verbs-tls-key-file", str(verbs_tls.server_key),
             "--verbs-client-ca-file", str(verbs_tls.ca),
         ]  # fmt: skip
+        if not verbs_http2:
+            command += ["--no-verbs-http2"]
     return command
 
 

@@ -4,6 +4,7 @@ tier's module cluster (tests/e2e/conftest.py) in the approach's mode, 4 nodes of
 from __future__ import annotations
 
 import pytest
+from builders import cluster_of
 from esl_harness import APPROACHES, MODES, Env
 
 from escher_harness import localcluster
@@ -13,7 +14,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "env" in metafunc.fixturenames:
         metafunc.parametrize(
             "cluster",
-            [{"nodes": 4, "node_cpu": "4", "mode": MODES[a]} for a in APPROACHES],
+            [{"nodes": 4, "node_cpu": "4", **cluster_of(MODES[a])} for a in APPROACHES],
             ids=APPROACHES,
             indirect=True,
             scope="module",

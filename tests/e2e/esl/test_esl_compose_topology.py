@@ -32,7 +32,15 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.parametrize(
         "cluster",
-        [{"nodes": 5, "node_cpu": "4", "mode": "extender", "node_topology": Topology(3)}],
+        [
+            {
+                "nodes": 5,
+                "node_cpu": "4",
+                "mode": "extender",
+                "scope": "every-pod",
+                "node_topology": Topology(3),
+            }
+        ],
         ids=["extender"],
         indirect=True,
     ),

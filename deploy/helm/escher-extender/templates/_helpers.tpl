@@ -134,7 +134,7 @@ urlPrefix and the ServiceMonitor use, and tls.extraDNSNames.
 Does the release need kube-scheduler's client certificate (extender mode's mutual TLS)?
 */}}
 {{- define "escher-extender.needsClientTLS" -}}
-{{- if eq .Values.mode "extender" }}true{{ end }}
+{{- if and (eq .Values.mode "extender") (not (include "escher-extender.sidecar" .)) }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -195,5 +195,25 @@ so new certificates must restart it; kept ones change nothing.
 {{- define "escher-extender.tlsChecksum" -}}
 {{- if and .Values.tls.generate (not .Values.tls.certManager.enabled) -}}
 checksum/tls: {{ include "escher-extender.generatedTLS" . | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/*
+"true" when the extender is a container of the scheduler's pod (layout sidecar, extender
+mode), else empty.
+*/}}
+{{- define "escher-extender.sidecar" -}}
+{{- if and (eq .Values.mode "extender") (eq .Values.layout "sidecar") }}true{{ end }}
+{{- end }}
+
+{{/*
+The ServiceAccount the extender runs as: its own, or in the sidecar layout the scheduler
+pod's (a pod has one).
+*/}}
+{{- define "escher-extender.serviceAccount" -}}
+{{- if include "escher-extender.sidecar" . }}
+{{- include "escher-extender.schedulerName" . }}
+{{- else }}
+{{- include "escher-extender.fullname" . }}
 {{- end }}
 {{- end }}

@@ -31,8 +31,9 @@ profiles:
   - schedulerName: {{ $scheduler }}
 {{- if eq .Values.mode "extender" }}
 extenders:
-  # The verbs' own mutual-TLS port (8889); the policy API is on 8888.
-  - urlPrefix: https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8889
+  # The verbs' own port (8889): over mutual TLS to the Service, or in the sidecar layout over
+  # plain HTTP on the pod's loopback; the policy API is on 8888.
+  - urlPrefix: {{ include "escher-extender.verbsURL" . }}
     filterVerb: filter
     preemptVerb: preempt
     {{- if eq .Values.scope "every-pod" }}
@@ -44,7 +45,9 @@ extenders:
     # Filter runs in kube-scheduler's scheduling cycle, one pod at a time: an extender that
     # does not answer holds every pod for this long. It answers in milliseconds.
     httpTimeout: 5s
+    {{- if not (include "escher-extender.sidecar" .) }}
     {{- include "escher-extender.verbsTLS" . | nindent 4 }}
+    {{- end }}
     {{- if eq .Values.scope "split" }}
     # Gang members only, marked scheduling.<domain>/gang by the admission policy
     # <fullname>-marker; the extender advertises the marker on every node.
@@ -57,10 +60,12 @@ extenders:
   # The gang barrier (every pod's bind, with scope every-pod). An entry of its own for its
   # timeout: a member's bind waits for the rest of its gang (gangs.waitSeconds, or until the
   # gang's reservation expires), in the binding cycle, beside the scheduling cycle.
-  - urlPrefix: https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8889
+  - urlPrefix: {{ include "escher-extender.verbsURL" . }}
     bindVerb: bind
     httpTimeout: {{ add .Values.gangs.waitSeconds 15 }}s
+    {{- if not (include "escher-extender.sidecar" .) }}
     {{- include "escher-extender.verbsTLS" . | nindent 4 }}
+    {{- end }}
     {{- if eq .Values.scope "split" }}
     managedResources:
       - name: scheduling.{{ .Values.resourceDomain }}/bind
@@ -69,17 +74,30 @@ extenders:
     ignorable: false
   {{- if eq .Values.scope "split" }}
   # Pods with a preference only (scheduling.<domain>/score): their scores.
-  - urlPrefix: https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8889
+  - urlPrefix: {{ include "escher-extender.verbsURL" . }}
     prioritizeVerb: prioritize
     weight: 1  # scores 0..10 are multiplied by weight * 10
     nodeCacheCapable: true
     httpTimeout: 5s
+    {{- if not (include "escher-extender.sidecar" .) }}
     {{- include "escher-extender.verbsTLS" . | nindent 4 }}
+    {{- end }}
     managedResources:
       - name: scheduling.{{ .Values.resourceDomain }}/score
         ignoredByScheduler: true
     ignorable: false
   {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Where kube-scheduler calls the verbs: the Service (mutual TLS), or its own pod's loopback.
+*/}}
+{{- define "escher-extender.verbsURL" -}}
+{{- if include "escher-extender.sidecar" . -}}
+http://127.0.0.1:8889
+{{- else -}}
+https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8889
 {{- end }}
 {{- end }}
 

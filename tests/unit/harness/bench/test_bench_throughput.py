@@ -31,8 +31,23 @@ def test_a_rate_needs_two_binds() -> None:
 
 
 def test_only_modes_with_the_policy_api_run_ephemeral_and_prefer_pods() -> None:
-    assert throughput.kinds("none") == ("plain",)
+    assert throughput.kinds("none") == throughput.kinds("none-markers") == ("plain",)
     assert throughput.kinds("extender") == ("plain", "ephemeral", "prefer")
+    assert "none-markers" not in throughput.WAKE_MODES
+
+
+@pytest.mark.parametrize(
+    ("mode", "cluster"),
+    [
+        ("none", "none"),
+        ("none-markers", "none"),  # kube-scheduler alone, the markers on its nodes
+        ("pure", "pure"),
+        ("extender-split-http", "extender"),
+        ("dra", "dra"),
+    ],
+)
+def test_each_bench_mode_runs_on_a_cluster_mode(mode: throughput.Mode, cluster: str) -> None:
+    assert throughput._cluster_mode(mode) == cluster
 
 
 def test_top_frames_rank_self_samples_and_count_each_frame_once_per_stack() -> None:
