@@ -89,6 +89,7 @@ class Service:
             backoff=(s.gang_backoff_initial_seconds, s.gang_backoff_max_seconds),
             hierarchy=s.hierarchy,
             groups=self.declarations,
+            offload_above=s.gang_plan_offload_above,
         )
         self.events.subscribe(self.declarations.on_pod)
         filtered = FilteredPods(s.filtered_max_pods, s.filtered_max_bytes)

@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from extender.core.errors import InvalidValue
 from extender.core.names import check_domain
 from extender.gang import topology
+from extender.gang.planning import OFFLOAD_ABOVE
 
 # Finite: an infinite timeout or backoff is a hang, and NaN compares false with everything.
 Seconds = FiniteFloat
@@ -215,6 +216,12 @@ class Settings(BaseSettings):
         1.0, gt=0, description="backoff before a gang whose reservation expired tries again"
     )
     gang_backoff_max_seconds: Seconds = Field(60.0, gt=0, description="... at most")
+    gang_plan_offload_above: int = Field(
+        OFFLOAD_ABOVE,
+        ge=0,
+        description="a gang's plan runs in a worker thread above this many nodes plus members "
+        "(inline below it, where the thread hop costs more than the plan)",
+    )
     gang_lift_interval_seconds: Seconds = Field(
         1.0,
         gt=0,
