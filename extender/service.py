@@ -43,6 +43,7 @@ from extender.esl.registry import Instances
 from extender.gang.declarations import Declarations
 from extender.gang.gate import GangGate
 from extender.gang.manager import GangManager
+from extender.gang.planning import Offload
 from extender.gang.plugin import GangFilter
 from extender.gang.state import Phase
 from extender.metrics import Metrics
@@ -89,7 +90,7 @@ class Service:
             backoff=(s.gang_backoff_initial_seconds, s.gang_backoff_max_seconds),
             hierarchy=s.hierarchy,
             groups=self.declarations,
-            offload_above=s.gang_plan_offload_above,
+            offload=Offload(s.gang_plan_offload_above, s.gang_filter_plan_offload_above),
         )
         self.events.subscribe(self.declarations.on_pod)
         filtered = FilteredPods(s.filtered_max_pods, s.filtered_max_bytes)

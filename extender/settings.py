@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from extender.core.errors import InvalidValue
 from extender.core.names import check_domain
 from extender.gang import topology
-from extender.gang.planning import OFFLOAD_ABOVE
+from extender.gang.planning import DEFAULT_OFFLOAD
 
 # Finite: an infinite timeout or backoff is a hang, and NaN compares false with everything.
 Seconds = FiniteFloat
@@ -217,10 +217,16 @@ class Settings(BaseSettings):
     )
     gang_backoff_max_seconds: Seconds = Field(60.0, gt=0, description="... at most")
     gang_plan_offload_above: int = Field(
-        OFFLOAD_ABOVE,
+        DEFAULT_OFFLOAD.background,
         ge=0,
-        description="a gang's plan runs in a worker thread above this many nodes plus members "
-        "(inline below it, where the thread hop costs more than the plan)",
+        description="a gang planned in the background (the gang gate) is planned in a worker "
+        "thread above this many nodes plus members, inline below",
+    )
+    gang_filter_plan_offload_above: int = Field(
+        DEFAULT_OFFLOAD.filter,
+        ge=0,
+        description="... and one planned in its first member's filter (kube-scheduler waits for "
+        "that call and sends no other meanwhile)",
     )
     gang_lift_interval_seconds: Seconds = Field(
         1.0,

@@ -153,7 +153,11 @@ class GangGate:
                     return out, True
                 plans += 1
                 planned = self.gangs.plan_held(g)
-                outcome = planned if isinstance(planned, Outcome) else await asyncio.shield(planned)
+                if isinstance(planned, Outcome):
+                    outcome = planned
+                    await asyncio.sleep(0)  # a plan made inline: let the verbs in before the next
+                else:
+                    outcome = await asyncio.shield(planned)
                 if self.gangs.gang(key) is not g:  # it ended while it was planned
                     continue
                 if outcome is Outcome.NEVER:  # let kube-scheduler say why on the pods

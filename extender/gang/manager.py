@@ -49,7 +49,7 @@ from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo, Rejection
 from extender.gang import nominations, planning
 from extender.gang.declarations import NO_GROUPS, Groups
-from extender.gang.planning import OFFLOAD_ABOVE, PlanJob
+from extender.gang.planning import DEFAULT_OFFLOAD, Offload, PlanJob
 from extender.gang.planning import Result as PlanResult
 from extender.gang.spec import DEFAULT_HIERARCHY, GangSpec, InvalidGang, gang_spec
 from extender.gang.state import (
@@ -81,12 +81,12 @@ class GangManager:
         unconfirmed_ttl: float = 60.0,
         hierarchy: Hierarchy = DEFAULT_HIERARCHY,
         groups: Groups = NO_GROUPS,
-        offload_above: int = OFFLOAD_ABOVE,
+        offload: Offload = DEFAULT_OFFLOAD,
     ) -> None:
         self.ledger = ledger
         self.keys = keys
         # Plans of more nodes plus members than this run in a worker thread.
-        self.offload_above = offload_above
+        self.offload = offload
         # The topology levels gangs may name, and the group objects (PodGroups) members may
         # name: what gang_spec reads besides the pod (extender.gang.declarations).
         self.hierarchy = hierarchy
@@ -280,7 +280,7 @@ class GangManager:
             verdict = self._reserved(g, m, nodes)
             if verdict is not None:
                 return verdict
-        outcome = self._reserve(g, m, nodes)
+        outcome = self._reserve(g, m, nodes, self.offload.filter)
         if isinstance(outcome, Outcome):
             return self._verdict(g, m, nodes, outcome)
         return self._when_planned(g, m, nodes, outcome)
@@ -342,15 +342,16 @@ class GangManager:
         return view is not None and (m.constraints is None or not m.constraints.check(view))
 
     def _reserve(
-        self, g: GangState, m: Member, nodes: Sequence[str]
+        self, g: GangState, m: Member, nodes: Sequence[str], inline_up_to: int
     ) -> Outcome | asyncio.Task[Outcome]:
         """Plan and reserve a place for every member still to be bound, m's among `nodes`
-        (g.reason says why when it is not reserved): inline when the plan is small, else in a
-        worker thread, whose task is returned (and kept in g.planning until it is applied)."""
+        (g.reason says why when it is not reserved): inline when the plan is no larger than
+        `inline_up_to`, else in a worker thread, whose task is returned (and kept in
+        g.planning until it is applied)."""
         job = self._job(g, m, nodes)
         if isinstance(job, Outcome):
             return job
-        if job.work <= self.offload_above:
+        if job.work <= inline_up_to:
             return self._apply(g, job, job.run())
 
         async def offloaded() -> Outcome:
@@ -395,7 +396,7 @@ class GangManager:
             return g.planning
         pending = [m for m in g.members.values() if not m.bound]
         m = min(pending, key=lambda x: not x.pod.held)  # a held one, if any
-        return self._reserve(g, m, self.ledger.node_names())
+        return self._reserve(g, m, self.ledger.node_names(), self.offload.background)
 
     def claim(self, g: GangState) -> bool:
         """Give each held member of reserved gang `g` its place. When one fits none of the

@@ -8,7 +8,7 @@ how many members are still to be created, the nodes offered, the topology. `run(
 work that grows with nodes and members: it reads the nodes' views (immutable, lock-free),
 plans (extender.gang.plan) and, if the gang fits, reserves every place in the ledger in one
 atomic step (thread-safe). It touches nothing else, so it may run in a worker thread: the
-manager runs a small job inline and a large one (above OFFLOAD_ABOVE nodes plus members) in
+manager runs a small job inline and a large one (above Offload's nodes plus members) in
 a thread, so that planning a gang of 1,024 over 5,000 nodes does not hold the loop. `apply()` takes
 the result into the gang's state back on the loop, or gives the places back if the gang
 ended, was reserved or released meanwhile. Pure Python, no I/O.
@@ -26,10 +26,26 @@ from extender.gang.plan import Planned, Want, plan
 from extender.gang.state import GangState, Member, Outcome, Phase, Slot
 from extender.gang.topology import Level, Placement
 
-# Nodes plus members above which a plan runs in a worker thread: about a millisecond of
-# planning (extender.gang.plan costs roughly half a microsecond per node and per member).
-# Below it the thread hop would cost more than it saves.
-OFFLOAD_ABOVE = 2_000
+
+@dataclass(frozen=True, slots=True)
+class Offload:
+    """Above how many nodes plus members a plan runs in a worker thread, by who asks for it.
+
+    A plan costs about 0.6 us per node and per member in process (3.5 ms for a gang of 1,024
+    over 5,000 nodes, its first member's whole filter). The gang gate plans in the
+    background, up to 64 gangs a turn, beside kube-scheduler's calls: off the loop above
+    about a millisecond of planning. A first member's filter runs in kube-scheduler's
+    scheduling cycle, which waits for it and sends no other call meanwhile, so it plans
+    inline up to about 10 ms: in a thread the plan shares the interpreter with whatever the
+    loop serves, and a gang of 1,024's first filter took twice as long (hack/
+    gang-filter-latency.py, docs/gangs.md)."""
+
+    background: int = 2_000
+    filter: int = 20_000
+
+
+DEFAULT_OFFLOAD = Offload()
+
 
 _NONE: frozenset[str] = frozenset()
 

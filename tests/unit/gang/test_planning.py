@@ -17,13 +17,13 @@ from test_gang_manager import KEYS, NODES, cluster, gone, member, passed, reserv
 from extender.core.plugins import Verdict
 from extender.gang import planning
 from extender.gang.manager import GangManager
-from extender.gang.planning import OFFLOAD_ABOVE
+from extender.gang.planning import Offload
 from extender.gang.state import Outcome, Phase
 
 
 def offloading(lg: Any = None) -> GangManager:
     """A manager that plans every gang in a worker thread."""
-    return GangManager(lg or cluster(), KEYS, clock=Clock(), offload_above=0)
+    return GangManager(lg or cluster(), KEYS, clock=Clock(), offload=Offload(0, 0))
 
 
 async def verdict_of(decided: Verdict | Awaitable[Verdict] | None) -> Verdict:
@@ -46,7 +46,7 @@ def test_a_plan_made_in_a_thread_reserves_what_one_made_inline_does(
         verdict = await verdict_of(decided)
         g = gm.gang("default/g")
         assert g is not None and g.planning is None  # applied, nothing left running
-        assert threaded == (gm.offload_above == 0)
+        assert threaded == (gm.offload == Offload(0, 0))
         return passed(verdict), sorted(s.node for s in g.slots), reserved(gm.ledger)
 
     inline = asyncio.run(places(GangManager(cluster(), KEYS, clock=Clock())))
@@ -178,9 +178,32 @@ def test_the_gate_plans_off_the_loop_too() -> None:
     assert asyncio.run(scenario()) is Outcome.RESERVED
 
 
-def test_small_plans_stay_inline() -> None:
-    gm = GangManager(cluster(), KEYS, clock=Clock())
-    assert gm.offload_above == OFFLOAD_ABOVE > len(NODES) + 3
-    first = member("g", 0)
-    upsert(gm, first)
-    assert isinstance(gm.filter(first, NODES), Verdict)
+@pytest.mark.parametrize(
+    ("offload", "filter_threaded", "gate_threaded"),
+    [
+        (Offload(), False, False),  # the defaults: these plans are small
+        (Offload(background=0, filter=10**6), False, True),  # the gate's off the loop
+        (Offload(background=10**6, filter=0), True, False),
+    ],
+)
+def test_where_a_plan_runs_depends_on_its_size_and_who_asks(
+    offload: Offload, filter_threaded: bool, gate_threaded: bool
+) -> None:
+    async def scenario() -> tuple[bool, bool]:
+        gm = GangManager(cluster(), KEYS, clock=Clock(), offload=offload)
+        first = member("g", 0)
+        upsert(gm, first)
+        decided = gm.filter(first, NODES)
+        held = [member("h", i, gates=[KEYS.gate]) for i in range(3)]
+        for p in held:
+            upsert(gm, p)
+        g = gm.gang("default/h")
+        assert g is not None
+        planned = gm.plan_held(g)
+        threaded = (not isinstance(decided, Verdict), not isinstance(planned, Outcome))
+        await verdict_of(decided)
+        if not isinstance(planned, Outcome):
+            await planned
+        return threaded
+
+    assert asyncio.run(scenario()) == (filter_threaded, gate_threaded)

@@ -21,7 +21,7 @@ from extender.core.plugins import Weighted
 from extender.core.pod import Keys, PodInfo, Rejection
 from extender.filters import ephemeral, preference
 from extender.gang.manager import GangManager
-from extender.gang.planning import OFFLOAD_ABOVE
+from extender.gang.planning import DEFAULT_OFFLOAD, Offload
 from extender.scheduling import registry
 from extender.scheduling.requeue import Requeue
 from extender.scheduling.verbs import BindError, FilteredPods, Verbs, _filter_reply, weighted_scores
@@ -68,9 +68,9 @@ def verbs(
     lg: Ledger,
     binder: Binder | None = None,
     requeue: Requeue | None = None,
-    offload_above: int = OFFLOAD_ABOVE,
+    offload: Offload = DEFAULT_OFFLOAD,
 ) -> Verbs:
-    handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS, offload_above=offload_above))
+    handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS, offload=offload))
     return Verbs(
         lg,
         KEYS,
@@ -169,7 +169,7 @@ def test_a_gang_member_on_its_place_is_answered_that_node_alone(cache: bool) -> 
 def test_a_gang_planned_in_a_worker_thread_is_answered_as_one_planned_inline() -> None:
     """The gang filter's verdict may be awaited (a large plan runs off the loop): the reply
     is the one an inline plan gives."""
-    offloading = verbs(ledger(), offload_above=0)
+    offloading = verbs(ledger(), offload=Offload(0, 0))
     a = args(PODS["gang-member"])
     assert filtered(offloading, a) == filtered(verbs(ledger()), a)
     assert len(filtered(offloading, a).NodeNames or []) == 1
