@@ -304,6 +304,16 @@ class GangManager:
     def _reserved(self, g: GangState, m: Member, nodes: Sequence[str]) -> Verdict | None:
         """The verdict of a reserved gang, or None when it must be planned again."""
         slot = self._slot_of(g, m, nodes)
+        # kube-scheduler tries a pod's nominated node first, alone, then every node: one that
+        # is not the member's place (a nomination of an earlier reservation, not yet
+        # rewritten) is turned away, and no reason to plan the gang again.
+        if (
+            len(nodes) == 1
+            and m.pod.nominated == nodes[0]
+            and (slot is None or slot.node != nodes[0])
+        ):
+            nominations.place(g, self.nominate, only=m.pod.uid)
+            return _all(nodes, f"gang {g.key}: this pod's place is not its nominated node")
         if slot is None:
             if all(s.member is not None for s in g.slots):
                 why = f"gang {g.key} is reserved for its first {g.spec.min_members} members"

@@ -13,6 +13,7 @@ from builders import Clock, info
 
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
+from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo
 from extender.gang.manager import GangManager
 from extender.gang.state import Phase
@@ -170,6 +171,32 @@ def test_a_nomination_kube_scheduler_cleared_is_written_again_while_the_place_is
     assert nominated.sent[-1] == ("g-1", "")
     upsert(gm, PodInfo(**{**_fields(pods[1]), "nominated": ""}))
     assert nominated.sent[-1] == ("g-1", "")  # not written again: no place is held
+
+
+@pytest.mark.parametrize("assigned", [True, False], ids=["its-place", "a-place-to-come"])
+def test_a_stale_nomination_tried_alone_is_turned_away_without_planning_again(
+    assigned: bool,
+) -> None:
+    """kube-scheduler tries a member's nominated node alone, then every node. A nomination of
+    an earlier place (not yet rewritten) is refused there, the gang keeps its reservation, and
+    the member gets its place from every node: one stale nomination must not make a gang of
+    1,024 give back its places and plan again."""
+    lg, _ = racks({"r0": 4})
+    gm = GangManager(lg, KEYS, clock=Clock())
+    pods = [member("g", i, 3) for i in range(3 if assigned else 1)]
+    g = reserve(gm, pods, lg.node_names())
+    asking = pods[-1] if assigned else member("g", 2, 3)
+    place = {s.member: s.node for s in g.slots}.get(asking.uid)
+    stale = next(n for n in lg.node_names() if n != place and n not in {s.node for s in g.slots})
+    asked = PodInfo(**{**_fields(asking), "nominated": stale})
+    attempts = g.attempts
+    verdict = gm.filter(asked, [stale])
+    assert isinstance(verdict, Verdict) and set(verdict.rejected) == {stale}
+    assert "not its nominated node" in verdict.rejected[stale].reason
+    assert g.attempts == attempts and lg.totals().holdings[HolderKind.RESERVATION] == 3
+    then = gm.filter(asked, lg.node_names())
+    assert isinstance(then, Verdict) and then.only is not None
+    assert then.only[0] in {s.node for s in g.slots} and g.attempts == attempts
 
 
 def _fields(p: PodInfo) -> dict[str, Any]:
