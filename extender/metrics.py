@@ -107,6 +107,18 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.loop_lag = Histogram(
+            "escher_event_loop_lag_seconds",
+            "How late a timer on the service's event loop fired: how long something held the "
+            "loop (every verb, watch and probe waits behind it), or the process was not run.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=r,
+        )
+        self.loop_lag_max = Gauge(
+            "escher_event_loop_lag_max_seconds",
+            "The longest lag of the event loop since the service started.",
+            registry=r,
+        )
         self.filter_nodes = Histogram(
             "escher_extender_filter_nodes",
             "Nodes named in a filter call (kube-scheduler sends every feasible node, or only a "

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
+from extender import loopwatch
 from extender.adapters.auth import Authorizer
 from extender.core.access import AuthDecision
 from extender.core.events import PodChange, PodEvent, PodEvents
@@ -220,6 +221,9 @@ class Service:
                 await k.elector.check()
             except LeaderElectionError as e:
                 raise StartupError(str(e)) from None
+        self._spawn(
+            loopwatch.watch(self.metrics, self.settings.loop_watch_interval_seconds), "loop-watch"
+        )
         self._spawn(self._expire_gangs(), "gang-expiry")
         if k is not None and k.lifter is not None:
             switch = k.switch.set if k.switch is not None else None

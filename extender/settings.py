@@ -209,6 +209,11 @@ class Settings(BaseSettings):
         "reservation's expiry ends the wait sooner); below the httpTimeout of the bind entry "
         "in the KubeSchedulerConfiguration",
     )
+    loop_watch_interval_seconds: Seconds = Field(
+        0.05,
+        gt=0,
+        description="how often the event loop's lag is measured (escher_event_loop_lag_seconds)",
+    )
     gang_expiry_interval_seconds: Seconds = Field(
         1.0, gt=0, description="how often expired gang reservations are looked for"
     )

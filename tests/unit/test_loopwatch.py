@@ -1,0 +1,34 @@
+"""extender.loopwatch: a callback that holds the event loop shows as lag, the longest kept."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from extender.loopwatch import watch
+from extender.metrics import Metrics
+
+
+def sample(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    assert value is not None, name
+    return value
+
+
+def test_a_callback_holding_the_loop_is_measured_as_its_lag() -> None:
+    metrics = Metrics()
+
+    async def scenario() -> None:
+        watcher = asyncio.create_task(watch(metrics, 0.01))
+        await asyncio.sleep(0.05)  # a few quiet turns
+        quiet = sample(metrics, "escher_event_loop_lag_max_seconds")
+        time.sleep(0.12)  # holds the loop, as a long computation on it would
+        await asyncio.sleep(0.05)
+        watcher.cancel()
+        assert quiet < 0.1
+
+    asyncio.run(scenario())
+    assert sample(metrics, "escher_event_loop_lag_max_seconds") >= 0.1
+    count = sample(metrics, "escher_event_loop_lag_seconds_count")
+    under = sample(metrics, "escher_event_loop_lag_seconds_bucket", {"le": "0.05"})
+    assert count >= 3 and count - under >= 1  # the held turn, in a bucket above 50 ms
