@@ -168,7 +168,7 @@ class GangGate:
                     continue
                 self._tried.pop(key, None)
                 self.gangs.claim(g)
-            places = {s.member: s.node for s in g.slots if s.member is not None}
+            places = {s.member: s.node for s in g.slots.values() if s.member is not None}
             for m in held:
                 node = places.get(m.pod.uid)
                 if g.phase is Phase.BOUND or (

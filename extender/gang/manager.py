@@ -153,7 +153,7 @@ class GangManager:
                 and self.nominate is not None
                 and g.phase is Phase.RESERVED
                 and not (m.bound or pod.held)
-                and self._slot_of(g, m, [s.node for s in g.slots]) is not None
+                and self._slot_of(g, m, [s.node for s in g.slots.values()]) is not None
             ):
                 nominations.place(g, self.nominate, only=pod.uid)
             elif not m.bound:
@@ -207,10 +207,9 @@ class GangManager:
         g.roster += 1
         g.committed.discard(uid)
         g.passed.discard(uid)
+        g.landed.pop(uid, None)
         nominations.forget(g, uid)
-        for slot in g.slots:
-            if slot.member == uid:
-                slot.member = None  # the place waits for a replacement
+        g.vacate(uid)
         if not g.members:
             self._release(g, f"gang {key} ended: its members are gone")
             del self._gangs[key]
@@ -219,12 +218,11 @@ class GangManager:
     def _on_bound(self, g: GangState, m: Member) -> None:
         """A member is seen bound: its place is the bound pod now, not a reservation."""
         g.committed.discard(m.pod.uid)
+        g.landed[m.pod.uid] = None
         nominations.forget(g, m.pod.uid)
-        for slot in g.slots:
-            if slot.member == m.pod.uid:
-                self.ledger.release(slot.holder)
-                g.slots = _without(g.slots, slot)
-                break
+        slot = g.take(m.pod.uid)
+        if slot is not None:
+            self.ledger.release(slot.holder)
         self._settle(g)
 
     def _settle(self, g: GangState) -> None:
@@ -315,14 +313,20 @@ class GangManager:
             nominations.place(g, self.nominate, only=m.pod.uid)
             return _all(nodes, f"gang {g.key}: this pod's place is not its nominated node")
         if slot is None:
-            if all(s.member is not None for s in g.slots):
+            if len(g.places) == len(g.slots):  # every place has its member
                 why = f"gang {g.key} is reserved for its first {g.spec.min_members} members"
                 return _all(nodes, why)
             self._release(g, f"member {m.pod.name} fits none of the reserved places")
             return None
         if slot.node in nodes:
             g.passed.add(m.pod.uid)
-            if g.filtered_at is None and self._placed(g) >= g.spec.min_members:
+            need = g.spec.min_members
+            # The count is over the members (a cheap bound first: a filter per member).
+            if (
+                g.filtered_at is None
+                and len(g.passed) + len(g.landed) >= need
+                and self._placed(g) >= need
+            ):
                 g.filtered_at = self.wall()
             return Verdict.passing_only(slot.node)
         # kube-scheduler's own filters refused the reserved node: plan again without it.
@@ -331,14 +335,15 @@ class GangManager:
         return None
 
     def _slot_of(self, g: GangState, m: Member, nodes: Sequence[str]) -> Slot | None:
+        """m's place, or a place kept for a member to come that suits it among `nodes`."""
         uid = m.pod.uid
-        for slot in g.slots:
-            if slot.member == uid:
-                return slot
+        slot = g.place_of(uid)
+        if slot is not None:
+            return slot
         offered = set(nodes)
-        for slot in g.slots:
+        for slot in g.slots.values():
             if slot.member is None and slot.node in offered and self._suits(m, slot):
-                slot.member = uid
+                g.assign(slot, uid)
                 return slot
         return None
 
@@ -412,11 +417,11 @@ class GangManager:
         """Give each held member of reserved gang `g` its place. When one fits none of the
         places left, the reservation is released (plan again) and False returned. Members
         beyond the places wait."""
-        nodes = [s.node for s in g.slots]
+        nodes = [s.node for s in g.slots.values()]
         for m in g.members.values():
             if not m.pod.held or self._slot_of(g, m, nodes) is not None:
                 continue
-            if any(s.member is None for s in g.slots):
+            if len(g.places) < len(g.slots):  # a place is left that it does not suit
                 self._release(g, f"gang {g.key}: a held member fits none of the reserved places")
                 return False
         nominations.place(g, self.nominate)
@@ -433,7 +438,7 @@ class GangManager:
         g = self._gangs[key]
         if g.phase is Phase.BOUND:
             return None
-        slot = next((s for s in g.slots if s.member == uid), None)
+        slot = g.place_of(uid)
         if g.phase is not Phase.RESERVED or g.barrier is None or slot is None:
             return Refused(
                 f"gang {key}: no place is reserved for this pod; {g.reason or 'retrying'}"
@@ -447,8 +452,7 @@ class GangManager:
 
     def _placed(self, g: GangState) -> int:
         """Members bound, binding, or passed by filter to their reserved places."""
-        done = {uid for uid, m in g.members.items() if m.bound or uid in g.committed}
-        return len(done | (g.passed & g.members.keys()))
+        return len(g.landed.keys() | (g.passed & g.members.keys()))
 
     def _ready(self, g: GangState) -> bool:
         at_bind = len(g.barrier.waiting) if g.barrier is not None else 0
@@ -464,12 +468,11 @@ class GangManager:
         m = g.members.get(uid)
         if m is None:
             return
-        for slot in g.slots:
-            if slot.member == uid:
-                self.ledger.convert(slot.holder, uid, m.pod.requests)
-                g.slots = _without(g.slots, slot)
-                break
+        slot = g.take(uid)
+        if slot is not None:
+            self.ledger.convert(slot.holder, uid, m.pod.requests)
         g.committed.add(uid)
+        g.landed[uid] = None
         nominations.forget(g, uid)
         self._settle(g)
 
@@ -509,8 +512,8 @@ class GangManager:
         running meanwhile is void: it would be applied to a gang that moved on)."""
         g.epoch += 1
         if g.slots:
-            self.ledger.release_all(s.holder for s in g.slots)
-            g.slots = ()
+            self.ledger.release_all(g.slots)
+            g.unhold()
             self.room_epoch += 1
         g.passed = set()
         nominations.clear(g, self.nominate)
@@ -525,7 +528,3 @@ class GangManager:
 
 def _all(nodes: Sequence[str], reason: str, unresolvable: bool = False) -> Verdict:
     return Verdict(dict.fromkeys(nodes, Rejection(reason, unresolvable)))
-
-
-def _without(slots: tuple[Slot, ...], slot: Slot) -> tuple[Slot, ...]:
-    return tuple(s for s in slots if s is not slot)

@@ -29,7 +29,7 @@ def place(g: GangState, write: Write | None, skip: str = "", only: str = "") -> 
     member in its scheduling cycle, which gets its place there), once per place."""
     if write is None:
         return
-    for slot in g.slots:
+    for slot in g.slots.values():
         uid = slot.member
         if uid is None or uid == skip or g.nominated.get(uid) == slot.node:
             continue

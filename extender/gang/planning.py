@@ -222,7 +222,7 @@ def apply(
         x = g.members.get(p.uid)
         if x is not None and not x.bound:  # else its place waits for a member to come
             s.member = p.uid
-    g.slots = result.slots
+    g.hold(result.slots)
     g.phase = Phase.RESERVED
     g.attempts += 1
     g.expires = now + g.spec.timeout

@@ -8,7 +8,7 @@ gang gate, the status route (extender.gang.status) and the bind verb (through `A
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
@@ -76,10 +76,15 @@ class GangState:
     generation: int
     members: dict[str, Member] = field(default_factory=dict)  # uid -> member, arrival order
     phase: Phase = Phase.WAITING
-    # A tuple, not a list: once it holds only Slots the garbage collector stops tracking
-    # it, where a list of a gang's 1,024 places was walked entry by entry by every
-    # collection (issue 28).
-    slots: tuple[Slot, ...] = ()
+    # Its reserved places by holder (their ledger holdings), in the plan's order; and the
+    # holder of each member's place. Dicts of strings and Slots, which the garbage collector
+    # does not track (a list of a gang's 1,024 places was walked entry by entry by every
+    # collection), and a member's place is one lookup: its filter, its arrival at bind and
+    # its Binding each ask, and a gang of 1,024's bind burst asked 1,024 times at once.
+    slots: dict[str, Slot] = field(default_factory=dict)
+    places: dict[str, str] = field(default_factory=dict)
+    # Members bound or whose Binding was created: what the minimum counts, kept as it changes.
+    landed: dict[str, None] = field(default_factory=dict)
     barrier: Barrier | None = None
     expires: float = 0.0  # monotonic: when the reservation is released if incomplete
     retry_at: float = 0.0  # monotonic: no new reservation before (backoff)
@@ -133,7 +138,37 @@ class GangState:
         }
 
     def bound_count(self) -> int:
-        return sum(1 for uid, m in self.members.items() if m.bound or uid in self.committed)
+        return len(self.landed)
+
+    def place_of(self, uid: str) -> Slot | None:
+        """Member `uid`'s reserved place, if it has one."""
+        holder = self.places.get(uid)
+        return None if holder is None else self.slots.get(holder)
+
+    def assign(self, slot: Slot, uid: str) -> None:
+        slot.member = uid
+        self.places[uid] = slot.holder
+
+    def vacate(self, uid: str) -> None:
+        """Member `uid` is gone: its place waits for another."""
+        holder = self.places.pop(uid, None)
+        slot = self.slots.get(holder) if holder is not None else None
+        if slot is not None:
+            slot.member = None
+
+    def take(self, uid: str) -> Slot | None:
+        """Member `uid`'s place leaves the reservation (it is the member's pod now)."""
+        holder = self.places.pop(uid, None)
+        return None if holder is None else self.slots.pop(holder, None)
+
+    def hold(self, slots: Iterable[Slot]) -> None:
+        """The places of a new reservation (those with a member are its)."""
+        self.slots = {s.holder: s for s in slots}
+        self.places = {s.member: s.holder for s in self.slots.values() if s.member is not None}
+
+    def unhold(self) -> None:
+        self.slots = {}
+        self.places = {}
 
 
 @dataclass(frozen=True, slots=True)

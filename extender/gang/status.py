@@ -40,7 +40,7 @@ class GangStatus(BaseModel):
 
 
 def gang_status(g: GangState, now: float) -> GangStatus:
-    reserved = {s.member: s.node for s in g.slots if s.member is not None}
+    reserved = {s.member: s.node for s in g.slots.values() if s.member is not None}
     waiting = g.barrier.waiting if g.barrier is not None else {}
     members = []
     node: str | None
@@ -65,7 +65,7 @@ def gang_status(g: GangState, now: float) -> GangStatus:
         min_members=g.spec.min_members,
         timeout_seconds=g.spec.timeout,
         members=members,
-        unclaimed_places=[s.node for s in g.slots if s.member is None],
+        unclaimed_places=[s.node for s in g.slots.values() if s.member is None],
         expires_in_seconds=round(g.expires - now, 3) if g.slots else None,
         retry_in_seconds=round(g.retry_at - now, 3) if g.retry_at > now else None,
         reservations=g.attempts,

@@ -168,7 +168,7 @@ class GangMachine(RuleBasedStateMachine):
             assert p.uid in self.held, f"{p.uid} let through but never held"
             g = self.gm.gang(f"default/{p.gang}")
             assert g is not None
-            mine = any(s.member == p.uid for s in g.slots)
+            mine = any(s.member == p.uid for s in g.slots.values())
             assert mine or g.phase is Phase.BOUND or "can never fit" in g.reason, (
                 f"{p.uid} let through without a place: {g.phase} {g.reason}"
             )
@@ -204,7 +204,7 @@ class GangMachine(RuleBasedStateMachine):
         if (uid in self.pods and self.pods[uid].node) or uid in self.waiting or uid in self.held:
             return  # a pod that was never created can be bound: its filter can be forged too
         g = self.gm.gang(f"default/{uid.split('-')[0]}")
-        slot = next((s for s in g.slots if s.member == uid), None) if g is not None else None
+        slot = g.place_of(uid) if g is not None else None
         if where_passed and slot is not None:
             node = slot.node
         ticket = self.gm.arrive(uid, node)
@@ -280,7 +280,7 @@ class GangMachine(RuleBasedStateMachine):
 
     @invariant()
     def reservations_are_the_gangs_places(self) -> None:
-        places = {s.holder for g in self.gm.gangs() for s in g.slots}
+        places = {s.holder for g in self.gm.gangs() for s in g.slots.values()}
         held = {h.holder for h in self.reservations()}
         assert held == places, f"reserved {sorted(held)} but the gangs hold {sorted(places)}"
         for g in self.gm.gangs():
@@ -288,6 +288,11 @@ class GangMachine(RuleBasedStateMachine):
             if g.phase is not Phase.RESERVED:
                 assert not g.slots, f"{g.key} is {g.phase} with places"
             assert not g.short or g.phase is Phase.WAITING, f"{g.key} short of room but {g.phase}"
+            # The indexes agree with what they index.
+            members = {s.member: h for h, s in g.slots.items() if s.member is not None}
+            assert g.places == members, f"{g.key}: places {g.places}, slots' members {members}"
+            landed = {u for u, m in g.members.items() if m.bound or u in g.committed}
+            assert set(g.landed) == landed, f"{g.key}: landed {set(g.landed)}, not {landed}"
         short = any(g.short for g in self.gm.gangs())
         assert self.gm.short_of_room() is short, "the gate's signal disagrees with the gangs"
 

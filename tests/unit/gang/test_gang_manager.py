@@ -85,7 +85,7 @@ def test_the_first_members_filter_reserves_the_whole_gang() -> None:
         upsert(gm, pod)
         (mine,) = passed(gm.filter(pod, NODES))
         nodes.add(mine)
-    assert reserved(lg) == 3 and all(s.member for s in g.slots)
+    assert reserved(lg) == 3 and all(s.member for s in g.slots.values())
 
 
 @pytest.mark.parametrize("known", [1, 2, 3])  # members created when the gang is planned
@@ -100,12 +100,12 @@ def test_a_reservation_adds_nothing_the_garbage_collector_walks(known: int) -> N
     assert passed(gm.filter(pods[0], NODES))
     g = gm.gang("default/g")
     assert g is not None and len(g.slots) == 3
-    for slot in g.slots:
+    for slot in g.slots.values():
         held = lg.holding(slot.holder)
         assert held is not None and held.amounts == slot.amounts == pods[0].requests
         assert not gc.is_tracked(slot) and not gc.is_tracked(held)
     # The places of the members to come share their shape's mapping, here and in the ledger.
-    ghosts = g.slots[known:]
+    ghosts = list(g.slots.values())[known:]
     assert len({id(s.amounts) for s in ghosts}) <= 1
     assert len({id(h.amounts) for s in ghosts if (h := lg.holding(s.holder))}) <= 1
 
@@ -185,7 +185,8 @@ def test_a_later_member_larger_than_its_kept_place_makes_the_gang_planned_again(
     (node,) = passed(gm.filter(big, NODES))
     g = gm.gang("default/g")
     assert g is not None and g.phase is Phase.RESERVED and g.attempts == 2
-    assert {s.member: s.amounts["cpu"] for s in g.slots} == {small.uid: 1000, big.uid: 2000}
+    amounts = {s.member: s.amounts["cpu"] for s in g.slots.values()}
+    assert amounts == {small.uid: 1000, big.uid: 2000}
     assert lg.node(node).used["cpu"] >= 2000  # type: ignore[union-attr]
 
 
@@ -230,7 +231,7 @@ def test_constraints_only_kube_scheduler_evaluates_wait_for_its_verdict() -> Non
     # Once kube-scheduler has said where it may go, it is planned only there.
     assert passed(gm.filter(affine, ["n2"]), ["n2"]) == ["n2"]
     g = gm.gang("default/g")
-    assert g is not None and {s.node for s in g.slots if s.member == affine.uid} == {"n2"}
+    assert g is not None and {s.node for s in g.slots.values() if s.member == affine.uid} == {"n2"}
 
 
 def test_members_disagreeing_on_the_gang_size_are_refused() -> None:
@@ -395,7 +396,9 @@ def test_a_deleted_waiting_member_stops_counting_and_a_replacement_takes_its_pla
     gone(gm, pods[1])
     g = gm.gang("default/g")
     assert g is not None and pods[1].uid not in g.members
-    assert [s.member for s in g.slots].count(None) == 1  # its place waits for a replacement
+    assert [s.member for s in g.slots.values()].count(
+        None
+    ) == 1  # its place waits for a replacement
     replacement = member("g", 7, size=2)
     upsert(gm, replacement)
     assert passed(gm.filter(replacement, NODES)) == [node]

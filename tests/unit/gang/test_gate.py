@@ -93,7 +93,7 @@ def test_held_members_go_through_one_by_one_as_each_gets_its_reserved_place() ->
         verdict = gm.gm.filter(free, NODES)
         assert verdict is not None and verdict.final
         places.update(passed(verdict))
-    assert places == {s.node for s in g.slots} and reserved(lg) == 3
+    assert places == {s.node for s in g.slots.values()} and reserved(lg) == 3
 
 
 def test_a_lift_not_seen_done_is_asked_again_after_lift_retry() -> None:

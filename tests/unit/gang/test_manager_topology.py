@@ -77,7 +77,7 @@ def test_a_gangs_levels_shape_its_reservation(
     pods = [member("g", i, size, **annotations) for i in range(size)]
     g = reserve(gm, pods, lg.node_names())
     assert g.phase is Phase.RESERVED, g.reason
-    assert {rack_of[s.node] for s in g.slots} == want_racks
+    assert {rack_of[s.node] for s in g.slots.values()} == want_racks
     assert lg.totals().holdings[HolderKind.RESERVATION] == size
 
 
@@ -132,7 +132,7 @@ def test_reserved_nodes_are_nominated_to_the_members_not_in_a_cycle_and_cleared_
     gm.nominate = nominated = Nominations()
     pods = [member("g", i, 4) for i in range(3)]
     g = reserve(gm, pods, lg.node_names())
-    place = {s.member: s.node for s in g.slots}
+    place = {s.member: s.node for s in g.slots.values()}
     # The asking member is in its cycle: only the two others are nominated, once each.
     assert sorted(nominated.sent) == [("g-1", place["g-1-uid"]), ("g-2", place["g-2-uid"])]
     gm.filter(pods[1], lg.node_names())
@@ -140,7 +140,7 @@ def test_reserved_nodes_are_nominated_to_the_members_not_in_a_cycle_and_cleared_
     # A member created later takes a place kept for it, and its nomination goes at once.
     late = member("g", 3, 4)
     upsert(gm, late)
-    (slot,) = [s for s in g.slots if s.member == late.uid]
+    (slot,) = [s for s in g.slots.values() if s.member == late.uid]
     assert nominated.sent[-1] == ("g-3", slot.node)
     # One member bound; then the reservation expires: the others' nominations are cleared.
     gm.bound(pods[1].uid, place["g-1-uid"])
@@ -186,8 +186,10 @@ def test_a_stale_nomination_tried_alone_is_turned_away_without_planning_again(
     pods = [member("g", i, 3) for i in range(3 if assigned else 1)]
     g = reserve(gm, pods, lg.node_names())
     asking = pods[-1] if assigned else member("g", 2, 3)
-    place = {s.member: s.node for s in g.slots}.get(asking.uid)
-    stale = next(n for n in lg.node_names() if n != place and n not in {s.node for s in g.slots})
+    place = {s.member: s.node for s in g.slots.values()}.get(asking.uid)
+    stale = next(
+        n for n in lg.node_names() if n != place and n not in {s.node for s in g.slots.values()}
+    )
     asked = PodInfo(**{**_fields(asking), "nominated": stale})
     attempts = g.attempts
     verdict = gm.filter(asked, [stale])
@@ -196,7 +198,7 @@ def test_a_stale_nomination_tried_alone_is_turned_away_without_planning_again(
     assert g.attempts == attempts and lg.totals().holdings[HolderKind.RESERVATION] == 3
     then = gm.filter(asked, lg.node_names())
     assert isinstance(then, Verdict) and then.only is not None
-    assert then.only[0] in {s.node for s in g.slots} and g.attempts == attempts
+    assert then.only[0] in {s.node for s in g.slots.values()} and g.attempts == attempts
 
 
 def _fields(p: PodInfo) -> dict[str, Any]:

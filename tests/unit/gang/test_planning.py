@@ -47,7 +47,7 @@ def test_a_plan_made_in_a_thread_reserves_what_one_made_inline_does(
         g = gm.gang("default/g")
         assert g is not None and g.planning is None  # applied, nothing left running
         assert threaded == (gm.offload == Offload(0, 0))
-        return passed(verdict), sorted(s.node for s in g.slots), reserved(gm.ledger)
+        return passed(verdict), sorted(s.node for s in g.slots.values()), reserved(gm.ledger)
 
     inline = asyncio.run(places(GangManager(cluster(), KEYS, clock=Clock())))
     offloaded = asyncio.run(places(offloading()))
