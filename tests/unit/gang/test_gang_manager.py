@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ from extender.core.ledger import HolderKind, Ledger
 from extender.core.objects import Taint
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo
-from extender.gang.barrier import Barrier, Wake, Woken
+from extender.gang.barrier import WAKE_BATCH, Barrier, Wake, Woken
 from extender.gang.manager import GangManager
 from extender.gang.state import Phase, Refused, Ticket
 from extender.gang.status import gang_status
@@ -502,6 +503,35 @@ def test_a_member_called_twice_at_bind_counts_once_until_both_calls_end() -> Non
         return while_second, len(barrier.waiting), (await second).wake is Wake.OPEN
 
     assert asyncio.run(scenario()) == (1, 0, True)
+
+
+def test_an_open_barrier_wakes_its_waiters_a_batch_to_a_turn_of_the_loop() -> None:
+    """1,024 members woken in one turn of the loop each start their Binding there and hold
+    it for all of them: a batch a turn, the rest in the next turns, every one woken."""
+    size = 3 * WAKE_BATCH + 5
+
+    async def scenario() -> list[int]:
+        barrier = Barrier()
+        woken: list[int] = []
+
+        async def member(i: int) -> None:
+            barrier.arrive(f"m{i}")
+            assert (await barrier.wait(f"m{i}", 10)).wake is Wake.OPEN
+            woken.append(i)
+
+        tasks = [asyncio.create_task(member(i)) for i in range(size)]
+        await asyncio.sleep(0)  # all waiting
+        barrier.open()
+        turns = []
+        while len(woken) < size:
+            await asyncio.sleep(0)
+            turns.append(len(woken))
+        await asyncio.gather(*tasks)
+        return turns
+
+    turns = run(scenario())
+    assert turns[-1] == size and turns[0] <= WAKE_BATCH
+    assert all(b - a <= WAKE_BATCH for a, b in itertools.pairwise([0, *turns]))
 
 
 def test_a_cancelled_barrier_wakes_its_waiters_with_the_reason() -> None:
