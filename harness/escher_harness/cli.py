@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from escher_harness.localcluster.commands import add_cluster_parser
+from escher_harness.localcluster.commands import add_cluster_parser, raise_interrupt
 from escher_harness.localcluster.errors import ClusterError
 
 
@@ -28,11 +29,22 @@ def add_commands(sub: Any) -> None:
 
 def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def call(args: argparse.Namespace) -> int:
+        # Terminated (timeout(1), a cancelled job, kill) as interrupted (Ctrl-C): the clusters
+        # and load generators a run started are stopped on the way out, not orphaned.
+        previous = signal.signal(signal.SIGTERM, raise_interrupt)
         try:
             return int(run(args) or 0)
         except (ClusterError, RuntimeError) as e:  # a run that could not be done: say why
             print(f"escher-extender {args.command}: {e}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            print(
+                f"escher-extender {args.command}: interrupted; what it started was stopped",
+                file=sys.stderr,
+            )
+            return 130
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
     return call
 

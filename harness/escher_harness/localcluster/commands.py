@@ -163,7 +163,7 @@ def _up(args: argparse.Namespace) -> int:
     except ClusterError as e:
         return _fail("up", e, status=2)
     # A terminated `up` (timeout(1), a cancelled CI job) cleans up like an interrupted one.
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         info = up(spec, progress=lambda message: print(message, file=sys.stderr, flush=True))
     except ClusterError as e:
@@ -180,7 +180,8 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+def raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    """A SIGTERM handler: terminated is handled as interrupted (the harness's CLI)."""
     raise KeyboardInterrupt
 
 

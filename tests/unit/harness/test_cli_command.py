@@ -4,6 +4,9 @@ given; bench extender's percentage of nodes to score is a whole number from 0 to
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import time
 
 import pytest
 
@@ -41,3 +44,26 @@ def test_bench_extender_takes_a_percentage_of_nodes_to_score_from_0_to_100(
             cli._percentage(text)
     else:
         assert cli._percentage(text) == ok
+
+
+def test_a_terminated_run_stops_what_it_started_and_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SIGTERM (timeout(1), a cancelled job) unwinds a bench like Ctrl-C, so the clusters it
+    started are stopped by its own clean-up (a terminated `bench gang` left its cluster and
+    its load generator running), and the handler before it is back afterwards."""
+    stopped = []
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the signal interrupts this
+            return 0
+        finally:
+            stopped.append(True)
+
+    before = signal.getsignal(signal.SIGTERM)
+    status = cli._guarded(run)(argparse.Namespace(command="bench gang"))
+    assert status == 130 and stopped == [True]
+    assert "interrupted; what it started was stopped" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) == before
