@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -200,7 +201,9 @@ def run_one(
             if a is not None and (b := before.get(k)) is not None
         },
         "cluster_ready_s": round(info.ready_seconds, 1),
-        "extender": sampler.summary() if sampler else None,
+        "extender": {**sampler.summary(), **_loop_lag(run_dir / "extender-metrics.txt")}
+        if sampler
+        else None,
         "overcommits": len(facts.get("overcommits") or []),
         "overcommit_examples": (facts.get("overcommits") or [])[:5],
         "notes": facts.get("notes") or {},
@@ -208,6 +211,16 @@ def run_one(
         "placement": topology.run_quality(events, by_gang) if by_gang else {},
         **free,
     }
+
+
+def _loop_lag(metrics: Path) -> dict[str, float]:
+    """The extender's longest event-loop lag in the run (its own metric), if it said one."""
+    found = (
+        re.search(r"^escher_event_loop_lag_max_seconds (\S+)$", metrics.read_text(), re.M)
+        if metrics.exists()
+        else None
+    )
+    return {"longest_loop_lag_ms": round(float(found.group(1)) * 1000, 1)} if found else {}
 
 
 def _save_metrics(url: str, path: Path) -> None:

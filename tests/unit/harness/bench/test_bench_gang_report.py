@@ -368,3 +368,21 @@ def test_the_watch_waits_return_at_once_when_met_and_count_when_not() -> None:
     assert r.bound(["g1-0", "g1-1"], timeout=0.01) == 1
     assert r.gone(["g1-2"], timeout=60) is True
     assert r.gone(["g1-1"], timeout=0.01) is False
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("escher_event_loop_lag_max_seconds 0.0234\n", {"longest_loop_lag_ms": 23.4}),
+        ("# HELP x\nescher_event_loop_lag_seconds_count 5\n", {}),  # an extender without it
+        ("# not read: connection refused\n", {}),
+        (None, {}),  # no metrics file kept
+    ],
+)
+def test_the_extenders_longest_loop_lag_is_read_from_its_metrics(
+    tmp_path: Path, text: str | None, want: dict[str, float]
+) -> None:
+    path = tmp_path / "extender-metrics.txt"
+    if text is not None:
+        path.write_text(text)
+    assert gang_bench._loop_lag(path) == want
