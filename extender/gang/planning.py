@@ -1,17 +1,17 @@
 """One reservation attempt of a gang: made on the loop, run anywhere, applied on the loop.
 
-The gang manager (extender.gang.manager) decides on the loop that a gang must be planned, and
-`job()` copies into a PlanJob what the plan reads of its state (or says why it is not planned
-now): each member still to be bound (its
-requests, constraints, and the nodes kube-scheduler found feasible for it or refused it),
-how many members are still to be created, the nodes offered, the topology. `run()` does the
-work that grows with nodes and members: it reads the nodes' views (immutable, lock-free),
-plans (extender.gang.plan) and, if the gang fits, reserves every place in the ledger in one
-atomic step (thread-safe). It touches nothing else, so it may run in a worker thread: the
-manager runs a small job inline and a large one (above Offload's nodes plus members) in
-a thread, so that planning a gang of 1,024 over 5,000 nodes does not hold the loop. `apply()` takes
-the result into the gang's state back on the loop, or gives the places back if the gang
-ended, was reserved or released meanwhile. Pure Python, no I/O.
+The gang manager (extender.gang.manager) decides on the loop that a gang must be planned,
+and `job()` copies into a PlanJob what the plan reads of its state (or says why it is not
+planned now): each member still to be bound (its requests, constraints, and the nodes
+kube-scheduler found feasible for it or refused it), how many members are still to be
+created, the nodes offered, the topology. `run()` does the work that grows with nodes and
+members: it reads the nodes' views (immutable, lock-free), plans (extender.gang.plan) and,
+if the gang fits, reserves every place in the ledger in one atomic step (thread-safe). It
+touches nothing else, so it may run in a worker thread: the manager runs a small job inline
+and a large one (see Offload) in a thread, so that planning a gang of 1,024 over 5,000 nodes
+in the background does not hold the loop. `apply()` takes the result into the gang's state
+back on the loop, or gives the places back if the gang ended, was reserved or released
+meanwhile. Pure Python, no I/O.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class Offload:
     about a millisecond of planning. A first member's filter runs in kube-scheduler's
     scheduling cycle, which waits for it and sends no other call meanwhile, so it plans
     inline up to about 10 ms: in a thread the plan shares the interpreter with whatever the
-    loop serves, and a gang of 1,024's first filter took twice as long (hack/
-    gang-filter-latency.py, docs/gangs.md)."""
+    loop serves, and a gang of 1,024's first filter took twice as long
+    (hack/gang-filter-latency.py; docs/results/gangs-planning-2026-11-25.md)."""
 
     background: int = 2_000
     filter: int = 20_000
