@@ -1,5 +1,6 @@
 """A gang's state as the manager keeps it: its members, its reserved places, its phase, and
-what a member's arrival at bind comes to. Plain data, no behaviour beyond small readings.
+what a member's arrival at bind comes to. Plain data, and the few helpers that keep its
+indexes (a member's place) true to what they index.
 
 Made and changed by the gang manager (extender.gang.manager) on the event loop; read by the
 gang gate, the status route (extender.gang.status) and the bind verb (through `Arrival`).
