@@ -5,6 +5,7 @@ becomes an ApiError with the status and reason the adapters act on."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 
@@ -101,3 +102,39 @@ def test_a_watch_yields_each_event_line_however_the_bytes_arrive(tmp_path: Path)
 
     # A line far over aiohttp's read buffer is one event, and blank lines are none.
     assert [json.loads(line) for line in asyncio.run(scenario())] == [{"type": "ADDED"}, big]
+
+
+def test_a_burst_of_watch_events_lets_the_loop_turn_between_batches(tmp_path: Path) -> None:
+    """A gang's members created at once arrive as hundreds of events in one read: they are
+    handed on in order, and the event loop gets a turn every batch of them (a verb waiting
+    meanwhile is served), however they are chunked."""
+    events = [{"type": "ADDED", "object": {"metadata": {"name": f"p{i}"}}} for i in range(300)]
+    body = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+    fake = FakeAPI(lambda request: httpx.Response(200, content=body), tmp_path)
+    api = KubeAPI(fake.kubeconfig)
+
+    async def scenario() -> tuple[list[bytes], list[int]]:
+        turns: list[int] = []  # how many lines were handed on when another task ran
+        got: list[bytes] = []
+
+        async def beside() -> None:
+            while True:
+                turns.append(len(got))
+                await asyncio.sleep(0)
+
+        async with fake:
+            other = asyncio.create_task(beside())
+            try:
+                async with api.watch("/api/v1/pods", {"watch": "true"}, 5.0) as lines:
+                    async for line in lines:
+                        got.append(line)
+            finally:
+                other.cancel()
+                await api.aclose()
+        return got, turns
+
+    got, turns = asyncio.run(scenario())
+    assert [json.loads(line) for line in got] == events
+    points = sorted({0, *turns, len(events)})
+    assert max(b - a for a, b in itertools.pairwise(points)) <= 64
