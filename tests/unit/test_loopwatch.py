@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+
+import pytest
 
 from extender.loopwatch import watch
 from extender.metrics import Metrics
@@ -32,3 +35,26 @@ def test_a_callback_holding_the_loop_is_measured_as_its_lag() -> None:
     count = sample(metrics, "escher_event_loop_lag_seconds_count")
     under = sample(metrics, "escher_event_loop_lag_seconds_bucket", {"le": "0.05"})
     assert count >= 3 and count - under >= 1  # the held turn, in a bucket above 50 ms
+
+
+def test_what_holds_the_loop_is_named_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """The watchdog thread logs the loop thread's frames while it is held, so the culprit of
+    a lag is named rather than guessed."""
+    metrics = Metrics()
+
+    def hold_the_loop() -> None:
+        time.sleep(0.3)
+
+    async def scenario() -> None:
+        watcher = asyncio.create_task(watch(metrics, 0.02, report_after=0.1))
+        await asyncio.sleep(0.05)
+        hold_the_loop()
+        await asyncio.sleep(0.05)
+        watcher.cancel()
+
+    with caplog.at_level(logging.WARNING, logger="extender.loopwatch"):
+        asyncio.run(scenario())
+    held = [r for r in caplog.records if r.getMessage() == "the event loop is held"]
+    assert len(held) == 1  # once per hold
+    assert "hold_the_loop" in held[0].running  # type: ignore[attr-defined]
+    assert held[0].held_ms >= 100  # type: ignore[attr-defined]
