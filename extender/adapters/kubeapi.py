@@ -133,6 +133,7 @@ class KubeAPI:
         # would drop for absolute paths.
         self.host = cfg.host.rstrip("/")
         self._max_connections = max_connections
+        self._slots = asyncio.Semaphore(max_connections)
         self._session: aiohttp.ClientSession | None = None
         self._bucket = _Bucket(qps, burst)
 
@@ -181,14 +182,22 @@ class KubeAPI:
         await self._bucket.take()
         limit = _TIMEOUT if timeout is None else aiohttp.ClientTimeout(timeout, sock_connect=5.0)
         try:
-            async with self._http().request(
-                method,
-                self.host + path,
-                params=params,
-                data=body,
-                headers=self._headers(content_type or ("application/json" if body else None)),
-                timeout=limit,
-            ) as resp:
+            # A request is built only once a connection of the pool is its to take: a burst of
+            # a thousand (a gang's Bindings, its members' nominations) then costs a future
+            # each to wait, not a thousand requests built in one turn of the event loop. The
+            # wait counts against the request's total, as aiohttp's own pool wait did.
+            async with (
+                asyncio.timeout(limit.total),
+                self._slots,
+                self._http().request(
+                    method,
+                    self.host + path,
+                    params=params,
+                    data=body,
+                    headers=self._headers(content_type or ("application/json" if body else None)),
+                    timeout=limit,
+                ) as resp,
+            ):
                 content = await resp.read()
                 status = resp.status
         except (aiohttp.ClientError, TimeoutError) as e:
