@@ -392,8 +392,23 @@ class SlicePublisher(NodeWriter):
             self._ledger.adopt(node, shown)
             return
         view = self._ledger.node(node)
-        if view is not None and view.shown() != shown:
+        if view is not None and (view.shown() != shown or self._held_unshown(node)):
             self.drifted(node)
+
+    def _held_unshown(self, node: str) -> bool:
+        """Whether a device a claim holds is missing from the node's slices: a claim seen
+        while our write that unpublished its device was in flight (`_held_elsewhere` then
+        still saw the old slice) is caught when that write's slice comes back."""
+        shown: dict[str, set[str]] = {}
+        for pool in self._node_pools.get(node, ()):
+            devices = shown.setdefault(_group(pool), set())
+            for s in self._pools[pool].current():
+                devices.update(s.devices)
+        return any(
+            not held.keys() <= devices
+            for group, devices in shown.items()
+            if (held := self._allocated.get(group))
+        )
 
     def _claim(self, kind: str, c: ResourceClaim) -> None:
         uid = c.metadata.uid

@@ -297,6 +297,33 @@ def test_a_device_claimed_after_a_decrease_unpublished_it_is_published_again(
     scenario(tmp_path, body)
 
 
+def test_a_device_claimed_while_the_decrease_is_being_written_is_published_again(
+    tmp_path: Path,
+) -> None:
+    """The claim arrives while the write that unpublishes its device is in flight: the slice
+    seen then still shows the device, so only the slice our write brings back tells that
+    it is missing. It is published again all the same (CI caught this race on the real
+    control plane: tests/e2e/test_dra.py)."""
+
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 10})
+        assert await s.durable()
+        api = s.publisher._api
+        send = api.request
+
+        async def claimed_meanwhile(method: str, path: str, **kw: Any) -> bytes:
+            if method == "PUT" and "resourceslices" in path and not s.publisher._claims:
+                s.claim("late", ("n0/r/0", "u7"))
+                await settled(s, lambda: bool(s.publisher._claims))
+            return await send(method, path, **kw)
+
+        api.request = claimed_meanwhile  # type: ignore[method-assign]
+        s.ledger.set_capacity(R, {"n0": 2})
+        await settled(s, lambda: s.devices() == ["u0", "u7"])
+
+    scenario(tmp_path, body)
+
+
 def test_what_a_pool_cannot_hold_is_refused_naming_the_limit_and_nothing_is_published(
     tmp_path: Path,
 ) -> None:
