@@ -119,6 +119,13 @@ class Metrics:
             "The longest lag of the event loop since the service started.",
             registry=r,
         )
+        self.loop_held_max = Gauge(
+            "escher_event_loop_held_max_seconds",
+            "The longest lag of the event loop since the service started that the process's "
+            "own work can account for: each lag bounded by the CPU the process used meanwhile "
+            "(an upper bound; the rest of a lag is the process not being run).",
+            registry=r,
+        )
         self.filter_nodes = Histogram(
             "escher_extender_filter_nodes",
             "Nodes named in a filter call (kube-scheduler sends every feasible node, or only a "

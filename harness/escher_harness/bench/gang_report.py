@@ -100,6 +100,7 @@ FIGURES = (
     Figure("extender_peak_mib", "extender peak MiB", _extender("peak_rss_mib"), 1),
     Figure("longest_stall_ms", "longest stall ms", _extender("longest_stall_ms"), 1),
     Figure("longest_loop_lag_ms", "longest loop lag ms", _extender("longest_loop_lag_ms"), 1),
+    Figure("longest_loop_held_ms", "longest loop held ms", _extender("longest_loop_held_ms"), 1),
 )
 _BY_KEY = {f.key: f for f in FIGURES}
 OUTCOME_TABLE = ("gangs", "completed", "succeeded", "timeouts", "rollbacks", "p50", "p90", "p99")
@@ -134,6 +135,7 @@ TOPOLOGY_TABLE = (
     "extender_peak_mib",
     "longest_stall_ms",
     "longest_loop_lag_ms",
+    "longest_loop_held_ms",
 )
 # The free whole domains of the topology table as a share of all the cluster's.
 FRAGMENTATION_TABLE = (
@@ -492,7 +494,10 @@ DEFINITIONS = """\
   included): how long its event loop was held at most, as a client sees it. **Longest loop
   lag**: the extender's own figure, escher_event_loop_lag_max_seconds at the end of the run
   (a timer on its loop every 50 ms, how late it fired): the same, without the probe's round
-  trip and the load generator's process, which shares the two cores.
+  trip and the load generator's process, which shares the two cores. **Longest loop held**:
+  escher_event_loop_held_max_seconds, the longest lag bounded by the CPU the extender's
+  process used meanwhile: at most this much of a lag was its own work, the rest it waited to
+  be run on a saturated machine.
 - **Replay lag**: the latest any gang was submitted after its planned time (how faithful
   the open-loop replay was). **Warm-up**: the uncounted first gang's latency (the cold
   start). **Load avg**: the machine's 1-minute load average during the run (mean)."""
