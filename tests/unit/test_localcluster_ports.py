@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from escher_harness.localcluster import ports as ports_module
 from escher_harness.localcluster.errors import ClusterError
 from escher_harness.localcluster.ports import allocate_ports, ensure_port_free
 
@@ -52,3 +53,11 @@ def test_taken_port_names_port_and_component(listening_port: int) -> None:
 def test_bad_fixed_ports(wanted: dict[str, int | None], message: str) -> None:
     with pytest.raises(ClusterError, match=message):
         allocate_ports(wanted)
+
+
+def test_free_ports_are_chosen_below_the_ephemeral_range() -> None:
+    """An outgoing connection may take any ephemeral port between the choice and the
+    component's bind: chosen ports stay below that range."""
+    top = ports_module.below_ephemeral()
+    ports = allocate_ports({f"c{i}": None for i in range(20)})
+    assert all(ports_module.LOWEST <= p < top for p in ports.values()), ports
