@@ -39,17 +39,21 @@ def pod(uid: str, node: str = "", phase: str = "Pending") -> dict[str, Any]:
 
 class Server:
     """One node with one unit of escher.io/r, held by pod `holder`; the pod watch stays open
-    until `finish` is set, then reports the holder Succeeded. Records pod patches."""
+    until `finish` is set, then reports the holder Succeeded (once). Records pod patches."""
 
     def __init__(self) -> None:
         self.finish = asyncio.Event()
+        self.told = False  # the holder's Succeeded was sent on a pod watch
         self.patches: list[tuple[str, dict[str, Any]]] = []
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if request.url.params.get("watch"):
-            if path == "/api/v1/pods" and not self.finish.is_set():
+            # Whenever the pod watch opens, before `finish` or after (under load it may open
+            # after the test set it): it carries the holder's Succeeded once.
+            if path == "/api/v1/pods" and not self.told:
                 await self.finish.wait()
+                self.told = True
                 event = {"type": "MODIFIED", "object": pod("holder", "n0", "Succeeded")}
                 return httpx.Response(200, content=json.dumps(event).encode() + b"\n")
             await asyncio.sleep(30)  # an open watch with nothing to say
