@@ -47,7 +47,7 @@ from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import Ledger
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo, Rejection
-from extender.gang import nominations, planning
+from extender.gang import nominations, planning, repair
 from extender.gang.declarations import NO_GROUPS, Groups
 from extender.gang.planning import DEFAULT_OFFLOAD, Offload, PlanJob
 from extender.gang.planning import Result as PlanResult
@@ -318,21 +318,29 @@ class GangManager:
                 return _all(nodes, why)
             self._release(g, f"member {m.pod.name} fits none of the reserved places")
             return None
-        if slot.node in nodes:
-            g.passed.add(m.pod.uid)
-            need = g.spec.min_members
-            # The count is over the members (a cheap bound first: a filter per member).
-            if (
-                g.filtered_at is None
-                and len(g.passed) + len(g.landed) >= need
-                and self._placed(g) >= need
-            ):
-                g.filtered_at = self.wall()
-            return Verdict.passing_only(slot.node)
-        # kube-scheduler's own filters refused the reserved node: plan again without it.
-        m.excluded.add(slot.node)
-        self._release(g, f"kube-scheduler refused node {slot.node} for member {m.pod.name}")
-        return None
+        if slot.node not in nodes:
+            # kube-scheduler's own filters refused the reserved node: move the place to an
+            # offered one, or plan the gang again without it.
+            refused = slot.node
+            m.excluded.add(refused)
+            if not repair.move(g, m, slot, nodes, self.ledger):
+                self._release(g, f"kube-scheduler refused node {refused} for member {m.pod.name}")
+                return None
+            nominations.forget(g, m.pod.uid)
+            log.info(
+                "gang member's place moved",
+                extra={"gang": g.key, "member": m.pod.name, "refused": refused, "node": slot.node},
+            )
+        g.passed.add(m.pod.uid)
+        need = g.spec.min_members
+        # The count is over the members (a cheap bound first: a filter per member).
+        if (
+            g.filtered_at is None
+            and len(g.passed) + len(g.landed) >= need
+            and self._placed(g) >= need
+        ):
+            g.filtered_at = self.wall()
+        return Verdict.passing_only(slot.node)
 
     def _slot_of(self, g: GangState, m: Member, nodes: Sequence[str]) -> Slot | None:
         """m's place, or a place kept for a member to come that suits it among `nodes`."""

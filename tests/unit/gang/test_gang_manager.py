@@ -209,7 +209,7 @@ def test_a_gang_that_does_not_fit_holds_nothing(cpu: str, unresolvable: bool, wh
     assert reserved(lg) == 0
 
 
-def test_a_node_kube_scheduler_refuses_is_excluded_and_the_gang_planned_again() -> None:
+def test_a_node_kube_scheduler_refuses_is_excluded_and_the_place_moved() -> None:
     lg = cluster()
     gm = manager(lg)
     pod = member("g", 0, size=1)
@@ -217,7 +217,12 @@ def test_a_node_kube_scheduler_refuses_is_excluded_and_the_gang_planned_again() 
     # kube-scheduler's own filters turned that node down this time (it is not offered).
     offered = [n for n in NODES if n != first]
     (second,) = passed(gm.filter(pod, offered), offered)
+    g = gm.gang("default/g")
+    assert g is not None and g.attempts == 1  # moved, not planned again
     assert second != first and reserved(lg) == 1
+    assert lg.node(first).used.get("cpu", 0) == 0  # type: ignore[union-attr]
+    # Refused there too, and no other node offered: the gang is planned again.
+    assert passed(gm.filter(pod, [first]), [first]) == [] and first in g.members[pod.uid].excluded
 
 
 def test_constraints_only_kube_scheduler_evaluates_wait_for_its_verdict() -> None:

@@ -203,3 +203,39 @@ def test_a_stale_nomination_tried_alone_is_turned_away_without_planning_again(
 
 def _fields(p: PodInfo) -> dict[str, Any]:
     return {f: getattr(p, f) for f in PodInfo.__slots__}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "full", "to_rack", "planned_again"),
+    [
+        # Required rack: the place moves inside the rack while it has room ...
+        ({REQUIRED: "rack"}, [], "r0", False),
+        # ... and the gang is planned again (in the other rack) when it has none.
+        ({REQUIRED: "rack"}, ["r0-n1", "r0-n2"], "r1", True),
+        # Preferred rack: a node of the same rack first, else of another; never planned again.
+        ({PREFERRED: "rack"}, [], "r0", False),
+        ({PREFERRED: "rack"}, ["r0-n1", "r0-n2"], "r1", False),
+    ],
+)  # fmt: skip
+def test_a_refused_place_moves_to_an_offered_node_of_its_domain(
+    annotations: dict[str, str], full: list[str], to_rack: str, planned_again: bool
+) -> None:
+    """kube-scheduler's own filters refused a member's reserved node (it is not offered):
+    the member's place moves to an offered node with room, the rest of the gang keeps its
+    places; only when the required domain has none is the gang planned again."""
+    lg, rack_of = racks({"r0": 3, "r1": 3})
+    for node in full:
+        lg.observe_bound(f"filler-{node}", node, {"cpu": 2000})
+    gm = GangManager(lg, KEYS, clock=Clock())
+    pods = [member("g", i, 2, **annotations) for i in range(2)]
+    g = reserve(gm, pods, lg.node_names())
+    assert {rack_of[s.node] for s in g.slots.values()} == {"r0"}, g.reason
+    place = next(s.node for s in g.slots.values() if s.member == pods[1].uid)
+    offered = [n for n in lg.node_names() if n != place]
+    verdict = gm.filter(pods[1], offered)
+    assert isinstance(verdict, Verdict) and verdict.only is not None
+    (node,) = verdict.only
+    assert rack_of[node] == to_rack and node != place
+    assert (g.attempts == 2) is planned_again
+    assert lg.totals().holdings[HolderKind.RESERVATION] == 2
+    assert node in {s.node for s in g.slots.values() if s.member == pods[1].uid}
