@@ -8,6 +8,7 @@ appears and destroyed when its last member is gone.
   plan      a node for every member at once (pure)
   planning  one reservation attempt as a job, run inline or in a worker thread
   state     a gang's members, places and phase (plain data)
+  places    which place a member takes; moving one kube-scheduler refused
   manager   the gangs' state: members from the pod informer, reservations, expiry
   barrier   members wait at bind until the gang's minimum is there
   gate      members created held, let through once their gang has places

@@ -14,7 +14,8 @@ asynchronously, with no reject-and-wake cycle:
    gang does not fit, nothing is held: two gangs that cannot both fit never deadlock. A
    large plan runs in a worker thread (extender.gang.planning), its verdict awaited.
 3. Each member's filter passes only its reserved node; a member arriving later takes a ghost
-   place that suits it, or the gang is planned again. Each member's node is written to its
+   place that suits it, or the gang is planned again; a place kube-scheduler's own filters
+   refuse moves to an offered node (extender.gang.places). Each member's node is written to its
    nominatedNodeName (extender.gang.nominations), so kube-scheduler tries it alone.
 4. Bind is a barrier (extender.gang.barrier): a member waits until the gang's minimum is at
    bind or bound, then all bind at once. A bound member's place becomes the bound pod.
@@ -47,7 +48,7 @@ from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import Ledger
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo, Rejection
-from extender.gang import nominations, planning, repair
+from extender.gang import nominations, places, planning
 from extender.gang.declarations import NO_GROUPS, Groups
 from extender.gang.planning import DEFAULT_OFFLOAD, Offload, PlanJob
 from extender.gang.planning import Result as PlanResult
@@ -59,7 +60,6 @@ from extender.gang.state import (
     Outcome,
     Phase,
     Refused,
-    Slot,
     Ticket,
 )
 from extender.gang.topology import Hierarchy
@@ -153,7 +153,8 @@ class GangManager:
                 and self.nominate is not None
                 and g.phase is Phase.RESERVED
                 and not (m.bound or pod.held)
-                and self._slot_of(g, m, [s.node for s in g.slots.values()]) is not None
+                and places.slot_of(g, m, [s.node for s in g.slots.values()], self.ledger)
+                is not None
             ):
                 nominations.place(g, self.nominate, only=pod.uid)
             elif not m.bound:
@@ -301,7 +302,7 @@ class GangManager:
 
     def _reserved(self, g: GangState, m: Member, nodes: Sequence[str]) -> Verdict | None:
         """The verdict of a reserved gang, or None when it must be planned again."""
-        slot = self._slot_of(g, m, nodes)
+        slot = places.slot_of(g, m, nodes, self.ledger)
         # kube-scheduler tries a pod's nominated node first, alone, then every node: one that
         # is not the member's place (a nomination of an earlier reservation, not yet
         # rewritten) is turned away, and no reason to plan the gang again.
@@ -323,7 +324,7 @@ class GangManager:
             # offered one, or plan the gang again without it.
             refused = slot.node
             m.excluded.add(refused)
-            if not repair.move(g, m, slot, nodes, self.ledger):
+            if not places.move(g, m, slot, nodes, self.ledger):
                 self._release(g, f"kube-scheduler refused node {refused} for member {m.pod.name}")
                 return None
             nominations.forget(g, m.pod.uid)
@@ -341,28 +342,6 @@ class GangManager:
         ):
             g.filtered_at = self.wall()
         return Verdict.passing_only(slot.node)
-
-    def _slot_of(self, g: GangState, m: Member, nodes: Sequence[str]) -> Slot | None:
-        """m's place, or a place kept for a member to come that suits it among `nodes`."""
-        uid = m.pod.uid
-        slot = g.place_of(uid)
-        if slot is not None:
-            return slot
-        offered = set(nodes)
-        for slot in g.slots.values():
-            if slot.member is None and slot.node in offered and self._suits(m, slot):
-                g.assign(slot, uid)
-                return slot
-        return None
-
-    def _suits(self, m: Member, slot: Slot) -> bool:
-        """Whether a place planned for a member to come suits member `m`."""
-        if any(v > slot.amounts.get(r, 0) for r, v in m.pod.requests.items()):
-            return False
-        if slot.node in m.excluded or (m.feasible is not None and slot.node not in m.feasible):
-            return False
-        view = self.ledger.node(slot.node)
-        return view is not None and (m.constraints is None or not m.constraints.check(view))
 
     def _reserve(
         self, g: GangState, m: Member, nodes: Sequence[str], inline_up_to: int
@@ -427,7 +406,7 @@ class GangManager:
         beyond the places wait."""
         nodes = [s.node for s in g.slots.values()]
         for m in g.members.values():
-            if not m.pod.held or self._slot_of(g, m, nodes) is not None:
+            if not m.pod.held or places.slot_of(g, m, nodes, self.ledger) is not None:
                 continue
             if len(g.places) < len(g.slots):  # a place is left that it does not suit
                 self._release(g, f"gang {g.key}: a held member fits none of the reserved places")

@@ -9,7 +9,7 @@ The same code paths at 40 nodes: the wait as long as the gang needs, the members
 connections of at most 900 streams (extender.http.verbs_listener.STREAMS_PER_CONNECTION).
 
 The gang fills its nodes to their pod limit, so a member kube-scheduler counts twice on its
-node (its nomination handled across its assume, extender.gang.repair) leaves the last member
+node (its nomination handled across its assume, extender.gang.places) leaves the last member
 of that node refused there: its place moves to another node, and no bind is refused (before
 the move, the gang was planned again and 306 to 1,800 binds refused, in 2 of 3 runs)."""
 

@@ -1,7 +1,11 @@
-"""Repair: one member's reserved place moved when kube-scheduler refuses its node.
+"""Places: which reserved place a gang member takes, and moving one kube-scheduler refused.
 
-kube-scheduler runs its own filters before the extender's, so a member's reserved node can be
-missing from the nodes it offers: a pod the extender never saw took room there, or
+A member's place is the one its gang's plan gave it, or a place kept for a member to come
+that suits it: its requests fit the place's amounts, its constraints allow the node
+(`slot_of`).
+
+kube-scheduler runs its own filters before the extender's, so a member's reserved node can
+be missing from the nodes it offers: a pod the extender never saw took room there, or
 kube-scheduler counts a pod twice on it. The second comes of nominations
 (extender.gang.nominations): a member created after its gang was reserved is nominated at
 once, and when kube-scheduler handles that pod update across the member's assume (its event
@@ -17,8 +21,9 @@ every member waiting at the barrier. Instead the member's place moves to an offe
 required level, in the same domain of its preferred level first. Only when none has room is
 the gang planned again.
 
-Called by the gang manager (extender.gang.manager) on the event loop: one pass over the
-offered nodes (lookups only) and at most MAX_TRIES reservation attempts. Pure, no I/O.
+Functions of the gang manager (extender.gang.manager), on the event loop: a move is one pass
+over the offered nodes (lookups only) and at most MAX_TRIES reservation attempts. Pure, no
+I/O.
 """
 
 from __future__ import annotations
@@ -28,9 +33,31 @@ from collections.abc import Sequence
 from extender.core.ledger import Ledger, NodeView
 from extender.gang.state import GangState, Member, Slot
 
-# Reservation attempts per repair: candidates are checked for room first, so an attempt
-# fails only when a concurrent change took the room.
+# Reservation attempts per move: candidates are checked for room first, so an attempt fails
+# only when a concurrent change took the room.
 MAX_TRIES = 8
+
+
+def slot_of(g: GangState, m: Member, nodes: Sequence[str], ledger: Ledger) -> Slot | None:
+    """m's place, or a place kept for a member to come that suits it among `nodes` (then
+    assigned to m)."""
+    slot = g.place_of(m.pod.uid)
+    if slot is not None:
+        return slot
+    offered = set(nodes)
+    for slot in g.slots.values():
+        if slot.member is None and slot.node in offered and suits(m, slot, ledger):
+            g.assign(slot, m.pod.uid)
+            return slot
+    return None
+
+
+def suits(m: Member, slot: Slot, ledger: Ledger) -> bool:
+    """Whether a place planned for a member to come suits member `m`."""
+    if any(v > slot.amounts.get(r, 0) for r, v in m.pod.requests.items()):
+        return False
+    view = ledger.node(slot.node)
+    return view is not None and _allowed(m, view)
 
 
 def move(g: GangState, m: Member, slot: Slot, nodes: Sequence[str], ledger: Ledger) -> bool:
@@ -47,12 +74,10 @@ def move(g: GangState, m: Member, slot: Slot, nodes: Sequence[str], ledger: Ledg
     first: list[str] = []
     rest: list[str] = []
     for name in nodes:
-        if name in m.excluded or (m.feasible is not None and name not in m.feasible):
-            continue
         view = ledger.node(name)
         if view is None or (required is not None and view.labels.get(required.key) != domain):
             continue
-        if not _room(view, slot) or (m.constraints is not None and m.constraints.check(view)):
+        if not _room(view, slot) or not _allowed(m, view):
             continue
         if near is not None and preferred is not None and view.labels.get(preferred.key) == near:
             first.append(name)
@@ -65,6 +90,14 @@ def move(g: GangState, m: Member, slot: Slot, nodes: Sequence[str], ledger: Ledg
             slot.node = name
             return True
     return False
+
+
+def _allowed(m: Member, view: NodeView) -> bool:
+    """Whether member `m` may go to the node: not refused it by kube-scheduler, among those
+    kube-scheduler found feasible (when only it can say), allowed by its constraints."""
+    if view.name in m.excluded or (m.feasible is not None and view.name not in m.feasible):
+        return False
+    return m.constraints is None or not m.constraints.check(view)
 
 
 def _room(view: NodeView, slot: Slot) -> bool:
