@@ -209,6 +209,13 @@ class Settings(BaseSettings):
         "reservation's expiry ends the wait sooner); below the httpTimeout of the bind entry "
         "in the KubeSchedulerConfiguration",
     )
+    bind_in_flight: int = Field(
+        64,
+        ge=1,
+        le=1024,
+        description="Bindings in flight at most: a gang's bind burst takes this many API "
+        "calls at a time, so its answers come back in loop turns of at most this many",
+    )
     loop_watch_interval_seconds: Seconds = Field(
         0.05,
         gt=0,

@@ -130,7 +130,7 @@ def build(
         view=view,
         writeback=writeback,
         elector=elector,
-        binder=Binder(api, metrics, may_write) if binds else None,
+        binder=Binder(api, metrics, may_write, s.bind_in_flight) if binds else None,
         lifter=Lifter(api, keys.gate, metrics, may_write) if binds else None,
         nominator=Nominator(api, metrics, may_write) if binds and s.gang_nominate else None,
         waker=(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import cast
 
 import builders
 import pytest
 from fakeapi import Cluster, connected
 
 from extender.adapters.binder import Binder
+from extender.adapters.kubeapi import KubeAPI
 from extender.metrics import Metrics
 from extender.scheduling.verbs import BindError
 
@@ -66,3 +68,31 @@ def test_a_pod_bound_already_is_a_conflict(tmp_path: Path) -> None:
     with pytest.raises(BindError, match="conflict"):
         asyncio.run(bind())
     assert cluster.kinds["pods"].objects["default/p"]["spec"]["nodeName"] == "n0"
+
+
+class _SlowAPI:
+    """Answers each request after a few loop turns, counting how many are in flight."""
+
+    def __init__(self) -> None:
+        self.now = self.most = self.done = 0
+
+    async def request(self, method: str, path: str, **_: object) -> bytes:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        for _turn in range(3):
+            await asyncio.sleep(0)
+        self.now -= 1
+        self.done += 1
+        return b"{}"
+
+
+@pytest.mark.parametrize(("in_flight", "binds"), [(1, 5), (3, 10), (64, 10)])
+def test_bindings_in_flight_are_capped(in_flight: int, binds: int) -> None:
+    api = _SlowAPI()
+    binder = Binder(cast(KubeAPI, api), Metrics(), lambda: True, in_flight)
+
+    async def burst() -> None:
+        await asyncio.gather(*(binder.bind("default", f"p{i}", "u", "n1") for i in range(binds)))
+
+    asyncio.run(burst())
+    assert api.done == binds and api.most == min(in_flight, binds)
