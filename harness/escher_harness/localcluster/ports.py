@@ -30,31 +30,37 @@ def below_ephemeral() -> int:
         return 32_768
 
 
-def _probe(port: int) -> socket.socket | None:
-    """A socket bound to 127.0.0.1:<port>, or None if the port is taken."""
+def _bind(port: int) -> socket.socket:
+    """A socket bound to 127.0.0.1:<port> (OSError if the port is taken)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Go's net.Listen sets SO_REUSEADDR, so a port in TIME_WAIT is free for the components.
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))
     except OSError:
         sock.close()
-        return None
+        raise
     return sock
+
+
+def _probe(port: int) -> socket.socket | None:
+    """A socket bound to 127.0.0.1:<port>, or None if the port is taken."""
+    try:
+        return _bind(port)
+    except OSError:
+        return None
 
 
 def ensure_port_free(port: int, component: str) -> None:
     """Raise ClusterError unless 127.0.0.1:<port> can be bound right now."""
     if not 0 < port < 65536:
         raise ClusterError(f"port {port} for {component} is not a valid TCP port")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # Go's net.Listen sets SO_REUSEADDR, so a port in TIME_WAIT is free for the components.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError as e:
-            raise ClusterError(
-                f"port {port} wanted by {component} is not free on 127.0.0.1: {e.strerror}"
-            ) from None
+    try:
+        _bind(port).close()
+    except OSError as e:
+        raise ClusterError(
+            f"port {port} wanted by {component} is not free on 127.0.0.1: {e.strerror}"
+        ) from None
 
 
 def allocate_ports(wanted: Mapping[str, int | None]) -> dict[str, int]:
