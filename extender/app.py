@@ -77,7 +77,9 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
         body_timeout=settings.body_timeout_seconds,
         verbs=VerbEndpoints(svc.verbs, svc.metrics, svc.ready),
-        verbs_port=settings.verbs_port,
+        verbs_ports=frozenset(
+            p for p in (settings.verbs_port, settings.verbs_http1_port) if p is not None
+        ),
     )
     client_errors = svc.metrics.client_errors
 

@@ -10,7 +10,11 @@ second uvicorn listener, HTTP/1.1 only and cheaper per call. Each listener bound
 connections that have not sent a request yet (extender.http.pending), and so does its own TLS
 handshake: uvicorn's through extender.http.protocol, which is why uvicorn is given the TLS
 context of the listener rather than its certificate. All refuse requests beyond
-`max_concurrency` with 503. SIGTERM stops both and then the service. Called by extender.cli.
+`max_concurrency` with 503. With `verbs_http1_port` the verbs also have an HTTP/1.1 listener
+(uvicorn, the same TLS) beside the HTTP/2 one, for the scheduler entries that call one pod
+at a time: deploy/ points filter and prioritize there and keeps bind, whose gang members wait
+at the barrier in calls held open, on HTTP/2. SIGTERM stops them all and then the service.
+Called by extender.cli.
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ def run(settings: Settings) -> int:
 
 
 def _configs(settings: Settings, app: object, metrics: Metrics) -> list[uvicorn.Config]:
-    """uvicorn's listeners: `port`, and the verbs' when they are HTTP/1.1 only. Raises
+    """uvicorn's listeners: `port`, the verbs' when they are HTTP/1.1 only, and their
+    HTTP/1.1 listener beside the HTTP/2 one (`verbs_http1_port`). Raises
     OSError or ssl.SSLError when a certificate does not load."""
     s = settings
     common: dict[str, object] = {
@@ -62,12 +67,15 @@ def _configs(settings: Settings, app: object, metrics: Metrics) -> list[uvicorn.
         api_tls = server_tls((s.tls_cert_file, s.tls_key_file), None)
     api = protocol(pending(s, metrics, "api"), api_tls)
     configs = [uvicorn.Config(app, host=s.host, port=s.port, http=api, **common)]  # type: ignore[arg-type]
+    http1 = [s.verbs_http1_port] if s.verbs_http1_port is not None else []
     if s.verbs_port is not None and _verbs_server(s) == "uvicorn":
-        certificate = s.verbs_certificate()
-        tls = server_tls(certificate, s.verbs_client_ca_file) if certificate else None
+        http1.append(s.verbs_port)
+    certificate = s.verbs_certificate()
+    tls = server_tls(certificate, s.verbs_client_ca_file) if http1 and certificate else None
+    for port in http1:
         verbs = protocol(pending(s, metrics, "verbs"), tls)
         host = s.verbs_address()
-        configs.append(uvicorn.Config(app, host=host, port=s.verbs_port, http=verbs, **common))  # type: ignore[arg-type]
+        configs.append(uvicorn.Config(app, host=host, port=port, http=verbs, **common))  # type: ignore[arg-type]
     return configs
 
 

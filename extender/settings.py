@@ -75,6 +75,15 @@ class Settings(BaseSettings):
         "handshake per gang member held at bind, more of the extender's CPU per call "
         "(docs/deployment.md); off: HTTP/1.1 as the policy API",
     )
+    verbs_http1_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="also serve the verbs on this port, with verbs_port's TLS and client CA "
+        "over HTTP/1.1 (uvicorn): for the scheduler entries called one pod at a time "
+        "(filter, prioritize, preempt), cheaper per call for both processes than HTTP/2; bind "
+        "stays on verbs_port, where gang members held at the barrier share one connection",
+    )
 
     # ---- Kubernetes ------------------------------------------------------------------------
     mode: Mode = Field(
@@ -370,6 +379,17 @@ class Settings(BaseSettings):
         if self.verbs_client_ca_file is not None or self.verbs_tls_cert_file is not None:
             raise ValueError("verbs_plain serves no TLS: no verbs certificate or client CA")
 
+    def _http1_verbs(self) -> None:
+        """A second listener beside verbs_port's HTTP/2 one, with its TLS."""
+        if self.verbs_port is None or self.verbs_plain or not self.verbs_http2:
+            raise ValueError(
+                "verbs_http1_port is an HTTP/1.1 listener beside verbs_port's HTTP/2 one: it "
+                "needs verbs_port over TLS with verbs_http2 on (verbs_plain and verbs_http2 "
+                "off serve HTTP/1.1 on verbs_port already)"
+            )
+        if self.verbs_http1_port in (self.port, self.verbs_port) and self.verbs_http1_port:
+            raise ValueError("verbs_http1_port must differ from port and verbs_port")
+
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
@@ -389,6 +409,8 @@ class Settings(BaseSettings):
             raise ValueError("verbs_tls_cert_file needs verbs_port (the verbs' own listener)")
         if self.verbs_port is not None and self.verbs_port == self.port != 0:
             raise ValueError("verbs_port must differ from port")
+        if self.verbs_http1_port is not None:
+            self._http1_verbs()
         if self.leader_elect:
             if not self.kube:
                 raise ValueError("leader_elect needs the Kubernetes API (not mode standalone)")

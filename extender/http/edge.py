@@ -10,8 +10,9 @@
   the body, checked chunk by chunk as it is read (no copy for the usual ASCII body). The
   decoders behind would find such bytes only where they read strings (msgspec), or guess
   another encoding (Python's json takes UTF-16 and surrogates).
-- With mutual TLS on a separate listener (settings.verbs_port), kube-scheduler's verbs are
-  served only there and nothing else is: the listener a request came in on decides.
+- With mutual TLS on listeners of their own (settings.verbs_port, and verbs_http1_port),
+  kube-scheduler's verbs are served only there and nothing else is: the listener a request
+  came in on decides.
 - kube-scheduler's verbs go straight to their endpoint (extender.http.verbs), past the
   routing of everything else: they are the hot path.
 Installed by extender.app; errors are raised as this layer's typed errors and answered by the
@@ -38,13 +39,13 @@ class Edge:
         max_body_bytes: int,
         body_timeout: float,
         verbs: ASGIApp,
-        verbs_port: int | None = None,
+        verbs_ports: frozenset[int] = frozenset(),
     ) -> None:
         self.app = app
         self.limit = max_body_bytes
         self.body_timeout = body_timeout
         self.verbs = verbs
-        self.verbs_port = verbs_port
+        self.verbs_ports = verbs_ports
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -55,9 +56,9 @@ class Edge:
             while "//" in path:
                 path = path.replace("//", "/")
             scope = dict(scope, path=path)
-        if self.verbs_port is not None:
+        if self.verbs_ports:
             server = scope.get("server")
-            on_verbs_listener = server is not None and server[1] == self.verbs_port
+            on_verbs_listener = server is not None and server[1] in self.verbs_ports
             if on_verbs_listener != (path in VERB_PATHS):
                 where = "the mutual-TLS listener" if path in VERB_PATHS else "the API listener"
                 await error_response(404, f"{path[:200]} is served on {where} only")(

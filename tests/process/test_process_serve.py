@@ -124,6 +124,10 @@ def test_standalone_over_tls(cert: tuple[Path, Path]) -> None:
             ],
             "verbs_tls_cert_file needs verbs_port",
         ),
+        (
+            ["--mode", "standalone", "--verbs-http1-port", "9998"],
+            "verbs_http1_port is an HTTP/1.1 listener beside verbs_port's HTTP/2 one",
+        ),
     ],
 )
 def test_refused_configuration_is_one_clear_line(args: list[str], message: str) -> None:
@@ -144,18 +148,19 @@ def pki(tmp_path: Path) -> Pki:
 
 
 @pytest.mark.parametrize(
-    ("api_tls", "http2"),
-    [(True, True), (False, True), (True, False)],
-    ids=["one-certificate", "plain-policy-api", "verbs-http1-only"],
+    ("api_tls", "http2", "http1_port"),
+    [(True, True, False), (False, True, False), (True, False, False), (True, True, True)],
+    ids=["one-certificate", "plain-policy-api", "verbs-http1-only", "http1-beside-http2"],
 )
 def test_the_verbs_take_only_kube_schedulers_client_certificate(
-    pki: Pki, api_tls: bool, http2: bool, monkeypatch: pytest.MonkeyPatch
+    pki: Pki, api_tls: bool, http2: bool, http1_port: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With one certificate for both listeners (deploy/), or the verbs' own certificate and
     the policy API on plain HTTP (the embedded cluster); the verbs over HTTP/2 (hypercorn),
-    or HTTP/1.1 only (uvicorn)."""
+    or HTTP/1.1 only (uvicorn), or both on two ports (deploy/: bind on HTTP/2, filter and
+    prioritize on HTTP/1.1), each held to the same client certificate."""
     monkeypatch.setenv("ESCHER_VERBS_HTTP2", str(http2).lower())
-    ports = allocate_ports({"api": None, "verbs": None})
+    ports = allocate_ports({"api": None, "verbs": None, "http1": None})
     cert = ["--tls-cert-file", str(pki.server_cert), "--tls-key-file", str(pki.server_key)]
     if not api_tls:
         cert = [
@@ -164,6 +169,8 @@ def test_the_verbs_take_only_kube_schedulers_client_certificate(
             "--verbs-tls-key-file",
             str(pki.server_key),
         ]
+    if http1_port:
+        cert += ["--verbs-http1-port", str(ports["http1"])]
     proc = serve("--mode", "standalone", "--port", str(ports["api"]),
                  "--verbs-port", str(ports["verbs"]), *cert,
                  "--verbs-client-ca-file", str(pki.ca), "--token", "t")  # fmt: skip
@@ -177,25 +184,32 @@ def test_the_verbs_take_only_kube_schedulers_client_certificate(
     scheduler = (pki.client_cert, pki.client_key)
     body = {"Pod": {"metadata": {"uid": "u"}}, "NodeNames": ["n"]}
     scheme = "https" if api_tls else "http"
-    api, verbs = f"{scheme}://127.0.0.1:{ports['api']}", f"https://127.0.0.1:{ports['verbs']}"
+    api = f"{scheme}://127.0.0.1:{ports['api']}"
+    # Each verbs listener, and the HTTP version kube-scheduler's transport (which asks for
+    # HTTP/2 by ALPN) gets there.
+    listeners = [(f"https://127.0.0.1:{ports['verbs']}", "HTTP/2" if http2 else "HTTP/1.1")]
+    if http1_port:
+        listeners.append((f"https://127.0.0.1:{ports['http1']}", "HTTP/1.1"))
     try:
         assert wait_ready(api, proc, verify=context(None)).status_code == 200
-        ok = httpx.post(f"{verbs}/filter", json=body, verify=context(scheduler))
-        assert ok.status_code == 200 and ok.json()["NodeNames"] == ["n"]
-        # HTTP/2 too, when kube-scheduler's transport asks for it (by ALPN) and it is on.
-        with httpx.Client(http2=True, verify=context(scheduler)) as h2:
-            ok = h2.post(f"{verbs}/filter", json=body)
-        version = "HTTP/2" if http2 else "HTTP/1.1"
-        assert (ok.http_version, ok.json()["NodeNames"]) == (version, ["n"])
-        # No certificate, or one the CA did not sign.
-        for client in (None, (pki.rogue_cert, pki.rogue_key)):
-            with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
-                httpx.post(f"{verbs}/filter", json=body, verify=context(client), timeout=5)
-        # The verbs are not served on the API listener, and the API not on the verbs one.
+        for verbs, version in listeners:
+            ok = httpx.post(f"{verbs}/filter", json=body, verify=context(scheduler))
+            assert ok.status_code == 200 and ok.json()["NodeNames"] == ["n"]
+            with httpx.Client(http2=True, verify=context(scheduler)) as h2:
+                ok = h2.post(f"{verbs}/filter", json=body)
+            assert (ok.http_version, ok.json()["NodeNames"]) == (version, ["n"])
+            # No certificate, or one the CA did not sign.
+            for client in (None, (pki.rogue_cert, pki.rogue_key)):
+                with pytest.raises(
+                    (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)
+                ):
+                    httpx.post(f"{verbs}/filter", json=body, verify=context(client), timeout=5)
+            # The API is not served on a verbs listener.
+            policy = httpx.get(f"{verbs}/v1/cluster-state", verify=context(scheduler))
+            assert policy.status_code == 404
+        # The verbs are not served on the API listener.
         elsewhere = httpx.post(f"{api}/filter", json=body, verify=context(None))
         assert elsewhere.status_code == 404 and "mutual-TLS listener" in elsewhere.text
-        policy = httpx.get(f"{verbs}/v1/cluster-state", verify=context(scheduler))
-        assert policy.status_code == 404
     finally:
         proc.terminate()
         proc.wait(10)

@@ -111,6 +111,9 @@ def test_plain_verbs_only_on_loopback(host: str, verbs_host: str | None, plain: 
             settings()
 
 
+_TLS = {"tls_cert_file": "/c", "tls_key_file": "/k"}
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -122,6 +125,30 @@ def test_plain_verbs_only_on_loopback(host: str, verbs_host: str | None, plain: 
 def test_plain_verbs_have_a_port_and_no_tls(overrides: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         Settings(verbs_plain=True, **overrides)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({}, "needs verbs_port over TLS with verbs_http2 on"),
+        ({"verbs_port": 9, "verbs_plain": True}, "needs verbs_port over TLS"),
+        ({"verbs_port": 9, **_TLS, "verbs_http2": False}, "needs verbs_port over TLS"),
+        ({"verbs_port": 9, **_TLS, "port": 7}, "must differ from port and verbs_port"),
+        ({"verbs_port": 7, **_TLS}, "must differ from port and verbs_port"),
+        ({"verbs_port": 9, **_TLS}, None),
+    ],
+)
+def test_the_http1_verbs_listener_sits_beside_the_http2_one(
+    overrides: dict[str, object], message: str | None
+) -> None:
+    def settings() -> Settings:
+        return Settings(verbs_http1_port=7, **overrides)  # type: ignore[arg-type]
+
+    if message is None:
+        assert settings().verbs_http1_port == 7
+    else:
+        with pytest.raises(ValidationError, match=message):
+            settings()
 
 
 def test_plain_verbs_take_no_certificate_even_when_the_policy_api_has_one() -> None:
