@@ -75,7 +75,10 @@ def _configs(settings: Settings, app: object, metrics: Metrics) -> list[uvicorn.
     for port in http1:
         verbs = protocol(pending(s, metrics, "verbs"), tls)
         host = s.verbs_address()
-        configs.append(uvicorn.Config(app, host=host, port=port, http=verbs, **common))  # type: ignore[arg-type]
+        # Kept as long as kube-scheduler's transport keeps an idle connection (uvicorn's 5 s
+        # would have it handshake again after every pause), as on the HTTP/2 listener.
+        idle = {**common, "timeout_keep_alive": int(verbs_listener.IDLE_SECONDS)}
+        configs.append(uvicorn.Config(app, host=host, port=port, http=verbs, **idle))  # type: ignore[arg-type]
     return configs
 
 

@@ -275,8 +275,9 @@ def _add_bench(sub: Any) -> None:
         type=_modes,
         help="comma-separated of none,pure,extender (default: these three), extender-http "
         "(the verbs over plain HTTP instead of mutual TLS), extender-split (each exchange "
-        "only for the pods that need it, as deploy/ runs it), extender-split-h1 (the same "
-        "over mutual TLS and HTTP/1.1 instead of HTTP/2), extender-split-http (the "
+        "only for the pods that need it, as deploy/ runs it: filter and prioritize over "
+        "HTTP/1.1, bind over HTTP/2), extender-split-h2 (the same, every verb over HTTP/2), "
+        "extender-split-h1 (every verb over HTTP/1.1), extender-split-http (the "
         "same over plain HTTP on loopback, as deploy/overlays/sidecar runs it), dra (pure "
         "with the resources as DRA devices, allocated by kube-scheduler's DynamicResources) "
         "and none-markers (kube-scheduler alone, its nodes advertising the extender's "

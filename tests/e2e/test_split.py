@@ -22,11 +22,13 @@ import threading
 import time
 
 import httpx
+import psutil
 import pytest
 from kubernetes import client
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
+from escher_harness.localcluster.config import VERBS, VERBS_HTTP1
 from escher_harness.workload import Workload, pod_manifest
 from extender.esl.client import PolicyAPIError, PolicyClient
 
@@ -116,6 +118,11 @@ def test_gang_members_go_through_the_extender_and_ephemeral_pods_through_none(
         assert after["filter"] >= before["filter"] + len(gang)
         assert after["bind"] == before["bind"] + len(gang)
         assert after["prioritize"] == before["prioritize"]
+        # Filter went to the verbs' HTTP/1.1 listener, bind to the HTTP/2 one: kube-scheduler
+        # holds a connection to each (both stay open 90 s idle).
+        scheduler = psutil.Process(cluster.pids["kube-scheduler"])
+        peers = {c.raddr.port for c in scheduler.net_connections("tcp") if c.raddr}
+        assert {cluster.ports[VERBS], cluster.ports[VERBS_HTTP1]} <= peers, peers
         work.create(pod_manifest(eph, limits={resource: "1"}))
         assert work.wait([eph], timeout=60)[eph].node == node
         assert calls(cluster) == after

@@ -384,6 +384,36 @@ def test_split_sends_each_exchange_only_to_the_pods_marked_for_it(
     )
 
 
+@pytest.mark.parametrize(
+    ("http1_url", "filter_and_score"),
+    [("https://127.0.0.1:8", "https://127.0.0.1:8"), (None, "https://127.0.0.1:7")],
+    ids=["http1-listener", "one-listener"],
+)
+def test_filter_and_prioritize_go_to_the_http1_listener_and_bind_stays(
+    http1_url: str | None, filter_and_score: str
+) -> None:
+    """The entries called one pod at a time take the HTTP/1.1 listener when there is one;
+    bind, whose held gang members share an HTTP/2 connection, keeps the verbs URL."""
+    rendered = config.scheduler_config(
+        "extender", user_config=None, kubeconfig=KUBECONFIG, extender_url="https://127.0.0.1:7",
+        verbs_tls=PKI, split="escher.io", http1_url=http1_url,
+    )  # fmt: skip
+    by_verb = {verb: e for e in rendered["extenders"] for verb in verbs_of(e)}
+    assert by_verb["filterVerb"]["urlPrefix"] == filter_and_score
+    assert by_verb["prioritizeVerb"]["urlPrefix"] == filter_and_score
+    assert by_verb["bindVerb"]["urlPrefix"] == "https://127.0.0.1:7"
+    assert all(e["enableHTTPS"] and e["tlsConfig"]["caFile"] == "/pki/ca" for e in by_verb.values())
+
+
+def test_the_http1_listener_is_one_more_argument_beside_the_verbs_port() -> None:
+    command = config.extender_command(
+        port=4, kubeconfig=KUBECONFIG, mode="extender", token="t", verbs_port=7, verbs_tls=PKI,
+        verbs_http1_port=8,
+    )  # fmt: skip
+    assert command[-2:] == ["--verbs-http1-port", "8"]
+    assert command[command.index("--verbs-port") + 1] == "7"
+
+
 def test_without_split_every_pod_gets_every_exchange() -> None:
     rendered = config.scheduler_config(
         "extender", user_config=None, kubeconfig=KUBECONFIG, extender_url="http://127.0.0.1:7"
@@ -449,5 +479,6 @@ def test_the_verbs_can_be_http1_over_mutual_tls(tmp_path: Path) -> None:
         "--verbs-tls-key-file", "/pki/tls.key", "--verbs-client-ca-file", "/pki/ca",
         "--no-verbs-http2",
     ]  # fmt: skip
-    with pytest.raises(ClusterError, match="verbs_tls and verbs_http2 are the verbs' listener"):
-        ClusterSpec(dir=tmp_path, mode="pure", verbs_http2=False)
+    for listener in ({"verbs_http2": False}, {"verbs_http1": False}):
+        with pytest.raises(ClusterError, match="verbs_http1 are the verbs' listeners"):
+            ClusterSpec(dir=tmp_path, mode="pure", **listener)  # type: ignore[arg-type]

@@ -30,6 +30,7 @@ AGAINST_PURE = (
     "extender",
     "extender-http",
     "extender-split",
+    "extender-split-h2",
     "extender-split-h1",
     "extender-split-http",
     "dra",

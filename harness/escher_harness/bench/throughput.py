@@ -71,6 +71,7 @@ Mode = Literal[
     "extender",
     "extender-http",
     "extender-split",
+    "extender-split-h2",
     "extender-split-h1",
     "extender-split-http",
     "dra",
@@ -80,9 +81,10 @@ MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
 # extender-http: extender mode with kube-scheduler calling the verbs over plain HTTP on loopback
 # instead of mutual TLS (what deploy/ and the embedded cluster run), to measure what TLS costs.
 # extender-split: extender mode as deploy/ runs it (ClusterSpec.split): each exchange only for
-# the pods marked for it by deploy's admission policy; here only `prefer` pods get one.
-# extender-split-h1: the same over mutual TLS and HTTP/1.1 (uvicorn) instead of HTTP/2: what
-# a listener of its own for the prioritize entry would give the pods with a preference.
+# the pods marked for it by deploy's admission policy; here only `prefer` pods get one. Its
+# filter and prioritize entries call the verbs' HTTP/1.1 listener, bind the HTTP/2 one.
+# extender-split-h2: the same with every entry on the HTTP/2 listener (the layout before).
+# extender-split-h1: the same with every verb over mutual TLS and HTTP/1.1 (uvicorn).
 # extender-split-http: the same over plain HTTP/1.1 on loopback, as deploy/'s sidecar overlay
 # runs it (the extender a container of kube-scheduler's pod: no TLS, no Service).
 # none-markers: kube-scheduler alone, its nodes advertising the extender's two markers as the
@@ -93,6 +95,7 @@ ALL_MODES: Final[tuple[Mode, ...]] = (
     "none-markers",
     "extender-http",
     "extender-split",
+    "extender-split-h2",
     "extender-split-h1",
     "extender-split-http",
     "dra",
@@ -193,6 +196,7 @@ def _cluster(
             mode=_cluster_mode(mode),
             verbs_tls=not mode.endswith("-http"),
             verbs_http2=not mode.endswith("-h1"),
+            verbs_http1=not mode.endswith("-h2"),
             # extender and extender-http send every pod every exchange, as before the split.
             scope="every-pod" if mode in ("extender", "extender-http") else "split",
             node_resources=(

@@ -41,6 +41,7 @@ from escher_harness.localcluster.config import (
     SCOPES,
     SERVICE_PROXY,
     VERBS,
+    VERBS_HTTP1,
     LeaseTimes,
     Mode,
     Scope,
@@ -143,6 +144,10 @@ class ClusterSpec:
     # it. False: HTTP/1.1 only (uvicorn, --no-verbs-http2), to measure what HTTP/2 costs the
     # exchanges that hold no call open (prioritize).
     verbs_http2: bool = True
+    # ... and, split, beside that HTTP/2 listener an HTTP/1.1 one (--verbs-http1-port) that
+    # the filter and prioritize entries call, as deploy/ runs them. False: every verb over
+    # HTTP/2, as before, to measure what the HTTP/1.1 listener gives.
+    verbs_http1: bool = True
     # In extender mode, which pods kube-scheduler sends the extender. "split" (deploy/'s
     # extender overlay): each exchange only for the pods marked for it,
     # scheduler-config/extender-split.yaml and deploy's marker admission policy
@@ -182,8 +187,12 @@ class ClusterSpec:
             raise ClusterError(
                 f"scope {self.scope} is a way of calling the extender: it needs mode extender"
             )
-        if not (self.verbs_tls and self.verbs_http2) and self.mode != "extender":
-            raise ClusterError("verbs_tls and verbs_http2 are the verbs' listener: mode extender")
+        if not (self.verbs_tls and self.verbs_http2 and self.verbs_http1) and (
+            self.mode != "extender"
+        ):
+            raise ClusterError(
+                "verbs_tls, verbs_http2 and verbs_http1 are the verbs' listeners: mode extender"
+            )
         if self.gang_gate and self.mode != "extender":
             raise ClusterError("gang_gate holds gangs for the extender: it needs mode extender")
         if self.proxy_poll <= 0:
@@ -350,6 +359,9 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
     # TLS as deploy/ runs it (or plain HTTP, as its sidecar overlay does); the policy API stays
     # plain HTTP on loopback.
     verbs = spec.mode == "extender"
+    # The filter and prioritize entries' HTTP/1.1 listener beside the HTTP/2 one (split only:
+    # every-pod's template has one entry for every verb).
+    http1 = verbs and spec.split and spec.verbs_tls and spec.verbs_http2 and spec.verbs_http1
     ports = allocate_ports(
         {
             "etcd": spec.etcd_port,
@@ -360,8 +372,10 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
             # of them all.
             **({"extender": spec.extender_port} if with_extender else {}),
             **({VERBS: None} if verbs else {}),
+            **({VERBS_HTTP1: None} if http1 else {}),
             **{replica_name(i): None for i in range(replicas)},
             **{f"{VERBS}-{i}": None for i in range(replicas if verbs else 0)},
+            **{f"{VERBS_HTTP1}-{i}": None for i in range(replicas if http1 else 0)},
         }
     )
     cdir = ClusterDir(spec.dir.absolute())
@@ -547,6 +561,7 @@ def _start(
     verbs_url = None
     if VERBS in ports:
         verbs_url = f"{'https' if verbs_tls else 'http'}://127.0.0.1:{ports[VERBS]}"
+    http1_url = f"https://127.0.0.1:{ports[VERBS_HTTP1]}" if VERBS_HTTP1 in ports else None
 
     scheduler_config = config.scheduler_config(
         spec.mode,
@@ -558,6 +573,7 @@ def _start(
         percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
         verbs_tls=verbs_tls,
         split=spec.resource_domain if spec.split else None,
+        http1_url=http1_url,
     )
     if spec.mode == "extender":
         # As deploy/'s scheduler checks its configuration before it starts (a user's file
@@ -676,7 +692,9 @@ def _start(
         _wait_for_kwok(kubelets, cdir.kubeconfig, nodes, time.monotonic() + spec.timeout)
         say(f"kwok took over {len(nodes)} nodes ({time.monotonic() - started:.1f}s)")
 
-    def extender_argv(port: int, verbs_port: int | None, identity: str | None = None) -> list[str]:
+    def extender_argv(
+        port: int, verbs_port: int | None, http1_port: int | None, identity: str | None = None
+    ) -> list[str]:
         assert policy_token is not None
         return config.extender_command(
             port=port,
@@ -690,13 +708,14 @@ def _start(
             verbs_port=verbs_port,
             verbs_tls=verbs_tls,
             verbs_http2=spec.verbs_http2,
+            verbs_http1_port=http1_port,
         )
 
     gate_env = {"ESCHER_GANG_GATE_SWITCH": gangate.switch_name()} if spec.gang_gate else {}
     if extender_url and policy_token and spec.replicas == 1:
         launch(
             "extender",
-            extender_argv(ports["extender"], ports.get(VERBS)),
+            extender_argv(ports["extender"], ports.get(VERBS), ports.get(VERBS_HTTP1)),
             ports["extender"],
             f"{extender_url}/readyz",
             extra_env=gate_env,
@@ -707,19 +726,24 @@ def _start(
             # Alive is what each replica must be: only the leader is ready.
             launch(
                 name,
-                extender_argv(ports[name], ports.get(f"{VERBS}-{i}"), identity=name),
+                extender_argv(
+                    ports[name],
+                    ports.get(f"{VERBS}-{i}"),
+                    ports.get(f"{VERBS_HTTP1}-{i}"),
+                    identity=name,
+                ),
                 ports[name],
                 f"http://127.0.0.1:{ports[name]}/healthz",
                 extra_env={**spec.lease.environment(), **gate_env},
             )
         # Ready once a leader is ready behind it: its /readyz is the leader's.
-        service = ["extender", VERBS] if VERBS in ports else ["extender"]
+        service = ["extender", *(p for p in (VERBS, VERBS_HTTP1) if p in ports)]
         launch(
             SERVICE_PROXY,
             config.service_proxy_command(
                 ports=[ports[p] for p in service],
                 backends=[
-                    [ports[n], *([ports[f"{VERBS}-{i}"]] if VERBS in ports else [])]
+                    [ports[n], *(ports[f"{p}-{i}"] for p in service[1:])]
                     for i, n in enumerate(names)
                 ],
                 poll=spec.proxy_poll,

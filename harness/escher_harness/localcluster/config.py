@@ -38,6 +38,9 @@ SCHEDULER_KIND: Final = "KubeSchedulerConfiguration"
 # What an extender's urlPrefix says in a template (or a user's copy of one) until the launcher
 # knows the extender's port.
 EXTENDER_URL_PLACEHOLDER: Final = "${EXTENDER_URL}"
+# ... and of the entries kube-scheduler calls one pod at a time (filter, prioritize), filled in
+# with the verbs' HTTP/1.1 listener when the extender has one, else as EXTENDER_URL.
+EXTENDER_HTTP1_URL_PLACEHOLDER: Final = "${EXTENDER_HTTP1_URL}"
 
 # Replicas of the extender (ClusterSpec.replicas > 1): components extender-0, extender-1, ...
 # behind the service proxy, competing for one Lease. A lone extender is "extender".
@@ -47,6 +50,8 @@ SERVICE_PROXY: Final = "extender-proxy"
 # The port name of the extender's mutual-TLS listener for kube-scheduler's verbs (extender
 # mode); a replica's is VERBS-<index>.
 VERBS: Final = "verbs"
+# ... and of its HTTP/1.1 listener beside it (--verbs-http1-port); a replica's VERBS_HTTP1-<i>.
+VERBS_HTTP1: Final = "verbs-http1"
 _REPLICA = re.compile(r"^extender-(\d+)$")
 
 
@@ -152,6 +157,7 @@ def scheduler_config(
     percentage_of_nodes_to_score: int | None = None,
     verbs_tls: Pki | None = None,
     split: str | None = None,
+    http1_url: str | None = None,
 ) -> dict[str, Any]:
     """The configuration kube-scheduler runs with.
 
@@ -159,8 +165,9 @@ def scheduler_config(
     it names no resource domain: NodeResourcesFit checks every extended resource), else (mode
     none) the defaults. The launcher
     always sets clientConnection.kubeconfig, turns leader election off, and points extenders
-    whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url (over mutual TLS with
-    `verbs_tls`); the client's qps and burst, and percentageOfNodesToScore, when given. With
+    whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url and those whose urlPrefix is
+    EXTENDER_HTTP1_URL_PLACEHOLDER at `http1_url` (else extender_url), over mutual TLS with
+    `verbs_tls`; the client's qps and burst, and percentageOfNodesToScore, when given. With
     `split` (a resource domain), mode extender's template is scheduler-config/extender-split.yaml
     (each exchange only for the pods marked for it, as deploy/ runs the extender), its markers
     in that domain.
@@ -183,7 +190,7 @@ def scheduler_config(
         config["percentageOfNodesToScore"] = percentage_of_nodes_to_score
     config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
     if extender_url is not None:
-        point_extenders(config, extender_url, verbs_tls)
+        point_extenders(config, extender_url, verbs_tls, http1_url=http1_url)
     return config
 
 
@@ -207,13 +214,25 @@ def split_config(domain: str) -> dict[str, Any]:
     return config
 
 
-def point_extenders(config: Mapping[str, Any], extender_url: str, tls: Pki | None = None) -> None:
-    """Point the extenders whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url; with
-    `tls`, kube-scheduler verifies the extender against its CA and shows its client
-    certificate (mutual TLS, as deploy/ runs it)."""
+def point_extenders(
+    config: Mapping[str, Any],
+    extender_url: str,
+    tls: Pki | None = None,
+    *,
+    http1_url: str | None = None,
+) -> None:
+    """Point the extenders whose urlPrefix is EXTENDER_URL_PLACEHOLDER at extender_url, and
+    those whose urlPrefix is EXTENDER_HTTP1_URL_PLACEHOLDER at `http1_url` (the verbs' HTTP/1.1
+    listener; without one, extender_url); with `tls`, kube-scheduler verifies the extender
+    against its CA and shows its client certificate (mutual TLS, as deploy/ runs it)."""
+    urls = {
+        EXTENDER_URL_PLACEHOLDER: extender_url,
+        EXTENDER_HTTP1_URL_PLACEHOLDER: http1_url or extender_url,
+    }
     for extender in config.get("extenders") or []:
-        if extender.get("urlPrefix") == EXTENDER_URL_PLACEHOLDER:
-            extender["urlPrefix"] = extender_url
+        url = urls.get(extender.get("urlPrefix"))
+        if url is not None:
+            extender["urlPrefix"] = url
             if tls is not None:
                 extender["enableHTTPS"] = True
                 extender["tlsConfig"] = {
@@ -368,6 +387,7 @@ def extender_command(
     verbs_port: int | None = None,
     verbs_tls: Pki | None = None,
     verbs_http2: bool = True,
+    verbs_http1_port: int | None = None,
 ) -> list[str]:
     """The extender service, run with this interpreter so it uses the same installation.
     With `identity`, as one of several replicas: it competes for the Lease
@@ -375,7 +395,7 @@ def extender_command(
     With `verbs_port`, kube-scheduler's verbs are served there only: with `verbs_tls` over TLS,
     to the holder of the client certificate the CA signed, else over plain HTTP on loopback
     (deploy/'s sidecar layout); the policy API stays plain HTTP. Over TLS the verbs speak
-    HTTP/2 unless `verbs_http2` is False."""
+    HTTP/2 unless `verbs_http2` is False, and with `verbs_http1_port` over HTTP/1.1 there too."""
     command = [
         sys.executable, "-m", "extender", "serve",
         "--host", "127.0.0.1",
@@ -408,6 +428,8 @@ def extender_command(
         ]  # fmt: skip
         if not verbs_http2:
             command += ["--no-verbs-http2"]
+        if verbs_http1_port is not None:
+            command += ["--verbs-http1-port", str(verbs_http1_port)]
     return command
 
 
