@@ -2,17 +2,19 @@
 
 Per mode (extender, pure), the overlay is rendered with kubectl's kustomize and applied with
 server-side apply to a real kube-apiserver. kube-scheduler runs the overlay's own
-KubeSchedulerConfiguration (from the rendered ConfigMap; only the extender's address and CA
-file are made local, and the launcher turns leader election off). The extender runs as its
-ServiceAccount: a token from the TokenRequest API in a kubeconfig, so it has exactly the
-permissions the manifests grant, and it serves HTTPS with a certificate from a test CA.
+KubeSchedulerConfiguration (from the rendered ConfigMap; only the extender's addresses, each
+entry's port made a free local one, and the CA file are made local, and the launcher turns
+leader election off). The extender runs as its ServiceAccount: a token from the TokenRequest
+API in a kubeconfig, so it has exactly the permissions the manifests grant, and it serves
+HTTPS with a certificate from a test CA.
 
 What is proven: the API server accepts every object, the Pod Security level holds, the
 ServiceAccount may do exactly the least-privilege set (as the API server itself reports) and
 that is enough for a whole scheduling round, what it must not do is refused with 403,
-kube-scheduler talks to the extender over verified TLS and refuses a certificate from
-another CA, and misconfigurations (a wrong API token, an unreachable extender) are named in
-the logs and metrics.
+kube-scheduler talks to the extender over verified TLS (filter and prioritize on the HTTP/1.1
+verbs listener, bind on the HTTP/2 one) and refuses a certificate from another CA, and
+misconfigurations (a wrong API token, an unreachable extender) are named in the logs and
+metrics.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -48,9 +51,11 @@ from escher_harness.localcluster.pki import make_pki
 from escher_harness.localcluster.ports import allocate_ports
 from escher_harness.localcluster.processes import ProcessRecord, spawn, stop
 from escher_harness.workload import Workload, pod_manifest
+from extender.cli import build_parser, settings_of
 from extender.core import quantity
 from extender.core.pod import MARKER_CAPACITY, Keys
 from extender.esl.client import PolicyClient
+from extender.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
@@ -108,6 +113,7 @@ class Env:
     policy_token: str
     sa_kubeconfig: Path
     verbs_port: int
+    verbs_http1_port: int
     processes: list[ProcessRecord] = field(default_factory=list)
     extender: ProcessRecord | None = None
 
@@ -180,14 +186,23 @@ class Env:
 
     @property
     def verbs_flags(self) -> tuple[str, ...]:
-        """The overlay's mutual-TLS verbs listener, on a free local port with the local CA."""
-        if not has_verbs_listener(self.rendered):
+        """The overlay's mutual-TLS verbs listeners (HTTP/2, and HTTP/1.1 beside it), on free
+        local ports with the local CA."""
+        overlay = serve_settings(self.rendered)
+        if overlay.verbs_port is None:
             return ()
-        return ("--verbs-port", str(self.verbs_port), "--verbs-client-ca-file", str(self.tls.ca))
+        flags = ("--verbs-port", str(self.verbs_port), "--verbs-client-ca-file", str(self.tls.ca))
+        if overlay.verbs_http1_port is not None:
+            flags += ("--verbs-http1-port", str(self.verbs_http1_port))
+        return flags
 
     @property
     def verbs_url(self) -> str:
         return f"https://127.0.0.1:{self.verbs_port}"
+
+    @property
+    def verbs_http1_url(self) -> str:
+        return f"https://127.0.0.1:{self.verbs_http1_port}"
 
     def stop_extender(self) -> None:
         if self.extender is not None:
@@ -262,8 +277,9 @@ def extender_args(rendered: list[dict[str, Any]]) -> list[str]:
     return list(container["args"])
 
 
-def has_verbs_listener(rendered: list[dict[str, Any]]) -> bool:
-    return any(a.startswith("--verbs-port") for a in extender_args(rendered))
+def serve_settings(rendered: list[dict[str, Any]]) -> Settings:
+    """The extender container's arguments as `escher-extender serve` parses them."""
+    return settings_of(build_parser().parse_args(["serve", *extender_args(rendered)]))
 
 
 def make_tls(d: Path) -> Tls:
@@ -281,13 +297,18 @@ def make_tls(d: Path) -> Tls:
     )
 
 
-def local_scheduler_config(rendered: list[dict[str, Any]], url: str, tls: Tls, out: Path) -> Path:
-    """The overlay's KubeSchedulerConfiguration, pointed at the local extender and the local
-    CA and client certificate files."""
+def local_scheduler_config(
+    rendered: list[dict[str, Any]], local: Mapping[int, int], tls: Tls, out: Path
+) -> Path:
+    """The overlay's KubeSchedulerConfiguration, each entry pointed at the local listener
+    (`local`: the overlay's port to the local one) of its port, with the local CA and client
+    certificate files."""
     (configmap,) = [d for d in rendered if d["kind"] == "ConfigMap"]
     config = yaml.safe_load(configmap["data"]["config.yaml"])
     for extender in config.get("extenders") or []:
-        extender["urlPrefix"] = url
+        port = urlsplit(extender["urlPrefix"]).port
+        assert port in local, extender
+        extender["urlPrefix"] = f"https://127.0.0.1:{local[port]}"
         tls_config = extender["tlsConfig"]
         tls_config["caFile"] = str(tls.ca)
         if "certFile" in tls_config:
@@ -322,12 +343,19 @@ def env(
     mode: str = request.param
     d = tmp_path_factory.mktemp(f"deploy-{mode}")
     tls = make_tls(d / "tls")
-    ports = allocate_ports({"extender": None, "verbs": None})
+    ports = allocate_ports({"extender": None, "verbs": None, "verbs-http1": None})
     rendered = render(kubectl, mode)
-    # kube-scheduler calls the verbs on their own listener, where the overlay has one.
-    verbs = ports["verbs"] if has_verbs_listener(rendered) else ports["extender"]
+    # kube-scheduler calls each entry's verbs listener, where the overlay has them.
+    overlay = serve_settings(rendered)
+    local = {
+        overlay.verbs_port: ports["verbs"],
+        overlay.verbs_http1_port: ports["verbs-http1"],
+    }
     config = local_scheduler_config(
-        rendered, f"https://127.0.0.1:{verbs}", tls, d / "scheduler-config.yaml"
+        rendered,
+        {k: v for k, v in local.items() if k is not None},
+        tls,
+        d / "scheduler-config.yaml",
     )
     info = localcluster.up(
         localcluster.ClusterSpec(dir=d / "cluster", nodes=2, mode="none", scheduler_config=config)
@@ -348,6 +376,7 @@ def env(
             "policy-token",
             sa_kubeconfig,
             ports["verbs"],
+            ports["verbs-http1"],
         )
         e.start_extender(tls.cert, tls.key)
         yield e
@@ -728,23 +757,31 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
 @pytest.mark.parametrize("env", ["extender"], indirect=True)
 def test_the_verbs_answer_only_kube_schedulers_client_certificate(env: Env) -> None:
     """As deployed, the verbs (bind creates Bindings) take no caller but the holder of the
-    client certificate the CA signed; the policy listener does not serve them at all."""
-    assert env.verbs_flags, "the extender overlay serves the verbs on a listener of their own"
+    client certificate the CA signed, on both their listeners: HTTP/2 (bind's) and HTTP/1.1
+    (filter's and prioritize's); the policy listener does not serve them at all."""
+    assert "--verbs-http1-port" in env.verbs_flags, "the overlay's two verbs listeners"
     body = {"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "node-0"}
 
     def call(verb: str, client: tuple[Path, Path] | None, base: str) -> httpx.Response:
         ctx = ssl.create_default_context(cafile=str(env.tls.ca))
         if client is not None:
             ctx.load_cert_chain(str(client[0]), str(client[1]))
-        return httpx.post(f"{base}/{verb}", json=body, verify=ctx, timeout=10)
+        # Offering HTTP/2, as kube-scheduler's Go client does: each listener picks its own.
+        with httpx.Client(verify=ctx, http2=True, timeout=10) as c:
+            return c.post(f"{base}/{verb}", json=body)
 
     scheduler = (env.tls.client_cert, env.tls.client_key)
-    # The scheduler's certificate gets an answer: this pod was never filtered, so no bind.
-    answer = call("bind", scheduler, env.verbs_url)
-    assert answer.status_code == 200 and "was not filtered" in answer.json()["Error"]
-    for stranger in (None, (env.tls.rogue_cert, env.tls.rogue_key)):
-        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
-            call("bind", stranger, env.verbs_url)
+    for base, protocol in ((env.verbs_url, "HTTP/2"), (env.verbs_http1_url, "HTTP/1.1")):
+        # The scheduler's certificate gets an answer: this pod was never filtered, so no bind.
+        answer = call("bind", scheduler, base)
+        assert answer.status_code == 200 and "was not filtered" in answer.json()["Error"]
+        assert answer.http_version == protocol, base
+        # Refused in the handshake; with TLS 1.3 the client learns it at its first read or
+        # write after it.
+        refused = (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+        for stranger in (None, (env.tls.rogue_cert, env.tls.rogue_key)):
+            with pytest.raises(refused):
+                call("bind", stranger, base)
     assert call("bind", None, env.url).status_code == 404
 
 
@@ -789,7 +826,8 @@ def test_an_unreachable_extender_leaves_the_pod_pending_and_is_logged(env: Env) 
             lambda: any("connection refused" in x for x in log_lines_about(env.scheduler_log, pod)),
         )
         line = next(x for x in log_lines_about(env.scheduler_log, pod) if "connection refused" in x)
-        assert f"{env.verbs_url}/filter" in line
+        # Filter, one pod at a time, is sent to the HTTP/1.1 listener.
+        assert f"{env.verbs_http1_url}/filter" in line
         placement = work.placements([pod])[pod]
         assert placement.node is None
     finally:

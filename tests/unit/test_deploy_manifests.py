@@ -381,18 +381,20 @@ def test_the_extender_mode_config_is_the_local_split_one_plus_https_to_the_servi
     assert gangs["managedResources"] == [{"name": KEYS.gang_marker, "ignoredByScheduler": True}]
     assert binds["managedResources"] == [{"name": KEYS.bind_marker, "ignoredByScheduler": True}]
     assert scores["managedResources"] == [{"name": KEYS.score_marker, "ignoredByScheduler": True}]
-    for other in (binds, scores):
-        assert other["tlsConfig"] == gangs["tlsConfig"]
-        assert other["urlPrefix"] == gangs["urlPrefix"]
-    extender = gangs
-    # Mutual TLS to the Service's verbs port: the extender verified against the CA the
-    # scheduler's pod mounts, the scheduler by its client certificate.
+    # Mutual TLS to the Service's verbs ports: the extender verified against the CA the
+    # scheduler's pod mounts, the scheduler by its client certificate. Filter and prioritize,
+    # one pod at a time, on the HTTP/1.1 listener; bind, where gang members are held, on the
+    # HTTP/2 one.
     docs = overlay("extender")
     service = find(docs, "Service", "escher-extender")
-    port = next(p for p in service["spec"]["ports"] if p["name"] == "verbs")
+    ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
     host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
-    assert extender["urlPrefix"] == f"https://{host}:{port['port']}"
-    assert extender["enableHTTPS"] is True
+    for entry, port in ((gangs, "verbs-http1"), (binds, "verbs"), (scores, "verbs-http1")):
+        assert entry["urlPrefix"] == f"https://{host}:{ports[port]}", entry
+        assert entry["enableHTTPS"] is True
+        assert entry["tlsConfig"] == gangs["tlsConfig"]
+    assert (ports["verbs"], ports["verbs-http1"]) == (8889, 8890)
+    extender = gangs
     patch = yaml.safe_load((DEPLOY / "overlays" / "extender" / "scheduler-ca.yaml").read_text())
     spec = patch["spec"]["template"]["spec"]
     mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
@@ -416,6 +418,9 @@ def test_in_extender_mode_the_verbs_take_only_the_schedulers_client_certificate(
     parsed = settings_of(build_parser().parse_args(["serve", *container["args"]]))
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert parsed.verbs_port == ports["verbs"] != parsed.port == ports["https"]
+    # The verbs also over HTTP/1.1, beside the HTTP/2 listener, with its TLS and client CA.
+    assert parsed.verbs_http2 and not parsed.verbs_plain
+    assert parsed.verbs_http1_port == ports["verbs-http1"] not in (parsed.port, parsed.verbs_port)
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v["secret"] for v in spec["volumes"]}
     # The CA that signed the scheduler's client certificate, from the same Secret, and
@@ -426,7 +431,10 @@ def test_in_extender_mode_the_verbs_take_only_the_schedulers_client_certificate(
         "items": [{"key": "ca.crt", "path": "ca.crt"}],
     }
     service = find(docs, "Service", "escher-extender")
-    assert {"name": "verbs", "port": 8889, "targetPort": "verbs"} in service["spec"]["ports"]
+    assert service["spec"]["ports"] == [
+        {"name": name, "port": ports[name], "targetPort": name}
+        for name in ("https", "verbs", "verbs-http1")
+    ]
     # Pure and dra modes have no verbs listener: kube-scheduler does not call the extender.
     for mode in SCHEDULER_ALONE:
         (alone,) = pod_spec(overlay(mode), "escher-extender")["containers"]
@@ -492,8 +500,8 @@ def test_the_extender_probes_health_and_readiness_over_https() -> None:
         "scheme": "HTTPS",
     }
     # The probes use the policy API's listener: the kubelet has no client certificate for
-    # the verbs' one.
-    assert [p["name"] for p in container["ports"]] == ["https", "verbs"]
+    # the verbs' ones.
+    assert [p["name"] for p in container["ports"]] == ["https", "verbs", "verbs-http1"]
 
 
 def test_the_scheduler_drops_a_dead_connection_to_the_extender_as_the_local_cluster_does() -> None:
@@ -578,11 +586,11 @@ def test_a_network_policy_lets_only_the_scheduler_at_the_verbs_and_labelled_name
     assert policy["policyTypes"] == ["Ingress"]
     verbs_rule, api_rule = policy["ingress"]
     scheduler_labels = scheduler["spec"]["template"]["metadata"]["labels"]
-    # The verbs' port: the scheduler's pods only.
+    # The verbs' ports, HTTP/2 and HTTP/1.1: the scheduler's pods only.
     (source,) = verbs_rule["from"]
     assert "namespaceSelector" not in source
     assert source["podSelector"]["matchLabels"].items() <= scheduler_labels.items()
-    assert verbs_rule["ports"] == [{"port": 8889, "protocol": "TCP"}]
+    assert verbs_rule["ports"] == [{"port": p, "protocol": "TCP"} for p in (8889, 8890)]
     # The policy API's port: labelled namespaces only.
     assert api_rule["from"] == [
         {"namespaceSelector": {"matchLabels": {"escher.io/policy-client": "true"}}}
@@ -591,7 +599,7 @@ def test_a_network_policy_lets_only_the_scheduler_at_the_verbs_and_labelled_name
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert api_rule["ports"] == [{"port": ports["https"], "protocol": "TCP"}]
     if mode == "extender":
-        assert verbs_rule["ports"][0]["port"] == ports["verbs"]
+        assert [r["port"] for r in verbs_rule["ports"]] == [ports["verbs"], ports["verbs-http1"]]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -631,6 +639,7 @@ def test_the_sidecar_config_is_the_split_one_over_the_pods_loopback() -> None:
     (extender,) = [c for c in spec["template"]["spec"]["containers"] if c["name"] == "extender"]
     parsed = settings_of(build_parser().parse_args(["serve", *extender["args"]]))
     assert parsed.verbs_plain and parsed.verbs_address() == "127.0.0.1"
+    assert parsed.verbs_http1_port is None  # plain HTTP/1.1 already, for every entry
     assert parsed.mode == "extender" and parsed.leader_elect
     url = f"http://{parsed.verbs_address()}:{parsed.verbs_port}"
     assert {e["urlPrefix"] for e in deployed["extenders"]} == {url}
