@@ -309,6 +309,9 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     switch = f"{NAMESPACE}/{values['gangGate']['switchConfigMap']}"
     assert args.gang_gate_switch == (switch if gate else "")
     assert (args.verbs_port is not None) == extender_mode
+    # The verbs also over HTTP/1.1 where they are over mutual TLS (not on the sidecar's
+    # loopback, plain HTTP/1.1 already).
+    assert (args.verbs_http1_port is not None) == (extender_mode and not sidecar)
     api = values["kubeAPI"]
     own = api["extender"]
     assert args.kube_qps == (own.get("qps") or api["qps"])
@@ -456,8 +459,11 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
                     }
                 ]
             ]
-        else:
+        else:  # the verbs' ports (HTTP/2, HTTP/1.1): the scheduler's pods only
             assert source["podSelector"]["matchLabels"].items() <= scheduler_labels.items()
+            verbs, api = policy["spec"]["ingress"]
+            assert verbs["ports"] == [{"port": p, "protocol": "TCP"} for p in (8889, 8890)]
+            assert api["ports"] == [{"port": 8888, "protocol": "TCP"}]
     affinity = deployment(docs, pod_of)["spec"]["template"]["spec"].get("affinity")
     for term in walk(affinity):
         if isinstance(term, dict) and "labelSelector" in term:
@@ -493,15 +499,21 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         # Plain HTTP on the pod's loopback, never a port of the pod's or the Service's.
         assert args.verbs_plain and args.verbs_host == "127.0.0.1"
         assert args.verbs_certificate() is None and args.verbs_client_ca_file is None
+        assert args.verbs_http1_port is None
         ports = [p for c in deployment(docs, pod_of)["spec"]["template"]["spec"]["containers"]
                  for p in c["ports"]]  # fmt: skip
         assert args.verbs_port not in [p["containerPort"] for p in ports]
     elif args.verbs_port is not None:
         c = container(docs, name)
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-        assert ports["verbs"] == args.verbs_port
+        assert (ports["verbs"], ports["verbs-http1"]) == (args.verbs_port, args.verbs_http1_port)
+        assert args.verbs_http2 and args.verbs_http1_port not in (args.port, args.verbs_port)
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
         assert str(args.verbs_client_ca_file) == f"{mounts['client-ca']}/ca.crt"
+        # The Service passes both verbs ports on, as numbered in the scheduler's URLs.
+        assert [p for p in service["spec"]["ports"] if p["name"].startswith("verbs")] == [
+            {"name": n, "port": ports[n], "targetPort": n} for n in ("verbs", "verbs-http1")
+        ]
     # The extender's ServiceAccount may do exactly its mode's set (in the sidecar layout,
     # beside kube-scheduler's built-in roles, which are not rendered).
     cluster_wide = triples(granted(docs, NAMESPACE, account, "ClusterRoleBinding"))
@@ -523,7 +535,10 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         ours = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}["ours"]
         assert all(f"'{part}'" in ours for part in MANAGED_BY)
 
-    # The scheduler calls the Service's verbs port with the mounted files, under its name.
+    # The scheduler calls the Service's verbs ports with the mounted files, under its name:
+    # the entries called one pod at a time (filter, preempt, prioritize) the HTTP/1.1 one,
+    # bind the HTTP/2 one, where gang members are held; with scope every-pod all the HTTP/2
+    # one (check-scheduler-config finds the bind entry by the filter entry's urlPrefix).
     config = scheduler_config(docs, scheduler)
     assert config["leaderElection"]["resourceNamespace"] == NAMESPACE
     role = find(docs, "Role", f"{scheduler}-leader-election")
@@ -535,7 +550,10 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
             assert extender["urlPrefix"] == f"http://127.0.0.1:{args.verbs_port}"
             assert "tlsConfig" not in extender and "enableHTTPS" not in extender
             continue
-        port = {p["name"]: p["port"] for p in service["spec"]["ports"]}["verbs"]
+        http1 = values["scope"] == "split" and "bindVerb" not in extender
+        port = {p["name"]: p["port"] for p in service["spec"]["ports"]}[
+            "verbs-http1" if http1 else "verbs"
+        ]
         assert extender["urlPrefix"] == f"https://{name}.{NAMESPACE}.svc:{port}"
         c = container(docs, scheduler)
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
@@ -566,7 +584,9 @@ def test_another_release_name_renames_everything_consistently() -> None:
     args = serve_args(docs, name)
     assert args.lease_name == name
     config = scheduler_config(docs, "batch-scheduler")
-    assert config["extenders"][0]["urlPrefix"] == f"https://{name}.{NAMESPACE}.svc:8889"
+    assert [e["urlPrefix"] for e in config["extenders"]] == [
+        f"https://{name}.{NAMESPACE}.svc:{port}" for port in (8890, 8889, 8890)
+    ]
     # nameOverride and fullnameOverride, as the standard helpers have them.
     renamed = render({"fullnameOverride": "escher"}, release="team-a")
     assert find(renamed, "Deployment", "escher")

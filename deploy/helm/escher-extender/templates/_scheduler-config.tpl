@@ -31,9 +31,12 @@ profiles:
   - schedulerName: {{ $scheduler }}
 {{- if eq .Values.mode "extender" }}
 extenders:
-  # The verbs' own port (8889): over mutual TLS to the Service, or in the sidecar layout over
-  # plain HTTP on the pod's loopback; the policy API is on 8888.
-  - urlPrefix: {{ include "escher-extender.verbsURL" . }}
+  # The verbs' own ports: over mutual TLS to the Service, or in the sidecar layout over plain
+  # HTTP on the pod's loopback (8889); the policy API is on 8888. Filter and prioritize on
+  # 8890 (verbsHTTP1URL), HTTP/1.1: one pod at a time, nothing held open, so HTTP/2 would
+  # only cost both processes CPU per call. Bind on 8889, HTTP/2: gang members held at the
+  # barrier share one connection.
+  - urlPrefix: {{ include "escher-extender.verbsHTTP1URL" . }}
     filterVerb: filter
     preemptVerb: preempt
     {{- if eq .Values.scope "every-pod" }}
@@ -73,8 +76,9 @@ extenders:
     {{- end }}
     ignorable: false
   {{- if eq .Values.scope "split" }}
-  # Pods with a preference only (scheduling.<domain>/score): their scores.
-  - urlPrefix: {{ include "escher-extender.verbsURL" . }}
+  # Pods with a preference only (scheduling.<domain>/score): their scores, one pod at a time
+  # as filter.
+  - urlPrefix: {{ include "escher-extender.verbsHTTP1URL" . }}
     prioritizeVerb: prioritize
     weight: 1  # scores 0..10 are multiplied by weight * 10
     nodeCacheCapable: true
@@ -98,6 +102,21 @@ Where kube-scheduler calls the verbs: the Service (mutual TLS), or its own pod's
 http://127.0.0.1:8889
 {{- else -}}
 https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8889
+{{- end }}
+{{- end }}
+
+{{/*
+Where kube-scheduler calls the verbs it sends one pod at a time (filter, preempt, prioritize):
+the Service's HTTP/1.1 listener (mutual TLS, the same certificates as verbsURL's), or in the
+sidecar layout the same loopback as verbsURL, which is HTTP/1.1 already. With scope every-pod
+verbsURL too: check-scheduler-config tells an entry with no marker (the bind entry) for the
+extender's only by the filter entry's urlPrefix, and would refuse a bind entry elsewhere.
+*/}}
+{{- define "escher-extender.verbsHTTP1URL" -}}
+{{- if or (include "escher-extender.sidecar" .) (eq .Values.scope "every-pod") -}}
+{{ include "escher-extender.verbsURL" . }}
+{{- else -}}
+https://{{ include "escher-extender.fullname" . }}.{{ .Release.Namespace }}.svc:8890
 {{- end }}
 {{- end }}
 
