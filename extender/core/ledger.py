@@ -25,6 +25,8 @@ persist, through `subscribe`).
 
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -229,11 +231,20 @@ class Ledger:
     def has_resource(self, resource: str) -> bool:
         return bool(self._free.get(resource))
 
-    def used_on(self, resource: str, nodes: Iterable[str]) -> dict[str, int]:
-        """Units of an ephemeral resource in use on each of `nodes` that has it, from the
-        indexes (no view per node: prioritize asks it of thousands)."""
-        caps, free = self._caps.get(resource, {}), self._free.get(resource, {})
-        return {n: caps[n] - free[n] for n in nodes if n in caps}
+    def most_used(self, resource: str, nodes: Sequence[str]) -> str | None:
+        """The one of `nodes` with the most units of an ephemeral resource in use (the first
+        by name among equals), None when none has it: what a pack preference scores. In
+        C-level passes over the indexes, no Python step per node: prioritize asks it of
+        every feasible node, 5,000 at a time (a dict of them was most of its time)."""
+        caps, free = self._caps.get(resource), self._free.get(resource)
+        if not caps or free is None:
+            return None
+        having = nodes if all(map(caps.__contains__, nodes)) else [n for n in nodes if n in caps]
+        if not having:
+            return None
+        used = list(map(operator.sub, map(caps.__getitem__, having), map(free.__getitem__, having)))
+        most = max(used)
+        return min(itertools.compress(having, map(most.__eq__, used)))
 
     def nodes_with(self, resource: str) -> Mapping[str, int]:
         """Free units of an ephemeral resource, per node that has it (a live read-only view:

@@ -70,8 +70,5 @@ class Preference:
     @staticmethod
     def _pack(pack: str, nodes: Sequence[str], ledger: Ledger) -> dict[str, int]:
         resource = pack if "/" in pack else ledger.prefix + pack
-        used = ledger.used_on(resource, nodes)
-        if not used:
-            return {}
-        most = max(used.values())
-        return {min(n for n, u in used.items() if u == most): MAX_SCORE}
+        fullest = ledger.most_used(resource, nodes)
+        return {} if fullest is None else {fullest: MAX_SCORE}

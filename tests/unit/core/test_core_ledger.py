@@ -27,6 +27,33 @@ def ledger(*nodes: str, cap: int = 0) -> Ledger:
 
 
 @pytest.mark.parametrize(
+    ("caps", "held", "offered", "fullest"),
+    [
+        ({"a": 4, "b": 4, "c": 4}, {"b": 2, "c": 1}, ["a", "b", "c"], "b"),
+        # Equals: the first by name, whatever the order offered.
+        ({"a": 4, "b": 4, "c": 4}, {"b": 1, "c": 1}, ["c", "a", "b"], "b"),
+        ({"a": 4, "b": 4}, {}, ["b", "a"], "a"),
+        # Only the offered nodes that have it count.
+        ({"a": 4, "b": 4}, {"b": 3}, ["a", "c"], "a"),
+        ({"a": 4}, {"a": 1}, ["b", "c"], None),
+        ({"a": 4}, {}, [], None),
+        ({}, {}, ["a", "b"], None),
+    ],
+    ids=["fullest", "tie", "none-used", "some-lack-it", "none-has-it", "none-offered", "unset"],
+)
+def test_most_used(
+    caps: dict[str, int], held: dict[str, int], offered: list[str], fullest: str | None
+) -> None:
+    """What a pack preference scores: the offered node with the most units in use."""
+    lg = ledger("a", "b", "c")
+    if caps:
+        lg.set_capacity(R, caps)
+    for node, units in held.items():
+        assert lg.hold(f"p-{node}", node, {R: units}) is None
+    assert lg.most_used(R, offered) == fullest
+
+
+@pytest.mark.parametrize(
     ("cap", "held", "want", "fits", "unresolvable", "reason", "detail"),
     [
         (4, 0, 1, True, False, "", ""),
