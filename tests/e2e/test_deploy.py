@@ -736,11 +736,11 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
             (f"both-{n}", [gang_marker, bind_marker, score_marker], gang_member),
         ):
             assert exchanges(name) == (sent if extender else none), name
-            want = dict.fromkeys(marks, "1") if extender else {}
+            want = dict.fromkeys(marks, "0") if extender else {}
             assert markers(name) == {"limits": want, "requests": want}, name
         # Last: a Coscheduling member waits for its PodGroup, retried (filtered) meanwhile.
         work.create(pods[f"cos-{n}"])
-        want = dict.fromkeys([gang_marker, bind_marker], "1") if extender else {}
+        want = dict.fromkeys([gang_marker, bind_marker], "0") if extender else {}
         assert markers(f"cos-{n}") == {"limits": want, "requests": want}
         work.create(pods[f"other-{n}"])
         assert markers(f"other-{n}") == {"limits": {}, "requests": {}}
