@@ -38,6 +38,11 @@ class Verdict:
     def passing_only(cls, *nodes: str) -> Verdict:
         return cls(final=True, only=nodes)
 
+    @classmethod
+    def rejecting(cls, nodes: Sequence[str], reason: str, unresolvable: bool = False) -> Verdict:
+        """Every node turned away for the one reason (a pod that may go nowhere now)."""
+        return cls(dict.fromkeys(nodes, Rejection(reason, unresolvable)))
+
     def passing(self, nodes: Sequence[str]) -> list[str]:
         """Which of `nodes` (those offered) pass."""
         if self.only is not None:

@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import Ledger
 from extender.core.plugins import Verdict
-from extender.core.pod import Keys, PodInfo, Rejection
+from extender.core.pod import Keys, PodInfo
 from extender.gang import nominations, places, planning
 from extender.gang.declarations import NO_GROUPS, Groups
 from extender.gang.planning import DEFAULT_OFFLOAD, Offload, PlanJob
@@ -236,14 +236,8 @@ class GangManager:
             g.reason = ""
             self._set_short(g, False)
             log.info("gang bound", extra=g.timeline(bound_at=self.wall()))
-        elif g.barrier is not None and self._ready(g):
-            self._open(g)
-
-    def _open(self, g: GangState) -> None:
-        assert g.barrier is not None
-        if not g.barrier.is_open:
-            g.ready_at = self.wall()
-        g.barrier.open()
+        elif g.barrier is not None and g.ready():
+            g.open_barrier(self.wall)
 
     # ---- filter ----------------------------------------------------------------------------
 
@@ -255,14 +249,16 @@ class GangManager:
         try:
             spec = gang_spec(pod, self.keys, self.hierarchy, self.groups)
         except InvalidGang as e:
-            return _all(nodes, str(e), unresolvable=True)
+            return Verdict.rejecting(nodes, str(e), unresolvable=True)
         if spec is None:
             return None
         g = self._gangs.get(spec.key)
         if g is None and len(self._gangs) >= self.max_gangs:
-            return _all(nodes, f"gang {spec.key}: the extender tracks {self.max_gangs} gangs")
+            return Verdict.rejecting(
+                nodes, f"gang {spec.key}: the extender tracks {self.max_gangs} gangs"
+            )
         if g is not None and g.spec.min_members != spec.min_members:
-            return _all(
+            return Verdict.rejecting(
                 nodes,
                 f"gang {spec.key}: members disagree on {self.keys.gang_min}: pod {pod.name} "
                 f"says {spec.min_members}, others {g.spec.min_members}",
@@ -298,7 +294,7 @@ class GangManager:
             verdict = self._reserved(g, m, nodes)
             if verdict is not None:
                 return verdict
-        return _all(nodes, g.reason, unresolvable=outcome is Outcome.NEVER)
+        return Verdict.rejecting(nodes, g.reason, unresolvable=outcome is Outcome.NEVER)
 
     def _reserved(self, g: GangState, m: Member, nodes: Sequence[str]) -> Verdict | None:
         """The verdict of a reserved gang, or None when it must be planned again."""
@@ -312,11 +308,13 @@ class GangManager:
             and (slot is None or slot.node != nodes[0])
         ):
             nominations.place(g, self.nominate, only=m.pod.uid)
-            return _all(nodes, f"gang {g.key}: this pod's place is not its nominated node")
+            return Verdict.rejecting(
+                nodes, f"gang {g.key}: this pod's place is not its nominated node"
+            )
         if slot is None:
             if len(g.places) == len(g.slots):  # every place has its member
                 why = f"gang {g.key} is reserved for its first {g.spec.min_members} members"
-                return _all(nodes, why)
+                return Verdict.rejecting(nodes, why)
             self._release(g, f"member {m.pod.name} fits none of the reserved places")
             return None
         if slot.node not in nodes:
@@ -338,7 +336,7 @@ class GangManager:
         if (
             g.filtered_at is None
             and len(g.passed) + len(g.landed) >= need
-            and self._placed(g) >= need
+            and g.placed_count() >= need
         ):
             g.filtered_at = self.wall()
         return Verdict.passing_only(slot.node)
@@ -350,7 +348,7 @@ class GangManager:
         (g.reason says why when it is not reserved): inline when the plan is no larger than
         `inline_up_to`, else in a worker thread, whose task is returned (and kept in
         g.planning until it is applied)."""
-        job = self._job(g, m, nodes)
+        job = planning.job(g, m, nodes, self.ledger, self._pack, self.clock())
         if isinstance(job, Outcome):
             return job
         if job.work <= inline_up_to:
@@ -365,9 +363,6 @@ class GangManager:
 
         g.planning = asyncio.get_running_loop().create_task(offloaded())
         return g.planning
-
-    def _job(self, g: GangState, m: Member, nodes: Sequence[str]) -> Outcome | PlanJob:
-        return planning.job(g, m, nodes, self.ledger, self._pack, self.clock())
 
     def _apply(self, g: GangState, job: PlanJob, result: PlanResult) -> Outcome:
         current = self._gangs.get(job.key) is g
@@ -433,17 +428,9 @@ class GangManager:
         if slot.node != node:
             return Refused(f"gang {key}: this pod's place is reserved on {slot.node}, not {node}")
         g.barrier.arrive(uid)
-        if self._ready(g):
-            self._open(g)
+        if g.ready():
+            g.open_barrier(self.wall)
         return Ticket(g.barrier, key)
-
-    def _placed(self, g: GangState) -> int:
-        """Members bound, binding, or passed by filter to their reserved places."""
-        return len(g.landed.keys() | (g.passed & g.members.keys()))
-
-    def _ready(self, g: GangState) -> bool:
-        at_bind = len(g.barrier.waiting) if g.barrier is not None else 0
-        return g.bound_count() + at_bind >= g.spec.min_members
 
     def bound(self, uid: str, node: str) -> None:
         """The Binding of a member was created: its place becomes an assumed holding of the
@@ -485,11 +472,7 @@ class GangManager:
                 continue
             if g.barrier is not None and g.barrier.is_open:
                 continue
-            g.timeouts += 1
-            for m in g.members.values():
-                m.excluded.clear()  # what kube-scheduler refused then may fit next time
-            lo, hi = self.backoff
-            g.retry_at = now + min(hi, lo * 2 ** (g.timeouts - 1))
+            g.back_off(now, self.backoff)
             self._release(g, f"gang {g.key}: its reservation expired after {g.spec.timeout:g}s")
             released += 1
         return released
@@ -511,7 +494,3 @@ class GangManager:
             g.phase = Phase.WAITING
         if why:
             g.reason = why
-
-
-def _all(nodes: Sequence[str], reason: str, unresolvable: bool = False) -> Verdict:
-    return Verdict(dict.fromkeys(nodes, Rejection(reason, unresolvable)))

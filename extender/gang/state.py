@@ -9,7 +9,7 @@ gang gate, the status route (extender.gang.status) and the bind verb (through `A
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
@@ -140,6 +140,30 @@ class GangState:
 
     def bound_count(self) -> int:
         return len(self.landed)
+
+    def placed_count(self) -> int:
+        """Members bound, binding, or passed by filter to their reserved places."""
+        return len(self.landed.keys() | (self.passed & self.members.keys()))
+
+    def ready(self) -> bool:
+        """Whether the minimum is bound or waiting at the barrier: it may open."""
+        at_bind = len(self.barrier.waiting) if self.barrier is not None else 0
+        return self.bound_count() + at_bind >= self.spec.min_members
+
+    def open_barrier(self, wall: Callable[[], float]) -> None:
+        assert self.barrier is not None
+        if not self.barrier.is_open:
+            self.ready_at = wall()
+        self.barrier.open()
+
+    def back_off(self, now: float, backoff: tuple[float, float]) -> None:
+        """Its reservation timed out: no new one before an exponential backoff, and what
+        kube-scheduler refused its members then may fit next time."""
+        self.timeouts += 1
+        for m in self.members.values():
+            m.excluded.clear()
+        lo, hi = backoff
+        self.retry_at = now + min(hi, lo * 2 ** (self.timeouts - 1))
 
     def place_of(self, uid: str) -> Slot | None:
         """Member `uid`'s reserved place, if it has one."""
