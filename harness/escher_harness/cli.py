@@ -124,6 +124,7 @@ def _bench_gang(args: argparse.Namespace) -> int:
             seed=args.seed,
             qps=args.qps,
             burst=args.burst,
+            extender_scope=args.extender_scope,
             rate=args.rate,
             duration=args.duration,
             sizes=args.sizes,
@@ -350,6 +351,12 @@ def _add_bench(sub: Any) -> None:
     g.add_argument("--deadline", type=_positive_float, help="seconds before a gang is given up")
     g.add_argument("--qps", type=_positive_float, help="every scheduler's client qps (1000)")
     g.add_argument("--burst", type=_positive_int, help="every scheduler's client burst (2000)")
+    g.add_argument(
+        "--extender-scope",
+        choices=("split", "every-pod"),
+        help="how kube-scheduler calls the extender approaches' extender (default: split, "
+        "as deploy/ does; every-pod: every pod every exchange over HTTP/2)",
+    )
     g.set_defaults(func=_guarded(_bench_gang))
     s = kinds.add_parser("esl", help="soft constraints and bin-packing: scores vs timeouts")
     s.add_argument("--out", type=Path, required=True, help="directory for results")

@@ -56,6 +56,7 @@ from escher_harness import peers as peer_gangs
 from escher_harness.bench.loc import loc
 from escher_harness.bench.puregang import GangRequest, PureGang
 from escher_harness.bench.scenario import GangArrival
+from escher_harness.localcluster.config import Scope
 from escher_harness.localcluster.fakenodes import Topology
 from escher_harness.localcluster.kwok import RUN_TIME_ANNOTATION, format_run_time
 from escher_harness.localcluster.paths import REPO_ROOT, cache_dir, scheduler_config_dir
@@ -99,6 +100,11 @@ class Footing:
     node_pods: int = 110
     # Nodes labelled into zones, blocks and racks (None: no topology labels).
     topology: Topology | None = None
+    # How the extender approaches' kube-scheduler calls the extender (the others ignore it):
+    # "split", as deploy/ runs it (gang members marked at creation; filter over the verbs'
+    # HTTP/1.1 listener, bind over HTTP/2), or "every-pod" (every pod every exchange over
+    # HTTP/2, as the gang campaigns before 2026-11-26 12:00 were measured).
+    extender_scope: Scope = "split"
 
 
 @dataclass(frozen=True)
@@ -160,8 +166,7 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
     if approach in _EXTENDER:
         return localcluster.ClusterSpec(
             mode="extender",
-            # Every pod every exchange, as the gang campaigns on record were measured.
-            scope="every-pod",
+            scope=footing.extender_scope,
             gang_gate=approach == "extender-adaptive",
             **common,
         )

@@ -44,6 +44,15 @@ def _cpu_of(component: str) -> Callable[[Run], float | None]:
     return lambda r: (r.get("cpu_seconds") or {}).get(component)
 
 
+# How the report says the extender approaches were called (a results.json written before
+# the footing named its scope was every-pod).
+_SCOPES = {
+    "split": "as deploy/ does (split: gang members marked at creation, filter over the verbs' "
+    "HTTP/1.1 listener, bind over HTTP/2)",
+    "every-pod": "for every pod, every exchange, over HTTP/2 (scope every-pod)",
+}
+
+
 def _scheduler_cpu_per_gang(r: Run) -> float | None:
     cpu = (r.get("cpu_seconds") or {}).get("kube-scheduler")
     gangs = r.get("gangs_submitted")
@@ -579,7 +588,8 @@ coscheduling: scheduler-plugins' build of it), kwok as the kubelets of {f["nodes
 {f["node_cpu"]} cpu / {f["node_memory"]}. Every scheduler's clientConnection is qps
 {f["client_qps"]:g} / burst {f["client_burst"]} and so is the extender's own client;
 percentageOfNodesToScore {f["percentage_of_nodes_to_score"]} for all. kwok's client has no
-rate limit (kwok's own default).
+rate limit (kwok's own default). The extender approaches call the extender
+{_SCOPES[f.get("extender_scope", "every-pod")]}.
 Order: approaches interleaved, the first one rotating each repetition ({order}).
 
 Versions: {versions}. Machine: {env["machine"]["cores"]} cores, {env["machine"]["platform"]};

@@ -27,6 +27,7 @@ from typing import Any
 
 from escher_harness.bench.approaches import Footing
 from escher_harness.bench.scenario import Scenario
+from escher_harness.localcluster.config import Scope
 from escher_harness.localcluster.fakenodes import Topology
 
 
@@ -202,10 +203,12 @@ def customised(
     seed: int | None = None,
     qps: float | None = None,
     burst: int | None = None,
+    extender_scope: Scope | None = None,
     **scenario_fields: Any,
 ) -> Preset:
     """`preset` with the command line's changes: which scenarios, the nodes, repetitions, the
-    seed, the API budget, and scenario fields (rate, sizes, ...) set on every scenario kept."""
+    seed, the API budget, the extender approaches' scope, and scenario fields (rate, sizes,
+    ...) set on every scenario kept."""
     chosen = preset.scenarios
     if scenarios:
         unknown = set(scenarios) - {s.name for s in chosen}
@@ -223,6 +226,8 @@ def customised(
         footing = replace(footing, client_qps=qps)
     if burst is not None:
         footing = replace(footing, client_burst=burst)
+    if extender_scope is not None:
+        footing = replace(footing, extender_scope=extender_scope)
     return replace(
         preset,
         footing=footing,

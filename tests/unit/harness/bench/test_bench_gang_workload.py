@@ -7,7 +7,7 @@ import json
 import math
 import random
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from builders import Clock
@@ -177,12 +177,15 @@ def test_the_command_line_changes_a_preset() -> None:
         seed=11,
         qps=300,
         burst=600,
+        extender_scope="every-pod",
         rate=0.5,
         sizes="2",
         deadline=None,
     )
     assert [s.name for s in p.scenarios] == ["contention"]
     assert (p.footing.nodes, p.footing.client_qps, p.footing.client_burst) == (4, 300, 600)
+    assert p.footing.extender_scope == "every-pod"
+    assert presets.customised(presets.STANDARD).footing.extender_scope == "split"
     assert (p.repeat, p.seed) == (5, 11)
     s = p.scenarios[0]
     assert (s.rate, s.sizes, s.deadline) == (0.5, "2", presets.STANDARD.scenarios[1].deadline)
@@ -201,6 +204,18 @@ def test_every_approach_gets_the_same_footing(tmp_path: Any) -> None:
     }
     assert alike == {(16, "8", "32Gi", True, 1000.0, 2000)}
     assert {s.percentage_of_nodes_to_score for s in specs.values()} == {100}
+
+
+@pytest.mark.parametrize("scope", ["split", "every-pod"])
+def test_the_extender_approaches_call_the_extender_as_the_footing_says(
+    tmp_path: Any, scope: Literal["split", "every-pod"]
+) -> None:
+    footing = approaches.Footing(nodes=16, node_cpu="8", node_memory="32Gi", extender_scope=scope)
+    extender = [a for a in approaches.APPROACHES if a.startswith("extender")]
+    assert extender == ["extender", "extender-gated", "extender-adaptive"]
+    specs = [approaches.cluster_spec(a, tmp_path, footing) for a in extender]
+    assert [(s.mode, s.scope) for s in specs] == [("extender", scope)] * 3
+    assert [s.gang_gate for s in specs] == [False, False, True]
 
 
 # --- the replay ------------------------------------------------------------------------------
