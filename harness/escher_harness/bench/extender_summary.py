@@ -94,6 +94,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "client_rate_limiter_wait_s": _spread_of(
                     mine, "scheduler.client_rate_limiter_wait_s"
                 ),
+                "batch_hint_used_share": _spread_of(mine, "scheduler.batch_hint_used_share"),
                 "verb_ms": {
                     f"{verb}.{q}": _spread_of(mine, f"extender.verb_ms.{verb}.{q}")
                     for verb in ("filter", "prioritize", "bind")
@@ -258,6 +259,7 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
                     _fmt(m["outside_framework_ms_per_pod"], 2),
                     _fmt(share, 2) if share else "",
                     _fmt(m.get("client_rate_limiter_wait_s"), 2),
+                    _fmt(m.get("batch_hint_used_share"), 2),
                 ]
             )
             v = m["verb_ms"]
@@ -293,7 +295,11 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
             "outside the framework's phases (the extender's calls), and the extender's share "
             "of the cycle; and how long its requests waited in all for its client's QPS budget "
             "(s, client-go's rest_client_rate_limiter_duration_seconds: more than a little "
-            "means the budget, not the scheduler, set the pace):\n"
+            "means the budget, not the scheduler, set the pace); and the share of pods "
+            "placed on opportunistic batching's hint (scheduler_batch_attempts_total "
+            "hint_used per pod: the cluster's filters and scores skipped; off for a profile "
+            "with any extender, and for every pod while PodTopologySpread has default "
+            "constraints, as in the default profile):\n"
             + table(
                 [
                     "nodes",
@@ -303,6 +309,7 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
                     "outside framework",
                     "extender share",
                     "QPS wait s",
+                    "batched",
                 ],
                 cycle,
             ),

@@ -429,8 +429,15 @@ def _scheduler_cycle(info: localcluster.ClusterInfo, pods: int) -> dict[str, Any
     throttled = promhist.histograms(
         text, "rest_client_rate_limiter_duration_seconds", lambda _: "all"
     ).get("all", promhist.EMPTY)
+    # Opportunistic batching (beta, on by default since 1.35): a pod like the one before it
+    # takes that cycle's next-best node as a hint, skipping the cluster's filters and scores.
+    # kube-scheduler turns it off for a profile with any extender configured
+    # (framework.computeBatchablePlugins), and PodTopologySpread's default constraints make
+    # every pod unsignable (the default profile): read so that a mode it helps shows.
+    batch = promhist.counters(text, "scheduler_batch_attempts", lambda labels: labels.get("result"))
     return {
         "attempts": {k: int(h.count) for k, h in sorted(attempts.items())},
+        "batch_hint_used_share": round(batch.get("hint_used", 0.0) / pods, 4),
         "algorithm_ms_per_pod": round(algorithm.sum * 1000 / pods, 4),
         "framework_ms_per_pod": {
             k: round(h.sum * 1000 / pods, 4) for k, h in sorted(points.items())

@@ -115,6 +115,7 @@ def row(
             "algorithm_ms_per_pod": 1.0,
             "outside_framework_ms_per_pod": 0.1,
             "client_rate_limiter_wait_s": 0.5 if mode == "dra" else 0.0,
+            "batch_hint_used_share": 0.0 if mode == "dra" else 0.75,
         },
         "extender": None,
         "apiserver_binding_ms": {"p50": 3.0},
@@ -180,8 +181,9 @@ def test_the_tables_carry_writes_per_pod_and_the_controller_managers_cpu() -> No
     assert "kube-controller-manager" in text
     assert "| 100 | ephemeral | dra | - | 2.00 | 3.00 | 1.00 | 0.50 |" in text
     # How long kube-scheduler's requests waited for its client's QPS budget.
-    assert "| 100 | ephemeral | dra | 1.00 | 0.10 |  | 0.50 |" in text
-    assert "| 100 | ephemeral | pure | 1.00 | 0.10 |  | 0.00 |" in text
+    # ... and the share of pods placed on opportunistic batching's hint.
+    assert "| 100 | ephemeral | dra | 1.00 | 0.10 |  | 0.50 | 0.00 |" in text
+    assert "| 100 | ephemeral | pure | 1.00 | 0.10 |  | 0.00 | 0.75 |" in text
     writes = es.writes_table(summary)
     assert (
         writes.splitlines()[0]
