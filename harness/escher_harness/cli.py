@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from escher_harness.localcluster.commands import add_cluster_parser, raise_interrupt
+from escher_harness.localcluster.config import SCOPES
 from escher_harness.localcluster.errors import ClusterError
 
 
@@ -353,7 +354,7 @@ def _add_bench(sub: Any) -> None:
     g.add_argument("--burst", type=_positive_int, help="every scheduler's client burst (2000)")
     g.add_argument(
         "--extender-scope",
-        choices=("split", "every-pod"),
+        choices=SCOPES,
         help="how kube-scheduler calls the extender approaches' extender (default: split, "
         "as deploy/ does; every-pod: every pod every exchange over HTTP/2)",
     )

@@ -103,7 +103,7 @@ class Footing:
     # How the extender approaches' kube-scheduler calls the extender (the others ignore it):
     # "split", as deploy/ runs it (gang members marked at creation; filter over the verbs'
     # HTTP/1.1 listener, bind over HTTP/2), or "every-pod" (every pod every exchange over
-    # HTTP/2, as the gang campaigns before 2026-11-26 12:00 were measured).
+    # HTTP/2, as every gang campaign before this field existed was measured).
     extender_scope: Scope = "split"
 
 
