@@ -29,6 +29,7 @@ from escher_harness.localcluster import (
     MissingBinaryError,
     down,
     load,
+    ports,
     status,
     up,
 )
@@ -43,6 +44,14 @@ def processes_mentioning(text: str) -> list[str]:
     # ww: full command lines; ps truncates them to 80 columns when writing to a pipe.
     out = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True)
     return [line for line in out.stdout.splitlines()[1:] if text in line and "ps -eww" not in line]
+
+
+def claims_of(cluster_dir: Path) -> list[int]:
+    """The ports claimed on this machine for the cluster in `cluster_dir`."""
+    owner = str(cluster_dir / "processes.json")
+    if not ports.CLAIMS.exists():
+        return []
+    return [int(c.name) for c in ports.CLAIMS.iterdir() if c.read_text() == owner]
 
 
 def create_pod(core: client.CoreV1Api, resources: dict[str, str] | None = None) -> str:
@@ -156,8 +165,12 @@ def test_down_leaves_no_process_and_no_data(tmp_path: Path, kwok: bool, processe
         assert len(processes_mentioning(str(d))) == processes
         assert ("kwok" in info.pids) is kwok
         assert info.dir == d and (d / "etcd").is_dir()
+        claimed = claims_of(d)
+        # Every port up chose (all but the fixed ones: none here) is claimed for this cluster.
+        assert sorted(claimed) == sorted(info.ports.values()), (claimed, info.ports)
     finally:
         down(d)
+    assert claims_of(d) == []  # released
     assert processes_mentioning(str(d)) == []
     assert not d.exists()  # `up` created it, so `down` removes it
     down(d)  # idempotent

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +64,79 @@ def test_free_ports_are_chosen_below_the_ephemeral_range() -> None:
     top = ports_module.below_ephemeral()
     ports = allocate_ports({f"c{i}": None for i in range(20)})
     assert all(ports_module.LOWEST <= p < top for p in ports.values()), ports
+
+
+@pytest.fixture
+def claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    claims_dir = tmp_path / "claims"
+    monkeypatch.setattr(ports_module, "CLAIMS", claims_dir)
+    return claims_dir
+
+
+def _free_ports(n: int) -> list[int]:
+    """n ports below the ephemeral range that are free right now."""
+    found = allocate_ports({f"p{i}": None for i in range(n)})
+    return list(found.values())
+
+
+def _offer(monkeypatch: pytest.MonkeyPatch, ports: list[int]) -> None:
+    """Make the random choice offer `ports` in this order."""
+    offered = iter(ports)
+    monkeypatch.setattr(ports_module.random, "randrange", lambda _lo, _hi: next(offered))
+
+
+def _claim_file(claims: Path, port: int, owner: Path, age: float = 0.0) -> None:
+    claims.mkdir(exist_ok=True)
+    claim = claims / str(port)
+    claim.write_text(str(owner))
+    then = time.time() - age
+    os.utime(claim, (then, then))
+
+
+@pytest.mark.parametrize(
+    ("owner_running", "age", "skipped"),
+    [
+        (True, 0.0, True),  # another cluster's, running
+        (True, 3600.0, True),  # running for an hour: still its port (a restart binds it again)
+        (False, 0.0, True),  # just chosen: its cluster has not written its state file yet
+        (False, 3600.0, False),  # its cluster is gone: taken over
+    ],
+)
+def test_ports_claimed_by_another_cluster(
+    claims: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    owner_running: bool,
+    age: float,
+    skipped: bool,
+) -> None:
+    first, second = _free_ports(2)
+    other = tmp_path / "other" / "processes.json"
+    if owner_running:
+        other.parent.mkdir()
+        other.write_text("{}")
+    _claim_file(claims, first, other, age)
+    _offer(monkeypatch, [first, second])
+    mine = tmp_path / "mine" / "processes.json"
+    chosen = allocate_ports({"etcd": None}, owner=mine)
+    assert chosen == {"etcd": second if skipped else first}
+    assert (claims / str(chosen["etcd"])).read_text() == str(mine)
+    assert (claims / str(first)).read_text() == str(other if skipped else mine)
+
+
+def test_release_drops_only_the_owners_claims(claims: Path, tmp_path: Path) -> None:
+    mine, other = tmp_path / "mine" / "processes.json", tmp_path / "other" / "processes.json"
+    ports = allocate_ports({"a": None, "b": None}, owner=mine)
+    theirs = allocate_ports({"c": None}, owner=other)
+    assert sorted(p.name for p in claims.iterdir()) == sorted(
+        str(p) for p in [*ports.values(), *theirs.values()]
+    )
+    ports_module.release_claims(mine)
+    assert [p.name for p in claims.iterdir()] == [str(theirs["c"])]
+    ports_module.release_claims(other)
+    assert list(claims.iterdir()) == []
+
+
+def test_without_an_owner_nothing_is_claimed(claims: Path) -> None:
+    allocate_ports({"a": None})
+    assert not claims.exists()

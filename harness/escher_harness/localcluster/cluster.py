@@ -60,7 +60,7 @@ from escher_harness.localcluster.manifests import (
 )
 from escher_harness.localcluster.paths import podgroup_crd, policy_crds
 from escher_harness.localcluster.pki import make_pki
-from escher_harness.localcluster.ports import allocate_ports
+from escher_harness.localcluster.ports import allocate_ports, release_claims
 from escher_harness.localcluster.processes import (
     ProcessRecord,
     is_running,
@@ -362,6 +362,7 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
     # The filter and prioritize entries' HTTP/1.1 listener beside the HTTP/2 one (split only:
     # every-pod's template has one entry for every verb).
     http1 = verbs and spec.split and spec.verbs_tls and spec.verbs_http2 and spec.verbs_http1
+    cdir = ClusterDir(spec.dir.absolute())
     ports = allocate_ports(
         {
             "etcd": spec.etcd_port,
@@ -376,9 +377,9 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
             **{replica_name(i): None for i in range(replicas)},
             **{f"{VERBS}-{i}": None for i in range(replicas if verbs else 0)},
             **{f"{VERBS_HTTP1}-{i}": None for i in range(replicas if http1 else 0)},
-        }
+        },
+        owner=cdir.state_file,
     )
-    cdir = ClusterDir(spec.dir.absolute())
     created_dir = _prepare_dir(cdir)
     try:
         return _start(
@@ -402,6 +403,7 @@ def down(dir: Path, *, keep_logs: bool = False) -> None:
     for record in reversed(state.processes):
         stop(record)
     cdir.remove(keep_logs=keep_logs, created_dir=state.created_dir)
+    release_claims(cdir.state_file)
 
 
 def restart_component(

@@ -5,13 +5,23 @@ the component), the others are picked free below the kernel's ephemeral range. N
 127.0.0.1:0: that hands out an ephemeral port, which any outgoing connection on the machine may
 take between the choice and the component's bind (an extender restarted on its verbs port
 found it taken 15 s later, once it led, in a test run beside other clusters).
+
+A chosen port is also claimed, with a file in a directory every process on the machine shares,
+naming the cluster it is for: a probe only shows the port free at that instant, and the
+components bind seconds later (or again, on a restart), so another cluster starting beside it
+could pick the same port in between (a kube-scheduler of a parallel test worker exited with
+"address already in use" once). A claim lives while its cluster's state file does; cluster.down
+releases it, and one whose cluster is gone is taken over by the next process that wants the port.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import socket
+import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,6 +30,9 @@ from escher_harness.localcluster.errors import ClusterError
 LOWEST = 10_000  # above the ports services commonly listen on
 EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _TRIES = 200
+CLAIMS = Path(tempfile.gettempdir()) / "escher-ports"
+# A claim's cluster writes its state file right after the choice: until then, age alone keeps it.
+CLAIM_GRACE = 120.0
 
 
 def below_ephemeral() -> int:
@@ -63,8 +76,47 @@ def ensure_port_free(port: int, component: str) -> None:
         ) from None
 
 
-def allocate_ports(wanted: Mapping[str, int | None]) -> dict[str, int]:
-    """A distinct port per component: the fixed ones after checking them, free ones otherwise."""
+def _claim_is_live(claim: Path) -> bool:
+    try:
+        owner = claim.read_text().strip()
+        age = time.time() - claim.stat().st_mtime
+    except OSError:
+        return False  # released meanwhile
+    return age < CLAIM_GRACE or (bool(owner) and Path(owner).exists())
+
+
+def _claim(port: int, owner: Path) -> bool:
+    """Claim `port` for the cluster whose state file is `owner`; False if a live claim has it."""
+    CLAIMS.mkdir(parents=True, exist_ok=True)
+    claim = CLAIMS / str(port)
+    for _ in range(2):
+        try:
+            fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            if _claim_is_live(claim):
+                return False
+            claim.unlink(missing_ok=True)  # its cluster is gone: take it over
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(owner))
+        return True
+    return False  # another process took the stale claim over first
+
+
+def release_claims(owner: Path) -> None:
+    """Drop every port claim made for the cluster whose state file is `owner` (cluster.down)."""
+    with contextlib.suppress(FileNotFoundError):
+        for claim in CLAIMS.iterdir():
+            with contextlib.suppress(OSError):
+                if claim.read_text().strip() == str(owner):
+                    claim.unlink()
+
+
+def allocate_ports(wanted: Mapping[str, int | None], owner: Path | None = None) -> dict[str, int]:
+    """A distinct port per component: the fixed ones after checking them, free ones otherwise.
+
+    With `owner` (a cluster's state file) the free ones are claimed for that cluster, and ports
+    other clusters claimed are passed over."""
     fixed = {name: port for name, port in wanted.items() if port is not None}
     owners: dict[int, str] = {}
     for name, port in fixed.items():
@@ -82,8 +134,11 @@ def allocate_ports(wanted: Mapping[str, int | None]) -> dict[str, int]:
             for _ in range(_TRIES):
                 port = random.randrange(LOWEST, top) if top > LOWEST else 0
                 sock = None if port in owners else _probe(port)
-                if sock is not None:
+                if sock is None:
+                    continue
+                if owner is None or _claim(port, owner):
                     break
+                sock.close()
             else:  # no free port below the range (or none below it): the kernel's choice
                 sock = _probe(0)
                 assert sock is not None
