@@ -44,6 +44,10 @@ def test_two_approaches_replay_one_trace_and_every_gang_runs_to_success(
         # kwok ran each completed gang for its run time and ended it Succeeded.
         assert run["gangs_succeeded"] == len(arrivals), approach
         assert run["timeouts"] == 0 and run["unfinished_lives"] == 0
+        # Every gang's members were created, and that took part of its latency.
+        creation, latency = run["creation_ms"], run["latency_ms"]
+        assert creation["n"] == len(arrivals), approach
+        assert 0 < creation["max"] <= latency["max"], (creation, latency)
         assert run["warmup"]["completed"] and run["warmup"]["cleaned_up"]
         # Open loop: no gang was submitted long after its planned time.
         assert run["replay_lag_ms"] < 2000, run["replay_lag_ms"]

@@ -56,3 +56,24 @@ def test_empty_trace() -> None:
     f = figures([])
     assert (f.gangs_submitted, f.gangs_completed, f.max_partial_gangs) == (0, 0, 0)
     assert f.latency_ms == {}
+
+
+def test_creation_counts_each_gangs_first_attempt() -> None:
+    """submit -> first CREATED, per gang that has one; a later attempt's CREATED is not it."""
+    c = Kind.CREATED
+    f = figures(
+        [
+            Event(0.0, S, "a", size=1),
+            Event(0.5, c, "a"),
+            Event(1.0, B, "a", "a0"),
+            Event(1.0, S, "b", size=1),
+            Event(3.0, c, "b"),
+            Event(4.0, R, "b"),
+            Event(6.0, c, "b"),  # the retry's creation
+            Event(7.0, B, "b", "b1"),
+            Event(8.0, S, "d", size=1),  # never created: no figure of its own
+        ]
+    )
+    assert f.creation_ms["n"] == 2
+    assert (f.creation_ms["p50"], f.creation_ms["max"]) == (500.0, 2000.0)
+    assert figures(TRACE).creation_ms == {}  # a log without CREATED (before it existed)

@@ -214,6 +214,7 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
             memory=a.memory,
             schedule_timeout_seconds=max(1, round(job.deadline)),
         )
+        env.on_event("created", a.name)
         env.pods[a.name] = gang.pods
     elif approach == "native":
         gang = peer_gangs.submit_native_gang(
@@ -225,6 +226,7 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
             memory=a.memory,
             topology_key=job.level_key() if job.topology == "required" else None,
         )
+        env.on_event("created", a.name)
         env.pods[a.name] = gang.pods
     else:
         labels, annotations = {}, {}
@@ -258,6 +260,7 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
                     scheduling_gates=gates,
                 )
             )
+        env.on_event("created", a.name)
         env.pods[a.name] = names
     return env.watch.bound(env.pods[a.name], job.deadline) == a.size
 

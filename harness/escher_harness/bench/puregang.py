@@ -218,6 +218,7 @@ class PureGang:
                     annotations=req.annotations,
                 )
             )
+        self.on_event("created", req.name)
         bound = self.pods.bound(names, timeout) == req.members
         if not bound:
             self.pods.delete(names)

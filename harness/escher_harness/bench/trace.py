@@ -9,7 +9,10 @@ Called by escher_harness.bench.gang_bench; written by the locustfile's recorder.
 
 Definitions (the report repeats them):
 - A gang is *complete* once `size` distinct members are bound at once; its *latency* runs
-  from its SUBMIT (the load generator's first call for it) to that moment.
+  from its SUBMIT (the load generator's first call for it) to that moment. Its *creation*
+  runs from SUBMIT to its first CREATED (its last member created by the load generator, one
+  call at a time; for the pure approaches after their policy calls): the part of the latency
+  spent before every member exists, mostly the API server admitting the members.
 - It *succeeded* once every member of the complete set has been seen Succeeded.
 - It is *partial* while 0 < members bound < size, before it is complete. Placeholders are
   not members: a gang holding only placeholders is not partial.
@@ -35,6 +38,7 @@ from escher_harness.bench.stats import summary
 class Kind(StrEnum):
     START = "start"  # the replay's clock started (set-up and warm-up are over)
     SUBMIT = "submit"  # the load generator's first call for the gang (`due`: when planned)
+    CREATED = "created"  # the load generator created the last member of an attempt
     BOUND = "bound"  # a member pod was first seen with spec.nodeName
     RUNNING = "running"  # a member pod was first seen Running
     SUCCEEDED = "succeeded"  # a member pod was first seen Succeeded (its room is free)
@@ -91,6 +95,7 @@ class Figures:
     gangs_succeeded: int
     latency_ms: dict[str, float]  # n/p50/p90/p99/max of submit -> last member bound
     latencies_ms: list[float]
+    creation_ms: dict[str, float]  # n/p50/p90/p99/max of submit -> first CREATED
     max_partial_gangs: int
     partial_pod_seconds: float  # members and placeholders of incomplete gangs
     placeholder_pod_seconds: float  # the placeholders' share
@@ -117,6 +122,7 @@ def figures(events: Sequence[Event]) -> Figures:
     start = starts[0] if starts else events[0].t if events else 0.0
     size: dict[str, int] = {}
     submitted: dict[str, float] = {}
+    created: dict[str, float] = {}
     bound: dict[str, set[str]] = {}
     held: dict[str, set[str]] = {}
     complete_set: dict[str, frozenset[str]] = {}
@@ -145,6 +151,8 @@ def figures(events: Sequence[Event]) -> Figures:
             submitted.setdefault(g, e.t)
             if e.due:
                 lag = max(lag, e.t - e.due)
+        elif e.kind is Kind.CREATED:
+            created.setdefault(g, e.t)
         elif e.kind is Kind.BOUND:
             bound.setdefault(g, set()).add(e.pod)
         elif e.kind is Kind.UNBOUND:
@@ -175,6 +183,7 @@ def figures(events: Sequence[Event]) -> Figures:
     for since in partial_since.values():  # still partial when the log ends
         stretches.append((last_t - since, False))
     latencies = [(completed[g] - submitted[g]) * 1000 for g in completed if g in submitted]
+    creations = [(created[g] - submitted[g]) * 1000 for g in created if g in submitted]
     return Figures(
         gangs_submitted=len(submitted),
         gangs_completed=len(completed),
@@ -183,6 +192,7 @@ def figures(events: Sequence[Event]) -> Figures:
         ),
         latency_ms=summary(latencies) if latencies else {},
         latencies_ms=sorted(latencies),
+        creation_ms=summary(creations) if creations else {},
         max_partial_gangs=max(c for _, c in series),
         partial_pod_seconds=round(pod_seconds, 3),
         placeholder_pod_seconds=round(placeholder_seconds, 3),

@@ -94,7 +94,8 @@ def test_rolls_back_with_backoff_then_completes_and_cleans_up() -> None:
     sleeps: list[float] = []
     r = runner(policy, pods, events, sleeps).run(GangRequest("g", 4, backoff=0.5, deadline=60))
     assert (r.completed, r.attempts, r.rollbacks) == (True, 3, 2)
-    assert events == ["rollback", "rollback"]
+    # Each attempt's members created, the first two rolled back.
+    assert events == ["created", "rollback", "created", "rollback", "created"]
     assert sleeps == [0.5, 1.0]  # exponential
     assert policy.history[0] == ("gang-g", {"a": 4})  # the plan: most room first
     assert policy.resources == {}  # the gang's resource is gone once it completed
@@ -148,7 +149,10 @@ def test_placeholders_hold_the_room_the_members_then_take(
     assert len(placeholders) == 3 * holds
     assert all(limits(m) == {} for m in placeholders)  # they hold cpu and memory only
     assert pods.live == set(r.pods)  # every placeholder is gone
-    assert events == ["rollback"] * rollbacks
+    # Members are created only once placeholders hold the whole gang.
+    assert events.count("rollback") == rollbacks
+    assert events.count("created") == (resource is not None)
+    assert events[-1:] == (["created"] if resource is not None else ["rollback"])
 
 
 RACKS = {"a": "r1", "b": "r1", "c": "r2"}
