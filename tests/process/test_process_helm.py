@@ -566,6 +566,8 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
         expected = f'object.spec.schedulerName == "{scheduler}"'
         assert conditions["for-escher-scheduler"] == expected
+        # As deploy/'s: none runs again after its own patch (docs/deployment.md, the cost).
+        assert policy["spec"]["reinvocationPolicy"] == "Never", policy["metadata"]["name"]
 
 
 def test_another_release_name_renames_everything_consistently() -> None:

@@ -273,6 +273,9 @@ def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender(
     binding = find(docs, "MutatingAdmissionPolicyBinding", "escher-extender-marker")
     assert binding["spec"] == {"policyName": "escher-extender-marker"}
     assert policy["failurePolicy"] == "Fail"
+    # Not run a second time after its own patch: that doubled its cost on every gang member
+    # (docs/deployment.md).
+    assert policy["reinvocationPolicy"] == "Never"
     [rule] = policy["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
     conditions = {c["name"]: c["expression"] for c in policy["matchConditions"]}
