@@ -14,6 +14,11 @@ process's life, so that is bounded by the one freeze.
 
 The state that grows after (holdings, gang places) is kept untracked instead
 (extender.core.ledger.Holding, extender.gang.state.Slot): msgspec Structs with gc=False.
+
+`watch` times the collections that remain (generations 1 and 2) into the service's metrics,
+so that a stall of the event loop can be told apart from a collection: escher_gc_pause_seconds
+and escher_gc_pause_max_seconds. Registered by extender.server for the process's life, and
+removed by the callable it returns.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
+
+from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -37,3 +46,30 @@ def freeze() -> None:
             "ms": round((time.perf_counter() - start) * 1000, 1),
         },
     )
+
+
+def watch(metrics: Metrics) -> Callable[[], None]:
+    """Time every generation-1 and -2 collection into `metrics`; returns the callable that
+    stops it."""
+    started: list[float] = []  # a collection in progress (the GIL makes them one at a time)
+    pause = metrics.gc_pause
+    by_generation = {g: pause.labels(str(g)) for g in (1, 2)}
+    longest = metrics.gc_pause_max
+    worst = 0.0
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        nonlocal worst
+        generation = info["generation"]
+        if generation == 0:  # every ~700 allocations, short: timing them would cost more
+            return
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            took = time.perf_counter() - started.pop()
+            by_generation[generation].observe(took)
+            if took > worst:
+                worst = took
+                longest.set(took)
+
+    gc.callbacks.append(timed)
+    return lambda: gc.callbacks.remove(timed)

@@ -126,6 +126,21 @@ class Metrics:
             "(an upper bound; the rest of a lag is the process not being run).",
             registry=r,
         )
+        self.gc_pause = Histogram(
+            "escher_gc_pause_seconds",
+            "How long a collection of CPython's garbage collector took (generations 1 and 2; "
+            "the far more frequent, short generation-0 ones are not timed), by generation: "
+            "the thread that triggered it, the event loop's most often, stands still meanwhile "
+            "(extender.collector).",
+            ["generation"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5),
+            registry=r,
+        )
+        self.gc_pause_max = Gauge(
+            "escher_gc_pause_max_seconds",
+            "The longest collection (generation 1 or 2) since the service started.",
+            registry=r,
+        )
         self.filter_nodes = Histogram(
             "escher_extender_filter_nodes",
             "Nodes named in a filter call (kube-scheduler sends every feasible node, or only a "

@@ -139,6 +139,7 @@ async def _serve(settings: Settings) -> int:
         print(f"escher-extender serve: the certificate does not load: {e}", file=sys.stderr)
         await service.stop()
         return 2
+    unwatch = collector.watch(service.metrics)
     stop = asyncio.Event()
     tasks = [asyncio.create_task(s.serve()) for s in servers]
     verbs = _http2_verbs_config(settings)
@@ -163,6 +164,7 @@ async def _serve(settings: Settings) -> int:
                 failed = f"{type(outcome).__name__}: {outcome}"
     finally:
         await service.stop()
+        unwatch()
     if failed:
         print(f"escher-extender serve: the verbs listener failed: {failed}", file=sys.stderr)
     return 0 if all(s.started for s in servers) and not failed else 1

@@ -42,3 +42,32 @@ def test_freeze_moves_what_is_alive_out_of_the_collections(
     (record,) = caplog.records
     assert record.getMessage() == "garbage collector: startup state frozen"
     assert record.objects == gc.get_freeze_count()  # type: ignore[attr-defined]
+
+
+def _sample(metrics: object, name: str, labels: dict[str, str] | None = None) -> float:
+    value = metrics.registry.get_sample_value(name, labels)  # type: ignore[attr-defined]
+    return 0.0 if value is None else float(value)
+
+
+@pytest.mark.parametrize("generation", [1, 2])
+def test_watch_times_the_collections_that_stall_the_loop(generation: int) -> None:
+    from extender.metrics import Metrics
+
+    metrics = Metrics()
+    junk = [[i] for i in range(50_000)]  # something to walk
+    gc.disable()  # only the collections asked for below
+    unwatch = collector.watch(metrics)
+    try:
+        gc.collect(generation)
+        gc.collect(0)  # not timed
+    finally:
+        unwatch()
+        gc.enable()
+    del junk
+    count = "escher_gc_pause_seconds_count"
+    assert _sample(metrics, count, {"generation": str(generation)}) == 1
+    assert _sample(metrics, count, {"generation": str(3 - generation)}) == 0
+    took = _sample(metrics, "escher_gc_pause_seconds_sum", {"generation": str(generation)})
+    assert 0 < took == _sample(metrics, "escher_gc_pause_max_seconds")
+    gc.collect(generation)  # unwatched: nothing more counted
+    assert _sample(metrics, count, {"generation": str(generation)}) == 1

@@ -214,13 +214,14 @@ def run_one(
 
 
 def _loop_lag(metrics: Path) -> dict[str, float]:
-    """The extender's longest event-loop lag in the run, and the longest its own work
-    accounts for (its own metrics), as far as it said them."""
+    """The extender's longest event-loop lag in the run, the longest its own work accounts
+    for, and its longest garbage collection (its own metrics), as far as it said them."""
     text = metrics.read_text() if metrics.exists() else ""
     out: dict[str, float] = {}
     for key, name in (
         ("longest_loop_lag_ms", "escher_event_loop_lag_max_seconds"),
         ("longest_loop_held_ms", "escher_event_loop_held_max_seconds"),
+        ("longest_gc_pause_ms", "escher_gc_pause_max_seconds"),
     ):
         found = re.search(rf"^{name} (\S+)$", text, re.M)
         if found:

@@ -116,6 +116,7 @@ FIGURES = (
     Figure("longest_stall_ms", "longest stall ms", _extender("longest_stall_ms"), 1),
     Figure("longest_loop_lag_ms", "longest loop lag ms", _extender("longest_loop_lag_ms"), 1),
     Figure("longest_loop_held_ms", "longest loop held ms", _extender("longest_loop_held_ms"), 1),
+    Figure("longest_gc_pause_ms", "longest GC pause ms", _extender("longest_gc_pause_ms"), 1),
 )
 _BY_KEY = {f.key: f for f in FIGURES}
 OUTCOME_TABLE = (
@@ -162,6 +163,7 @@ TOPOLOGY_TABLE = (
     "longest_stall_ms",
     "longest_loop_lag_ms",
     "longest_loop_held_ms",
+    "longest_gc_pause_ms",
 )
 # The free whole domains of the topology table as a share of all the cluster's.
 FRAGMENTATION_TABLE = (
@@ -527,7 +529,9 @@ DEFINITIONS = """\
   trip and the load generator's process, which shares the two cores. **Longest loop held**:
   escher_event_loop_held_max_seconds, the longest lag bounded by the CPU the extender's
   process used meanwhile: at most this much of a lag was its own work, the rest it waited to
-  be run on a saturated machine.
+  be run on a saturated machine. **Longest GC pause**: escher_gc_pause_max_seconds, its
+  longest collection of generation 1 or 2 (CPython's garbage collector stops the thread
+  that triggered it, most often the event loop's).
 - **Replay lag**: the latest any gang was submitted after its planned time (how faithful
   the open-loop replay was). **Warm-up**: the uncounted first gang's latency (the cold
   start). **Load avg**: the machine's 1-minute load average during the run (mean)."""

@@ -378,6 +378,10 @@ def test_the_watch_waits_return_at_once_when_met_and_count_when_not() -> None:
             "escher_event_loop_lag_max_seconds 0.3\nescher_event_loop_held_max_seconds 0.012\n",
             {"longest_loop_lag_ms": 300.0, "longest_loop_held_ms": 12.0},
         ),
+        (
+            'escher_gc_pause_seconds_count{generation="2"} 3\nescher_gc_pause_max_seconds 0.0415\n',
+            {"longest_gc_pause_ms": 41.5},
+        ),
         ("# HELP x\nescher_event_loop_lag_seconds_count 5\n", {}),  # an extender without it
         ("# not read: connection refused\n", {}),
         (None, {}),  # no metrics file kept
