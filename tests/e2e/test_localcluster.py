@@ -268,6 +268,7 @@ def test_unwritable_dir(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match=r"cannot use .* as the cluster directory"):
         up(ClusterSpec(dir=d))
     assert processes_mentioning(str(d)) == []
+    assert claims_of(d) == []  # the ports it chose are free for others again
 
 
 def test_scheduler_config_kube_scheduler_rejects(tmp_path: Path) -> None:

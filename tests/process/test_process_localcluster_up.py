@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from escher_harness.localcluster import ClusterError, ClusterSpec, up
+from escher_harness.localcluster import ClusterError, ClusterSpec, ports, up
 from escher_harness.localcluster.clusterdir import ClusterDir, State
 from escher_harness.localcluster.processes import spawn, stop
 
@@ -108,6 +108,10 @@ def test_refuses_a_directory_with_a_running_cluster(
         with pytest.raises(ClusterError, match=r"a cluster is already running .* down --dir"):
             up(ClusterSpec(dir=cluster_dir))
         assert cdir.read_state() == State(created_dir=True, processes=(running,))  # untouched
+        # The ports the refused call chose are not left claimed for that directory.
+        owner = str(cdir.state_file)
+        claims = ports.CLAIMS.iterdir() if ports.CLAIMS.exists() else iter(())
+        assert [c for c in claims if c.read_text() == owner] == []
     finally:
         stop(running)
 

@@ -140,3 +140,13 @@ def test_release_drops_only_the_owners_claims(claims: Path, tmp_path: Path) -> N
 def test_without_an_owner_nothing_is_claimed(claims: Path) -> None:
     allocate_ports({"a": None})
     assert not claims.exists()
+
+
+def test_release_of_some_ports_keeps_the_owners_others(claims: Path, tmp_path: Path) -> None:
+    """A failed `up` in a directory whose cluster runs drops only the ports it chose."""
+    owner = tmp_path / "running" / "processes.json"
+    running = allocate_ports({"a": None, "b": None}, owner=owner)
+    failed = allocate_ports({"c": None}, owner=owner)
+    ports_module.release_claims(owner, failed.values())
+    assert sorted(p.name for p in claims.iterdir()) == sorted(str(p) for p in running.values())
+    ports_module.release_claims(owner, [1])  # not claimed: nothing to do

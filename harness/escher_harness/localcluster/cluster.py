@@ -380,7 +380,12 @@ def up(spec: ClusterSpec, *, progress: Callable[[str], None] | None = None) -> C
         },
         owner=cdir.state_file,
     )
-    created_dir = _prepare_dir(cdir)
+    try:
+        created_dir = _prepare_dir(cdir)
+    except BaseException:
+        # Only this call's: the directory may hold a running cluster that claimed its own.
+        release_claims(cdir.state_file, ports.values())
+        raise
     try:
         return _start(
             spec, cdir, created_dir, binaries, user_config, manifests, ports, started, progress

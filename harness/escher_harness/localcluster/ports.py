@@ -22,7 +22,7 @@ import random
 import socket
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from escher_harness.localcluster.errors import ClusterError
@@ -103,10 +103,12 @@ def _claim(port: int, owner: Path) -> bool:
     return False  # another process took the stale claim over first
 
 
-def release_claims(owner: Path) -> None:
-    """Drop every port claim made for the cluster whose state file is `owner` (cluster.down)."""
+def release_claims(owner: Path, ports: Iterable[int] | None = None) -> None:
+    """Drop the port claims made for the cluster whose state file is `owner`: all of them
+    (cluster.down), or only `ports` (an `up` that failed before its cluster existed)."""
     with contextlib.suppress(FileNotFoundError):
-        for claim in CLAIMS.iterdir():
+        claims = CLAIMS.iterdir() if ports is None else (CLAIMS / str(p) for p in ports)
+        for claim in claims:
             with contextlib.suppress(OSError):
                 if claim.read_text().strip() == str(owner):
                     claim.unlink()
