@@ -46,14 +46,6 @@ def processes_mentioning(text: str) -> list[str]:
     return [line for line in out.stdout.splitlines()[1:] if text in line and "ps -eww" not in line]
 
 
-def claims_of(cluster_dir: Path) -> list[int]:
-    """The ports claimed on this machine for the cluster in `cluster_dir`."""
-    owner = str(cluster_dir / "processes.json")
-    if not ports.CLAIMS.exists():
-        return []
-    return [int(c.name) for c in ports.CLAIMS.iterdir() if c.read_text() == owner]
-
-
 def create_pod(core: client.CoreV1Api, resources: dict[str, str] | None = None) -> str:
     name = f"p-{uuid.uuid4().hex[:8]}"
     core.create_namespaced_pod(
@@ -165,12 +157,12 @@ def test_down_leaves_no_process_and_no_data(tmp_path: Path, kwok: bool, processe
         assert len(processes_mentioning(str(d))) == processes
         assert ("kwok" in info.pids) is kwok
         assert info.dir == d and (d / "etcd").is_dir()
-        claimed = claims_of(d)
+        claimed = ports.claimed(d / "processes.json")
         # Every port up chose (all but the fixed ones: none here) is claimed for this cluster.
         assert sorted(claimed) == sorted(info.ports.values()), (claimed, info.ports)
     finally:
         down(d)
-    assert claims_of(d) == []  # released
+    assert ports.claimed(d / "processes.json") == []  # released
     assert processes_mentioning(str(d)) == []
     assert not d.exists()  # `up` created it, so `down` removes it
     down(d)  # idempotent
@@ -268,7 +260,7 @@ def test_unwritable_dir(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match=r"cannot use .* as the cluster directory"):
         up(ClusterSpec(dir=d))
     assert processes_mentioning(str(d)) == []
-    assert claims_of(d) == []  # the ports it chose are free for others again
+    assert ports.claimed(d / "processes.json") == []  # the ports it chose are free for others again
 
 
 def test_scheduler_config_kube_scheduler_rejects(tmp_path: Path) -> None:

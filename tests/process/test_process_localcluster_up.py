@@ -109,9 +109,7 @@ def test_refuses_a_directory_with_a_running_cluster(
             up(ClusterSpec(dir=cluster_dir))
         assert cdir.read_state() == State(created_dir=True, processes=(running,))  # untouched
         # The ports the refused call chose are not left claimed for that directory.
-        owner = str(cdir.state_file)
-        claims = ports.CLAIMS.iterdir() if ports.CLAIMS.exists() else iter(())
-        assert [c for c in claims if c.read_text() == owner] == []
+        assert ports.claimed(cdir.state_file) == []
     finally:
         stop(running)
 

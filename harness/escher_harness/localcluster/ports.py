@@ -103,15 +103,26 @@ def _claim(port: int, owner: Path) -> bool:
     return False  # another process took the stale claim over first
 
 
+def claimed(owner: Path, ports: Iterable[int] | None = None) -> list[int]:
+    """The ports claimed for the cluster whose state file is `owner` (of `ports`, if given)."""
+    if ports is None:
+        try:
+            ports = [int(c.name) for c in CLAIMS.iterdir() if c.name.isdigit()]
+        except FileNotFoundError:
+            return []
+    out = []
+    for port in ports:
+        with contextlib.suppress(OSError):
+            if (CLAIMS / str(port)).read_text().strip() == str(owner):
+                out.append(port)
+    return out
+
+
 def release_claims(owner: Path, ports: Iterable[int] | None = None) -> None:
     """Drop the port claims made for the cluster whose state file is `owner`: all of them
     (cluster.down), or only `ports` (an `up` that failed before its cluster existed)."""
-    with contextlib.suppress(FileNotFoundError):
-        claims = CLAIMS.iterdir() if ports is None else (CLAIMS / str(p) for p in ports)
-        for claim in claims:
-            with contextlib.suppress(OSError):
-                if claim.read_text().strip() == str(owner):
-                    claim.unlink()
+    for port in claimed(owner, ports):
+        (CLAIMS / str(port)).unlink(missing_ok=True)
 
 
 def allocate_ports(wanted: Mapping[str, int | None], owner: Path | None = None) -> dict[str, int]:
