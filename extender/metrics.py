@@ -152,7 +152,7 @@ class Metrics:
             "escher_gang_nominations_total",
             "Reserved nodes written to gang members' status.nominatedNodeName "
             "(extender.adapters.nominator), by outcome (sent, cleared, failed, deferred: too "
-            "many in flight).",
+            "many in flight, unneeded: a delayed one whose member's cycle came first).",
             ["outcome"],
             registry=r,
         )

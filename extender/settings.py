@@ -268,6 +268,16 @@ class Settings(BaseSettings):
         "kube-scheduler then tries that node alone, and counts the reservation against other "
         "pods (extender.adapters.nominator)",
     )
+    gang_nominate_delay_seconds: Seconds = Field(
+        0.1,
+        ge=0,
+        le=10,
+        description="how long the nomination of a member whose scheduling cycle may come "
+        "first (created after its gang's reservation) waits, and is then written only if that "
+        "cycle has not come: kube-scheduler tries a new pod within milliseconds when it has no "
+        "backlog, and the member's filter gives it its place anyway (0: at once; "
+        "extender.gang.nominations)",
+    )
     gang_topology: str = Field(
         topology.DEFAULT,
         max_length=2048,

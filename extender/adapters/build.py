@@ -132,7 +132,11 @@ def build(
         elector=elector,
         binder=Binder(api, metrics, may_write, s.bind_in_flight) if binds else None,
         lifter=Lifter(api, keys.gate, metrics, may_write) if binds else None,
-        nominator=Nominator(api, metrics, may_write) if binds and s.gang_nominate else None,
+        nominator=(
+            Nominator(api, metrics, may_write, s.gang_nominate_delay_seconds)
+            if binds and s.gang_nominate
+            else None
+        ),
         waker=(
             Waker(api, s.resource_domain, metrics, may_write)
             if binds and s.requeue_window_seconds > 0

@@ -13,11 +13,16 @@ The gang manager decides what to nominate (GangManager.nominate is this); this p
 status subresource with a merge patch, through PodPatches (the pod's UID named, at most
 `limit` in flight: a nomination not sent costs only speed, the member's cycle then looks at
 every node, as without one). Counted by escher_gang_nominations_total.
+
+A delayed nomination (extender.gang.nominations: a member whose cycle may come first) is
+sent `delay` seconds later, if the manager still wants it then; one no longer wanted is
+counted `unneeded`. Each waits on a timer of the loop, one per pod, cancelled on stop.
 Created by extender.adapters.build.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from extender.adapters.kubeapi import KubeAPI
@@ -28,12 +33,39 @@ from extender.metrics import Metrics
 
 class Nominator:
     def __init__(
-        self, api: KubeAPI, metrics: Metrics, may_write: Callable[[], bool], limit: int = 1024
+        self,
+        api: KubeAPI,
+        metrics: Metrics,
+        may_write: Callable[[], bool],
+        delay: float,
+        limit: int = 1024,
     ) -> None:
-        self._patches = PodPatches(api, metrics.gang_nominations, may_write, limit)
+        self._counter = metrics.gang_nominations
+        self._patches = PodPatches(api, self._counter, may_write, limit)
+        self._delay = delay
+        self._delayed: dict[str, asyncio.TimerHandle] = {}  # pod uid -> its timer
 
-    def __call__(self, pod: PodInfo, node: str) -> None:
-        """Nominate `node` for `pod` ("" clears the nomination)."""
+    def __call__(self, pod: PodInfo, node: str, wanted: Callable[[], bool] | None = None) -> None:
+        """Nominate `node` for `pod` ("" clears the nomination); with `wanted`, `delay`
+        seconds later, if wanted() is True then. A later call for the pod replaces a
+        delayed one."""
+        pending = self._delayed.pop(pod.uid, None)
+        if pending is not None:
+            pending.cancel()
+        if wanted is not None and self._delay > 0:
+            loop = asyncio.get_running_loop()
+            self._delayed[pod.uid] = loop.call_later(self._delay, self._due, pod, node, wanted)
+        else:
+            self._send(pod, node)
+
+    def _due(self, pod: PodInfo, node: str, wanted: Callable[[], bool]) -> None:
+        del self._delayed[pod.uid]
+        if wanted():
+            self._send(pod, node)
+        else:
+            self._counter.labels("unneeded").inc()
+
+    def _send(self, pod: PodInfo, node: str) -> None:
         body = {"status": {"nominatedNodeName": node or None}}
         what = f"nominating node {node!r} for pod {pod.key}"
         self._patches.send(
@@ -47,5 +79,8 @@ class Nominator:
         )
 
     async def aclose(self) -> None:
-        """Cancel the patches still in flight (on stop)."""
+        """Cancel the delayed nominations and the patches still in flight (on stop)."""
+        for pending in self._delayed.values():
+            pending.cancel()
+        self._delayed.clear()
         await self._patches.aclose()

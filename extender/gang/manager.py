@@ -156,7 +156,7 @@ class GangManager:
                 and places.slot_of(g, m, [s.node for s in g.slots.values()], self.ledger)
                 is not None
             ):
-                nominations.place(g, self.nominate, only=pod.uid)
+                nominations.place(g, self.nominate, only=pod.uid, later=True)
             elif not m.bound:
                 nominations.seen(g, pod, self.nominate)
         else:
@@ -290,7 +290,8 @@ class GangManager:
     def _verdict(self, g: GangState, m: Member, nodes: Sequence[str], outcome: Outcome) -> Verdict:
         """The member's verdict once its gang was planned: its place, or why it waits."""
         if outcome is Outcome.RESERVED and g.phase is Phase.RESERVED:
-            nominations.place(g, self.nominate, skip=m.pod.uid)  # m gets its place in its cycle
+            # m gets its place in its cycle; the others' cycles may come before the patches
+            nominations.place(g, self.nominate, skip=m.pod.uid, later=True)
             verdict = self._reserved(g, m, nodes)
             if verdict is not None:
                 return verdict

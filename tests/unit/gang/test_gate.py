@@ -5,6 +5,7 @@ through at once, bounded state, and the adaptive hold."""
 from __future__ import annotations
 
 from asyncio import run
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -255,12 +256,19 @@ def test_with_nominations_a_held_member_goes_once_its_nomination_is_seen_or_wait
     clock = Clock()
     gm = manager(clock=clock, nomination_wait=1.0)
     sent: dict[str, str] = {}
-    gm.gm.nominate = lambda pod, node: sent.__setitem__(pod.name, node)
+    delayed: list[str] = []
+
+    def nominate(pod: PodInfo, node: str, wanted: Callable[[], bool] | None = None) -> None:
+        sent[pod.name] = node
+        if wanted is not None:
+            delayed.append(pod.name)
+
+    gm.gm.nominate = nominate
     pods = [held("g", i, size=2) for i in range(2)]
     for p in pods:
         upsert(gm, p)
     assert lifted(gm) == []  # placed and nominated, not yet seen nominated
-    assert sorted(sent) == ["g-0", "g-1"]
+    assert sorted(sent) == ["g-0", "g-1"] and delayed == []  # held: at once
     upsert(gm, PodInfo(**{**_fields(pods[0]), "nominated": sent["g-0"]}))  # the informer
     assert lifted(gm) == ["g-0"]
     clock.now += 1.0  # g-1's nomination never shows: it goes anyway

@@ -5,6 +5,7 @@ nominations are cleared when the places go."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import builders
@@ -117,11 +118,16 @@ def test_the_largest_domain_is_named_when_the_gang_can_never_fit() -> None:
 
 
 class Nominations:
+    """The writer: what was sent, and the `wanted` of each delayed one (by pod name)."""
+
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
+        self.later: dict[str, Callable[[], bool]] = {}
 
-    def __call__(self, pod: PodInfo, node: str) -> None:
+    def __call__(self, pod: PodInfo, node: str, wanted: Callable[[], bool] | None = None) -> None:
         self.sent.append((pod.name, node))
+        if wanted is not None:
+            self.later[pod.name] = wanted
 
 
 def test_reserved_nodes_are_nominated_to_the_members_not_in_a_cycle_and_cleared_on_release() -> (
@@ -137,17 +143,62 @@ def test_reserved_nodes_are_nominated_to_the_members_not_in_a_cycle_and_cleared_
     assert sorted(nominated.sent) == [("g-1", place["g-1-uid"]), ("g-2", place["g-2-uid"])]
     gm.filter(pods[1], lg.node_names())
     assert len(nominated.sent) == 2
-    # A member created later takes a place kept for it, and its nomination goes at once.
+    # A member created later takes a place kept for it, and its nomination is written.
     late = member("g", 3, 4)
     upsert(gm, late)
     (slot,) = [s for s in g.slots.values() if s.member == late.uid]
     assert nominated.sent[-1] == ("g-3", slot.node)
+    assert {n: wanted() for n, wanted in nominated.later.items()} == {
+        "g-1": False,  # its filter came first
+        "g-2": True,
+        "g-3": True,
+    }
     # One member bound; then the reservation expires: the others' nominations are cleared.
     gm.bound(pods[1].uid, place["g-1-uid"])
     nominated.sent.clear()
     gm.clock.now += 60  # type: ignore[attr-defined]
     gm.expire()
     assert sorted(nominated.sent) == [("g-2", ""), ("g-3", "")]
+
+
+@pytest.mark.parametrize(
+    ("then", "wanted"),
+    [
+        ("nothing", True),  # still waiting for its cycle: the nomination is worth its patch
+        ("filtered", False),  # its cycle came first and gave it its place
+        ("bound", False),
+        ("gone", False),
+        ("released", False),  # the places are given back
+    ],
+)
+def test_a_delayed_nomination_is_written_only_while_the_member_still_waits_for_its_cycle(
+    then: str, wanted: bool
+) -> None:
+    """Members that kube-scheduler may try at once (ungated, created after or known at the
+    reservation) get their nomination a moment later, and only if their filter has not come
+    first; one not written is not cleared either (no patch for nothing)."""
+    lg, _ = racks({"r0": 4})
+    gm = GangManager(lg, KEYS, clock=Clock())
+    gm.nominate = nominated = Nominations()
+    pods = [member("g", i, 2) for i in range(2)]
+    g = reserve(gm, pods, lg.node_names())
+    node = {s.member: s.node for s in g.slots.values()}[pods[1].uid]
+    assert nominated.sent == [("g-1", node)] and list(nominated.later) == ["g-1"]
+    if then == "filtered":
+        gm.filter(pods[1], lg.node_names())
+    elif then == "bound":
+        gm.bound(pods[1].uid, node)
+    elif then == "gone":
+        gm.on_pod(PodEvent(PodChange.GONE, pods[1].uid, None))
+    elif then == "released":
+        g.expires = 0
+        gm.expire()
+    assert nominated.later["g-1"]() is wanted
+    sent = len(nominated.sent)
+    g.expires = 0
+    gm.expire()  # a release clears only the nominations written
+    cleared = [n for n in nominated.sent[sent:] if n == ("g-1", "")]
+    assert cleared == ([("g-1", "")] if wanted else [])
 
 
 def test_a_nomination_kube_scheduler_cleared_is_written_again_while_the_place_is_held() -> None:
