@@ -17,8 +17,12 @@ The state that grows after (holdings, gang places) is kept untracked instead
 
 `watch` times the collections that remain (generations 1 and 2) into the service's metrics,
 so that a stall of the event loop can be told apart from a collection: escher_gc_pause_seconds
-and escher_gc_pause_max_seconds. Registered by extender.server for the process's life, and
-removed by the callable it returns.
+and escher_gc_pause_max_seconds. A collection longer than `report_after` is also logged with
+the CPU its thread used meanwhile and the objects it freed: a full collection walks the live
+objects outside the freeze in a few milliseconds (66,000 in 2.3 ms on a 2-core machine), so a
+long one that used little CPU was the process not being run, and one that used it all freed
+garbage (a burst's coroutines and streams) or walked more than it should. Registered by
+extender.server for the process's life, and removed by the callable it returns.
 """
 
 from __future__ import annotations
@@ -48,10 +52,12 @@ def freeze() -> None:
     )
 
 
-def watch(metrics: Metrics) -> Callable[[], None]:
-    """Time every generation-1 and -2 collection into `metrics`; returns the callable that
-    stops it."""
-    started: list[float] = []  # a collection in progress (the GIL makes them one at a time)
+def watch(metrics: Metrics, report_after: float = 0.05) -> Callable[[], None]:
+    """Time every generation-1 and -2 collection into `metrics`, and log those longer than
+    `report_after` seconds; returns the callable that stops it."""
+    # A collection in progress, (wall, thread CPU) at its start: the GIL makes them one at a
+    # time, and the thread that triggers one runs it, so its CPU clock is the collection's.
+    started: list[tuple[float, float]] = []
     pause = metrics.gc_pause
     by_generation = {g: pause.labels(str(g)) for g in (1, 2)}
     longest = metrics.gc_pause_max
@@ -63,13 +69,25 @@ def watch(metrics: Metrics) -> Callable[[], None]:
         if generation == 0:  # every ~700 allocations, short: timing them would cost more
             return
         if phase == "start":
-            started.append(time.perf_counter())
+            started.append((time.perf_counter(), time.thread_time()))
         elif started:
-            took = time.perf_counter() - started.pop()
+            wall, cpu = started.pop()
+            took = time.perf_counter() - wall
             by_generation[generation].observe(took)
             if took > worst:
                 worst = took
                 longest.set(took)
+            if took > report_after:
+                log.warning(
+                    "a garbage collection held the thread",
+                    extra={
+                        "generation": generation,
+                        "ms": round(took * 1000, 1),
+                        "cpu_ms": round((time.thread_time() - cpu) * 1000, 1),
+                        "collected": info.get("collected", 0),
+                        "old_objects": len(gc.get_objects(2)),  # what a full one walks
+                    },
+                )
 
     gc.callbacks.append(timed)
     return lambda: gc.callbacks.remove(timed)

@@ -71,3 +71,31 @@ def test_watch_times_the_collections_that_stall_the_loop(generation: int) -> Non
     assert 0 < took == _sample(metrics, "escher_gc_pause_max_seconds")
     gc.collect(generation)  # unwatched: nothing more counted
     assert _sample(metrics, count, {"generation": str(generation)}) == 1
+
+
+@pytest.mark.parametrize(("report_after", "logged"), [(0.0, True), (60.0, False)])
+def test_a_long_collection_is_logged_with_its_cpu_and_what_it_freed(
+    caplog: pytest.LogCaptureFixture, report_after: float, logged: bool
+) -> None:
+    from extender.metrics import Metrics
+
+    caplog.set_level("WARNING", logger="extender.collector")
+    gc.disable()  # only the collection asked for below
+    for _ in range(1_000):  # garbage only a collection frees: reference cycles
+        cycle: list[object] = []
+        cycle.append(cycle)
+    del cycle
+    unwatch = collector.watch(Metrics(), report_after=report_after)
+    try:
+        gc.collect(2)
+    finally:
+        unwatch()
+        gc.enable()
+    records = [
+        r for r in caplog.records if r.getMessage() == "a garbage collection held the thread"
+    ]
+    assert len(records) == (1 if logged else 0)
+    if logged:
+        (r,) = records
+        assert r.generation == 2 and r.ms > 0 and r.cpu_ms >= 0  # type: ignore[attr-defined]
+        assert r.collected >= 1_000 and r.old_objects > 0  # type: ignore[attr-defined]
