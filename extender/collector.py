@@ -5,12 +5,14 @@ tools that build a Service in their own process keep their collector as it is).
 A full (generation 2) collection walks every tracked object alive, and the loop stands still
 meanwhile: with the modules of the web stack and a 5,000-node ledger that was tens of
 milliseconds, every few seconds under load, the tail of every verb (issue 28). Once the
-ledger is built from the cluster, `freeze` collects once and moves everything alive to the
-permanent generation, which later collections do not walk: the startup state stays
-reachable and is freed by reference counting as ever, only no longer traversed. What is
-frozen and later becomes garbage in a reference cycle is never collected; the state alive
-at startup (modules, the service's parts, the ledger's containers) is there for the
-process's life, so that is bounded by the one freeze.
+ledger is built from the cluster, `freeze` collects the young generations (not a full
+collection: that alone held the loop 92 ms at 5,000 nodes, to free 4 objects) and moves
+everything alive to the permanent generation, which later collections do not walk: the
+startup state stays reachable and is freed by reference counting as ever, only no longer
+traversed. What is frozen and later becomes garbage in a reference cycle is never
+collected; the state alive at startup (modules, the service's parts, the ledger's
+containers) is there for the process's life, so that is bounded by the one freeze (as is
+the old generation's garbage at startup, frozen with it).
 
 The state that grows after (holdings, gang places) is kept untracked instead
 (extender.core.ledger.Holding, extender.gang.state.Slot): msgspec Structs with gc=False.
@@ -39,9 +41,12 @@ log = logging.getLogger(__name__)
 
 
 def freeze() -> None:
-    """Collect, then move every object alive to the permanent generation (gc.freeze)."""
+    """Collect the young generations, then move every object alive to the permanent
+    generation (gc.freeze). Not a full collection first: at 5,000 nodes one walked 125,000
+    objects for 72 ms of CPU, holding the loop 92 ms at startup, and freed 4 objects; the
+    old generation's garbage, if any, is frozen with the rest (once)."""
     start = time.perf_counter()
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
     log.info(
         "garbage collector: startup state frozen",
