@@ -25,6 +25,7 @@ persist, through `subscribe`).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
 import threading
@@ -148,6 +149,8 @@ class Totals:
 
 Listener = Callable[[int, frozenset[str]], None]
 
+# How many of a ranking's fullest nodes most_used walks before a pass over every offered one.
+RANK_WALK = 64
 SCORE_CACHES = 4  # cached LeastAllocated answers per resource (distinct amounts asked)
 
 
@@ -173,6 +176,10 @@ class Ledger:
         self._caps: dict[str, dict[str, int]] = {}
         # Resource -> (amount, top) -> node -> LeastAllocated score (see _scores_of).
         self._scores: dict[str, dict[tuple[int, int], dict[str, int]]] = {}
+        # Resource -> its nodes as (-used, name), sorted: the fullest first, equals by name
+        # (see most_used). Only for the resources a pack preference has asked about; kept up
+        # to date by _index and dropped with the resource.
+        self._ranks: dict[str, list[tuple[int, str]]] = {}
         # Node -> reservation holdings on it: ReservationFit checks only these nodes.
         self._reserved: dict[str, int] = {}
         # Physical resource -> node -> what is free of it (allocatable less everything held),
@@ -233,11 +240,26 @@ class Ledger:
 
     def most_used(self, resource: str, nodes: Sequence[str]) -> str | None:
         """The one of `nodes` with the most units of an ephemeral resource in use (the first
-        by name among equals), None when none has it: what a pack preference scores. In
-        C-level passes over the indexes, no Python step per node: prioritize asks it of
-        every feasible node, 5,000 at a time (a dict of them was most of its time)."""
+        by name among equals), None when none has it: what a pack preference scores.
+
+        prioritize asks it of every feasible node, 5,000 at a time, so it walks the
+        resource's ranking (fullest first) to the first offered node: nodes are offered
+        unless full, so that is one of the first few. Past RANK_WALK of them (most of the
+        fullest nodes not offered), C-level passes over the indexes, no Python step per node.
+        """
         caps, free = self._caps.get(resource), self._free.get(resource)
-        if not caps or free is None:
+        if not caps or free is None or not nodes:
+            return None
+        ranks = self._ranks.get(resource)
+        if ranks is None:
+            ranks = self._rank(resource, free, caps)
+        offered: Sequence[str] | set[str] = set(nodes) if len(nodes) > 8 else nodes
+        # A list another thread changes under the walk may be read a step off: a score,
+        # not a decision, and the next call reads it right.
+        for _, name in itertools.islice(ranks, RANK_WALK):
+            if name in offered:
+                return name
+        if len(ranks) <= RANK_WALK:
             return None
         having = nodes if all(map(caps.__contains__, nodes)) else [n for n in nodes if n in caps]
         if not having:
@@ -245,6 +267,23 @@ class Ledger:
         used = list(map(operator.sub, map(caps.__getitem__, having), map(free.__getitem__, having)))
         most = max(used)
         return min(itertools.compress(having, map(most.__eq__, used)))
+
+    def _rank(
+        self, resource: str, free: dict[str, int], caps: dict[str, int]
+    ) -> list[tuple[int, str]]:
+        """Build `resource`'s ranking (once; _index keeps it). Built from copies without the
+        lock (this runs on the event loop), and kept only if nothing changed meanwhile and
+        the lock is free at once, as a cached score is."""
+        version = self._version
+        pairs, capacity = list(free.items()), dict(caps)
+        ranks = sorted((f - capacity[n], n) for n, f in pairs if n in capacity)
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._version == version and self._free.get(resource) is free:
+                    self._ranks[resource] = ranks
+            finally:
+                self._lock.release()
+        return ranks
 
     def nodes_with(self, resource: str) -> Mapping[str, int]:
         """Free units of an ephemeral resource, per node that has it (a live read-only view:
@@ -631,9 +670,18 @@ class Ledger:
                 room.pop(node, None)
 
     def _index(self, res: str, node: str, cap: int | None, used: int) -> None:
-        """Bring `res`'s free index, capacities and cached scores up to date for one node
-        (`cap` None: the node no longer has it)."""
+        """Bring `res`'s free index, capacities, ranking and cached scores up to date for one
+        node (`cap` None: the node no longer has it)."""
         free = self._free.get(res)
+        ranks = self._ranks.get(res)
+        if ranks is not None and free is not None and node in free:
+            entry = (free[node] - self._caps[res][node], node)
+            i = bisect.bisect_left(ranks, entry)
+            if i < len(ranks) and ranks[i] == entry:
+                del ranks[i]
+            else:  # never expected: rebuilt on the next ask rather than kept wrong
+                del self._ranks[res]
+                ranks = None
         if cap is None:
             if free is None:
                 return
@@ -642,6 +690,7 @@ class Ledger:
             if not free:
                 del self._free[res], self._caps[res]
                 self._scores.pop(res, None)
+                self._ranks.pop(res, None)
                 return
         else:
             if free is None:
@@ -649,6 +698,8 @@ class Ledger:
                 self._caps[res] = {}
             free[node] = cap - used
             self._caps[res][node] = cap
+            if ranks is not None:
+                bisect.insort(ranks, (-used, node))
         for (want, top), scores in self._scores.get(res, {}).items():
             if cap is not None and (score := _least(cap - used, cap, want, top)):
                 scores[node] = score

@@ -3,13 +3,18 @@ snapshots and totals."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import random
 import threading
+from typing import Any
 
 import pytest
 from builders import walked
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import extender.core.ledger as ledger_module
 from extender.core.errors import Conflict, CoreError, UnknownNode
 from extender.core.ledger import HolderKind, Ledger
 
@@ -51,6 +56,72 @@ def test_most_used(
     for node, units in held.items():
         assert lg.hold(f"p-{node}", node, {R: units}) is None
     assert lg.most_used(R, offered) == fullest
+
+
+def _fullest(lg: Ledger, offered: list[str]) -> str | None:
+    """most_used by its definition: a pass over the offered nodes' views."""
+    used = {}
+    for n in offered:
+        view = lg.node(n)
+        if view is not None and R in view.ephemeral:
+            used[n] = view.used.get(R, 0)
+    if not used:
+        return None
+    most = max(used.values())
+    return min(n for n, u in used.items() if u == most)
+
+
+NODES = [f"n{i:02d}" for i in range(12)]
+_op = st.one_of(
+    st.tuples(st.just("cap"), st.sampled_from(NODES), st.integers(0, 6)),
+    st.tuples(st.just("hold"), st.sampled_from(NODES), st.integers(1, 3), st.integers(0, 9)),
+    st.tuples(st.just("bound"), st.sampled_from(NODES), st.integers(1, 9), st.integers(0, 9)),
+    st.tuples(st.just("release"), st.integers(0, 9)),
+    st.tuples(st.just("remove"), st.sampled_from(NODES)),
+    st.tuples(st.just("readd"), st.sampled_from(NODES)),
+    st.tuples(st.just("drop"), st.booleans()),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=st.lists(_op, max_size=40),
+    asks=st.lists(st.lists(st.sampled_from(NODES), unique=True), min_size=1, max_size=4),
+    walk=st.sampled_from([1, 3, 64]),
+)
+def test_most_used_ranking_follows_every_change(
+    ops: list[tuple[Any, ...]], asks: list[list[str]], walk: int
+) -> None:
+    """The ranking most_used keeps (built on the first ask, then updated by every change,
+    dropped with the resource) answers as a pass over the views does, after any sequence of
+    capacity changes, holds, bound pods beyond capacity, releases, node removals and the
+    resource's removal; with a short walk, past it too."""
+    old_walk, ledger_module.RANK_WALK = ledger_module.RANK_WALK, walk
+    try:
+        lg = ledger(*NODES, cap=2)
+        assert lg.most_used(R, NODES) == "n00"  # builds the ranking
+        for op in ops:
+            kind = op[0]
+            if kind == "cap":
+                with contextlib.suppress(Conflict, UnknownNode):
+                    lg.set_capacity(R, {op[1]: op[2]})
+            elif kind == "hold":
+                lg.hold(f"p{op[3]}", op[1], {R: op[2]})
+            elif kind == "bound":
+                lg.observe_bound(f"p{op[3]}", op[1], {R: op[2]})
+            elif kind == "release":
+                lg.release(f"p{op[1]}")
+            elif kind == "remove":
+                lg.remove_node(op[1])
+            elif kind == "readd":
+                lg.upsert_node(op[1], {}, {"cpu": 4000})
+            elif op[1]:  # "drop", forced: the holders keep running, the ledger forgets
+                lg.remove_resource(R, force=True)
+                assert R not in lg._ranks  # the ranking goes with the resource
+            for offered in asks:
+                assert lg.most_used(R, offered) == _fullest(lg, offered), (op, offered)
+    finally:
+        ledger_module.RANK_WALK = old_walk
 
 
 @pytest.mark.parametrize(
