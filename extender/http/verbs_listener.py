@@ -48,6 +48,7 @@ from hypercorn.config import Config
 from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from extender.http import h2streams
 from extender.http.errors import error_response
 from extender.http.pending import Pending
 from extender.http.tls import Handshake, secured
@@ -55,12 +56,11 @@ from extender.http.tls import Handshake, secured
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 90.0  # Go's http.DefaultTransport IdleConnTimeout
-# Streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). hypercorn
-# 0.18 files each open stream in a priority tree (the `priority` package) that holds at most
-# 1,000, and the 1,001st raises out of the connection's task group: every call on it was
-# cancelled (answered 500) and the connection dropped. A gang of 1,024 waiting at the bind
-# barrier hit it. Advertised below that, kube-scheduler's Go client opens another connection
-# when one is full, so a larger gang takes two.
+# Streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS): what one
+# connection's state is bounded by. kube-scheduler's Go client opens another connection when
+# one is full, so a gang of 1,024 held at the bind barrier takes two. (hypercorn's own stream
+# scheduler, which extender.http.h2streams replaces, held at most 1,000 and dropped the
+# connection at the 1,001st.)
 STREAMS_PER_CONNECTION = 900
 READY_POLL_SECONDS = 0.05
 
@@ -169,6 +169,7 @@ async def serve_while_ready(
 ) -> None:
     """Serve `app` by `cfg` whenever `ready()` holds, until `stop` is set. Raises what
     serving raised (a port already taken, a certificate that does not load)."""
+    h2streams.install()
     while not stop.is_set():
         while not ready():
             with contextlib.suppress(TimeoutError):

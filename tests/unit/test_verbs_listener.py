@@ -47,7 +47,7 @@ async def hello(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 @contextlib.asynccontextmanager
 async def served(
-    ready: list[bool], pki: Pki, app: Any = hello
+    ready: list[bool], pki: Pki, app: Any = hello, limit: int = 10
 ) -> AsyncIterator[tuple[str, asyncio.Event]]:
     port = allocate_ports({"verbs": None})["verbs"]
     cfg = config(
@@ -55,12 +55,12 @@ async def served(
         port,
         (pki.server_cert, pki.server_key),
         pki.ca,
-        max_concurrency=10,
+        max_concurrency=limit,
     )
     stop = asyncio.Event()
     pending = Pending(10, 5.0)
     task = asyncio.create_task(
-        serve_while_ready(Limited(app, 10, 1024), cfg, pending, lambda: ready[0], stop)
+        serve_while_ready(Limited(app, limit, 1024), cfg, pending, lambda: ready[0], stop)
     )
     try:
         yield f"https://127.0.0.1:{port}/filter", stop
@@ -126,6 +126,43 @@ def test_a_connection_never_carries_more_streams_than_hypercorn_can_hold(pki: Pk
     port = allocate_ports({"verbs": None})["verbs"]
     cfg = config("127.0.0.1", port, (pki.server_cert, pki.server_key), pki.ca, max_concurrency=5000)
     assert cfg.h2_max_concurrent_streams < tree._maximum_streams
+
+
+def test_calls_held_open_together_are_all_answered_when_released(pki: Pki) -> None:
+    """A gang's binds: hundreds of calls on one HTTP/2 connection held open (at the bind
+    barrier) and then answered together, each reply sent in turn by the listener's stream
+    scheduler (extender.http.h2streams)."""
+    held = 100  # httpx's HTTP/2 client sends at most 100 streams at once on a connection
+    arrived: list[int] = []
+    release = asyncio.Event()
+
+    async def barrier(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        arrived.append(1)
+        if len(arrived) == held:
+            release.set()
+        await release.wait()
+        await hello(scope, receive, send)
+
+    async def scenario() -> list[str]:
+        async with (
+            served([True], pki, barrier, limit=held) as (url, _),
+            httpx.AsyncClient(http2=True, verify=client_context(pki), timeout=20) as client,
+        ):
+            await until(lambda: _answered(client, url.replace("/filter", "/warm"), release))
+            arrived.clear()
+            release.clear()
+            replies = await asyncio.gather(*(client.post(url, content=b"{}") for _ in range(held)))
+            return [f"{r.http_version} {r.status_code}" for r in replies]
+
+    assert asyncio.run(scenario()) == ["HTTP/2 200"] * held
+
+
+async def _answered(client: httpx.AsyncClient, url: str, release: asyncio.Event) -> bool:
+    release.set()  # the warm-up call is not held
+    try:
+        return (await client.get(url)).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def test_http11_is_still_served(pki: Pki) -> None:
