@@ -26,8 +26,6 @@ persist, through `subscribe`).
 from __future__ import annotations
 
 import bisect
-import itertools
-import operator
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -149,8 +147,6 @@ class Totals:
 
 Listener = Callable[[int, frozenset[str]], None]
 
-# How many of a ranking's fullest nodes most_used walks before a pass over every offered one.
-RANK_WALK = 64
 SCORE_CACHES = 4  # cached LeastAllocated answers per resource (distinct amounts asked)
 
 
@@ -243,9 +239,10 @@ class Ledger:
         by name among equals), None when none has it: what a pack preference scores.
 
         prioritize asks it of every feasible node, 5,000 at a time, so it walks the
-        resource's ranking (fullest first) to the first offered node: nodes are offered
-        unless full, so that is one of the first few. Past RANK_WALK of them (most of the
-        fullest nodes not offered), C-level passes over the indexes, no Python step per node.
+        resource's ranking (fullest first) to the first offered node, a set lookup a step:
+        the nodes before it are those not offered, mostly the full ones. Even a walk of every
+        node costs less than one pass computing each offered node's use (66 us against 490
+        at 5,000 nodes), and the set of offered names as much again.
         """
         caps, free = self._caps.get(resource), self._free.get(resource)
         if not caps or free is None or not nodes:
@@ -256,17 +253,10 @@ class Ledger:
         offered: Sequence[str] | set[str] = set(nodes) if len(nodes) > 8 else nodes
         # A list another thread changes under the walk may be read a step off: a score,
         # not a decision, and the next call reads it right.
-        for _, name in itertools.islice(ranks, RANK_WALK):
+        for _, name in ranks:
             if name in offered:
                 return name
-        if len(ranks) <= RANK_WALK:
-            return None
-        having = nodes if all(map(caps.__contains__, nodes)) else [n for n in nodes if n in caps]
-        if not having:
-            return None
-        used = list(map(operator.sub, map(caps.__getitem__, having), map(free.__getitem__, having)))
-        most = max(used)
-        return min(itertools.compress(having, map(most.__eq__, used)))
+        return None
 
     def _rank(
         self, resource: str, free: dict[str, int], caps: dict[str, int]

@@ -14,7 +14,6 @@ from builders import walked
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import extender.core.ledger as ledger_module
 from extender.core.errors import Conflict, CoreError, UnknownNode
 from extender.core.ledger import HolderKind, Ledger
 
@@ -38,13 +37,24 @@ def ledger(*nodes: str, cap: int = 0) -> Ledger:
         # Equals: the first by name, whatever the order offered.
         ({"a": 4, "b": 4, "c": 4}, {"b": 1, "c": 1}, ["c", "a", "b"], "b"),
         ({"a": 4, "b": 4}, {}, ["b", "a"], "a"),
+        # The fullest not offered (full, for a pod requesting it): the next one.
+        ({"a": 2, "b": 4, "c": 4}, {"a": 2, "b": 1}, ["b", "c"], "b"),
         # Only the offered nodes that have it count.
         ({"a": 4, "b": 4}, {"b": 3}, ["a", "c"], "a"),
         ({"a": 4}, {"a": 1}, ["b", "c"], None),
         ({"a": 4}, {}, [], None),
         ({}, {}, ["a", "b"], None),
     ],
-    ids=["fullest", "tie", "none-used", "some-lack-it", "none-has-it", "none-offered", "unset"],
+    ids=[
+        "fullest",
+        "tie",
+        "none-used",
+        "fullest-not-offered",
+        "some-lack-it",
+        "none-has-it",
+        "none-offered",
+        "unset",
+    ],
 )
 def test_most_used(
     caps: dict[str, int], held: dict[str, int], offered: list[str], fullest: str | None
@@ -87,41 +97,36 @@ _op = st.one_of(
 @given(
     ops=st.lists(_op, max_size=40),
     asks=st.lists(st.lists(st.sampled_from(NODES), unique=True), min_size=1, max_size=4),
-    walk=st.sampled_from([1, 3, 64]),
 )
 def test_most_used_ranking_follows_every_change(
-    ops: list[tuple[Any, ...]], asks: list[list[str]], walk: int
+    ops: list[tuple[Any, ...]], asks: list[list[str]]
 ) -> None:
     """The ranking most_used keeps (built on the first ask, then updated by every change,
     dropped with the resource) answers as a pass over the views does, after any sequence of
     capacity changes, holds, bound pods beyond capacity, releases, node removals and the
-    resource's removal; with a short walk, past it too."""
-    old_walk, ledger_module.RANK_WALK = ledger_module.RANK_WALK, walk
-    try:
-        lg = ledger(*NODES, cap=2)
-        assert lg.most_used(R, NODES) == "n00"  # builds the ranking
-        for op in ops:
-            kind = op[0]
-            if kind == "cap":
-                with contextlib.suppress(Conflict, UnknownNode):
-                    lg.set_capacity(R, {op[1]: op[2]})
-            elif kind == "hold":
-                lg.hold(f"p{op[3]}", op[1], {R: op[2]})
-            elif kind == "bound":
-                lg.observe_bound(f"p{op[3]}", op[1], {R: op[2]})
-            elif kind == "release":
-                lg.release(f"p{op[1]}")
-            elif kind == "remove":
-                lg.remove_node(op[1])
-            elif kind == "readd":
-                lg.upsert_node(op[1], {}, {"cpu": 4000})
-            elif op[1]:  # "drop", forced: the holders keep running, the ledger forgets
-                lg.remove_resource(R, force=True)
-                assert R not in lg._ranks  # the ranking goes with the resource
-            for offered in asks:
-                assert lg.most_used(R, offered) == _fullest(lg, offered), (op, offered)
-    finally:
-        ledger_module.RANK_WALK = old_walk
+    resource's removal."""
+    lg = ledger(*NODES, cap=2)
+    assert lg.most_used(R, NODES) == "n00"  # builds the ranking
+    for op in ops:
+        kind = op[0]
+        if kind == "cap":
+            with contextlib.suppress(Conflict, UnknownNode):
+                lg.set_capacity(R, {op[1]: op[2]})
+        elif kind == "hold":
+            lg.hold(f"p{op[3]}", op[1], {R: op[2]})
+        elif kind == "bound":
+            lg.observe_bound(f"p{op[3]}", op[1], {R: op[2]})
+        elif kind == "release":
+            lg.release(f"p{op[1]}")
+        elif kind == "remove":
+            lg.remove_node(op[1])
+        elif kind == "readd":
+            lg.upsert_node(op[1], {}, {"cpu": 4000})
+        elif op[1]:  # "drop", forced: the holders keep running, the ledger forgets
+            lg.remove_resource(R, force=True)
+            assert R not in lg._ranks  # the ranking goes with the resource
+        for offered in asks:
+            assert lg.most_used(R, offered) == _fullest(lg, offered), (op, offered)
 
 
 @pytest.mark.parametrize(
