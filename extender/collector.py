@@ -23,12 +23,15 @@ and escher_gc_pause_max_seconds. A collection longer than `report_after` is also
 the CPU its thread used meanwhile and the objects it freed: a full collection walks the live
 objects outside the freeze in a few milliseconds (66,000 in 2.3 ms on a 2-core machine), so a
 long one that used little CPU was the process not being run, and one that used it all freed
-garbage (a burst's coroutines and streams) or walked more than it should. Registered by
+garbage (a burst's coroutines and streams) or walked more than it should. The first long
+full collection also logs what the old generation holds (the most common types, and the
+largest containers, whose every entry a collection visits), once per process. Registered by
 extender.server for the process's life, and removed by the callable it returns.
 """
 
 from __future__ import annotations
 
+import collections
 import gc
 import logging
 import time
@@ -67,9 +70,10 @@ def watch(metrics: Metrics, report_after: float = 0.05) -> Callable[[], None]:
     by_generation = {g: pause.labels(str(g)) for g in (1, 2)}
     longest = metrics.gc_pause_max
     worst = 0.0
+    described = False
 
     def timed(phase: str, info: dict[str, Any]) -> None:
-        nonlocal worst
+        nonlocal worst, described
         generation = info["generation"]
         if generation == 0:  # every ~700 allocations, short: timing them would cost more
             return
@@ -83,16 +87,31 @@ def watch(metrics: Metrics, report_after: float = 0.05) -> Callable[[], None]:
                 worst = took
                 longest.set(took)
             if took > report_after:
-                log.warning(
-                    "a garbage collection held the thread",
-                    extra={
-                        "generation": generation,
-                        "ms": round(took * 1000, 1),
-                        "cpu_ms": round((time.thread_time() - cpu) * 1000, 1),
-                        "collected": info.get("collected", 0),
-                        "old_objects": len(gc.get_objects(2)),  # what a full one walks
-                    },
-                )
+                cpu_ms = round((time.thread_time() - cpu) * 1000, 1)
+                old = gc.get_objects(2)  # what a full one walks
+                extra: dict[str, Any] = {
+                    "generation": generation,
+                    "ms": round(took * 1000, 1),
+                    "cpu_ms": cpu_ms,
+                    "collected": info.get("collected", 0),
+                    "old_objects": len(old),
+                }
+                if generation == 2 and not described:
+                    described = True
+                    extra.update(_described(old))
+                del old
+                log.warning("a garbage collection held the thread", extra=extra)
 
     gc.callbacks.append(timed)
     return lambda: gc.callbacks.remove(timed)
+
+
+def _described(old: list[Any]) -> dict[str, Any]:
+    """The old generation's most common types, and its largest containers by entries."""
+    types = collections.Counter(type(o).__qualname__ for o in old)
+    sized = [(len(o), type(o).__qualname__) for o in old if isinstance(o, dict | list | set)]
+    sized.sort(reverse=True)
+    return {
+        "old_types": dict(types.most_common(8)),
+        "old_largest": [f"{kind} of {n}" for n, kind in sized[:5]],
+    }
