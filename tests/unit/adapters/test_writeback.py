@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import json
 from collections.abc import AsyncIterator, Callable
@@ -212,8 +213,16 @@ def test_a_node_changed_by_someone_else_is_set_back(tmp_path: Path) -> None:
                 break
             await asyncio.sleep(0.02)
         assert s.shown("n0") == {R: "2"}
+        # What is kept per node, from the view and from the API's replies, is never walked
+        # by the garbage collector: one per node, replaced on each update.
+        kept = s.writeback._seen.values()
+        assert kept and not any(gc.is_tracked(x) for k in kept for x in vars_of(k))
 
     scenario(tmp_path, body)
+
+
+def vars_of(seen: _Seen) -> tuple[object, ...]:
+    return (seen, seen.capacity, seen.allocatable)
 
 
 def test_nothing_is_written_while_not_leading_and_a_step_down_abandons(tmp_path: Path) -> None:
