@@ -33,6 +33,7 @@ class ExtenderApp(FastAPI):
     work (telemetry, middleware, routing) on the hot path."""
 
     edge: ASGIApp | None = None
+    verbs: VerbEndpoints | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.edge is None or scope["type"] != "http":
@@ -47,7 +48,7 @@ class ExtenderApp(FastAPI):
 
 def create_app(
     settings: Settings, service: Service | None = None, *, lifecycle: bool = True
-) -> FastAPI:
+) -> ExtenderApp:
     """The app serving `service` (a new one by default). With `lifecycle`, the app's
     lifespan starts and stops the service; without, the caller does (extender.cli)."""
     svc = service or Service(settings)
@@ -72,11 +73,12 @@ def create_app(
     app.state.runtime = svc
     for router in (policy, gangs, esl, ops):
         app.include_router(router.router(svc))
+    app.verbs = VerbEndpoints(svc.verbs, svc.metrics, svc.ready)
     app.edge = Edge(
         app.behind_edge,
         max_body_bytes=settings.max_body_bytes,
         body_timeout=settings.body_timeout_seconds,
-        verbs=VerbEndpoints(svc.verbs, svc.metrics, svc.ready),
+        verbs=app.verbs,
         verbs_ports=frozenset(
             p for p in (settings.verbs_port, settings.verbs_http1_port) if p is not None
         ),
