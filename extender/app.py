@@ -33,7 +33,6 @@ class ExtenderApp(FastAPI):
     work (telemetry, middleware, routing) on the hot path."""
 
     edge: ASGIApp | None = None
-    verbs: VerbEndpoints | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.edge is None or scope["type"] != "http":
@@ -48,7 +47,7 @@ class ExtenderApp(FastAPI):
 
 def create_app(
     settings: Settings, service: Service | None = None, *, lifecycle: bool = True
-) -> ExtenderApp:
+) -> FastAPI:
     """The app serving `service` (a new one by default). With `lifecycle`, the app's
     lifespan starts and stops the service; without, the caller does (extender.cli)."""
     svc = service or Service(settings)
@@ -73,12 +72,11 @@ def create_app(
     app.state.runtime = svc
     for router in (policy, gangs, esl, ops):
         app.include_router(router.router(svc))
-    app.verbs = VerbEndpoints(svc.verbs, svc.metrics, svc.ready)
     app.edge = Edge(
         app.behind_edge,
         max_body_bytes=settings.max_body_bytes,
         body_timeout=settings.body_timeout_seconds,
-        verbs=app.verbs,
+        verbs=VerbEndpoints(svc.verbs, svc.metrics, svc.ready),
         verbs_ports=frozenset(
             p for p in (settings.verbs_port, settings.verbs_http1_port) if p is not None
         ),

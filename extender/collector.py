@@ -17,13 +17,6 @@ the old generation's garbage at startup, frozen with it).
 The state that grows after (holdings, gang places) is kept untracked instead
 (extender.core.ledger.Holding, extender.gang.state.Slot): msgspec Structs with gc=False.
 
-Full collections still walk what came after startup, and in a gang's bind burst that is at
-its largest: a thousand calls held open, each with its coroutines, streams and buffers. At
-5,000 nodes one such collection took 30-53 ms of CPU (65-125 ms of wall time on the
-saturated machine), the run's longest stall. `pace_full_collections` takes the full
-collections off CPython's schedule and makes them itself, once one is due by CPython's own
-count, at a moment no verb call is in flight, or when one has waited `within` seconds.
-
 `watch` times the collections that remain (generations 1 and 2) into the service's metrics,
 so that a stall of the event loop can be told apart from a collection: escher_gc_pause_seconds
 and escher_gc_pause_max_seconds. A collection longer than `report_after` is also logged with
@@ -38,7 +31,6 @@ extender.server for the process's life, and removed by the callable it returns.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import gc
 import logging
@@ -66,37 +58,6 @@ def freeze() -> None:
             "ms": round((time.perf_counter() - start) * 1000, 1),
         },
     )
-
-
-# A generation-2 threshold no count reaches: CPython then never starts a full collection.
-_NEVER = 1 << 30
-
-
-async def pace_full_collections(
-    busy: Callable[[], bool], within: float, poll: float = 0.25
-) -> None:
-    """Until cancelled: make each full collection when it is due by CPython's count (its
-    generation-2 threshold of generation-1 collections since the last full one) and `busy()`
-    is false, or once it has been due `within` seconds. CPython's own schedule is put back
-    on the way out."""
-    thresholds = gc.get_threshold()
-    gc.set_threshold(thresholds[0], thresholds[1], _NEVER)
-    loop = asyncio.get_running_loop()
-    due_since: float | None = None
-    try:
-        while True:
-            await asyncio.sleep(poll)
-            if gc.get_count()[2] < thresholds[2]:
-                continue
-            now = loop.time()
-            if due_since is None:
-                due_since = now
-            if busy() and now - due_since < within:
-                continue
-            gc.collect(2)
-            due_since = None
-    finally:
-        gc.set_threshold(*thresholds)
 
 
 def watch(metrics: Metrics, report_after: float = 0.05) -> Callable[[], None]:

@@ -20,7 +20,6 @@ Called by extender.cli.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
 import sys
 from pathlib import Path
@@ -141,14 +140,6 @@ async def _serve(settings: Settings) -> int:
         await service.stop()
         return 2
     unwatch = collector.watch(service.metrics)
-    pacing = None
-    if settings.gc_full_within_seconds > 0 and app.verbs is not None:
-        endpoints = app.verbs
-        pacing = asyncio.create_task(
-            collector.pace_full_collections(
-                lambda: endpoints.in_flight > 0, settings.gc_full_within_seconds
-            )
-        )
     stop = asyncio.Event()
     tasks = [asyncio.create_task(s.serve()) for s in servers]
     verbs = _http2_verbs_config(settings)
@@ -172,10 +163,6 @@ async def _serve(settings: Settings) -> int:
             if isinstance(outcome, BaseException):
                 failed = f"{type(outcome).__name__}: {outcome}"
     finally:
-        if pacing is not None:
-            pacing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pacing
         await service.stop()
         unwatch()
     if failed:

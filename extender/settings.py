@@ -309,14 +309,6 @@ class Settings(BaseSettings):
         "the event loop, then cost what came after startup, not the whole process "
         "(extender.collector)",
     )
-    gc_full_within_seconds: float = Field(
-        10.0,
-        ge=0,
-        le=600,
-        description="a full garbage collection, once due, waits for a moment with no verb "
-        "call in flight (a gang's bind burst keeps a thousand open) for at most this long; "
-        "0: CPython's own schedule (extender.collector)",
-    )
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="DEBUG, INFO, WARNING or ERROR"

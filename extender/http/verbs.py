@@ -55,9 +55,6 @@ class VerbEndpoints:
         self.verbs = verbs
         self.metrics = metrics
         self.ready = ready
-        # Calls being decided or answered now (binds held at a gang's barrier among them):
-        # full garbage collections wait for none (extender.collector.pace_full_collections).
-        self.in_flight = 0
         m = metrics
         self._filter_nodes = m.filter_nodes
         self._passed = m.decisions.labels("filter", "passed")
@@ -85,15 +82,6 @@ class VerbEndpoints:
             self.metrics.client_errors.labels(path, "405").inc()
             await response(scope, receive, send)
             return
-        self.in_flight += 1
-        try:
-            await self._answer(path, scope, receive, send, start)
-        finally:
-            self.in_flight -= 1
-
-    async def _answer(
-        self, path: str, scope: Scope, receive: Receive, send: Send, start: float
-    ) -> None:
         decide, seconds = self.routes[path]
         try:
             ok, why = self.ready()

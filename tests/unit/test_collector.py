@@ -3,11 +3,9 @@ every later collection's walk, and still alive and reachable."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -104,62 +102,3 @@ def test_a_long_collection_is_logged_with_its_cpu_and_what_it_freed(
         # The first long full collection says what the old generation holds.
         assert sum(r.old_types.values()) <= r.old_objects  # type: ignore[attr-defined]
         assert r.old_types and all(" of " in c for c in r.old_largest)  # type: ignore[attr-defined]
-
-
-def _full_collections() -> tuple[list[int], Callable[[str, dict[str, object]], None]]:
-    """A record of the full collections made, and the callback that records them."""
-    made: list[int] = []
-
-    def seen(phase: str, info: dict[str, object]) -> None:
-        if phase == "stop" and info["generation"] == 2:
-            made.append(1)
-
-    return made, seen
-
-
-@pytest.mark.parametrize(
-    ("busy", "within", "made_while_busy"),
-    [
-        (False, 60.0, True),  # due and quiet: at the next poll
-        (True, 60.0, False),  # due, calls in flight: it waits
-        (True, 0.2, True),  # ... at most `within`
-    ],
-    ids=["quiet", "busy", "busy-too-long"],
-)
-def test_full_collections_wait_for_a_moment_without_calls_in_flight(
-    busy: bool, within: float, made_while_busy: bool
-) -> None:
-    made, seen = _full_collections()
-    flag = [busy]
-
-    async def scenario() -> tuple[bool, bool, tuple[int, int, int]]:
-        pacing = asyncio.create_task(
-            collector.pace_full_collections(lambda: flag[0], within, poll=0.01)
-        )
-        await asyncio.sleep(0.02)
-        automatic = gc.get_threshold()
-        for _ in range(12):  # generation-1 collections: a full one is due
-            gc.collect(1)
-        assert gc.get_count()[2] >= 10
-        await asyncio.sleep(0.5)
-        during = bool(made)
-        flag[0] = False  # the calls are answered: it is made now
-        for _ in range(100):
-            if made:
-                break
-            await asyncio.sleep(0.01)
-        pacing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await pacing
-        return during, bool(made), automatic
-
-    before = gc.get_threshold()
-    gc.callbacks.append(seen)
-    try:
-        during, after, automatic = asyncio.run(scenario())
-    finally:
-        gc.callbacks.remove(seen)
-    assert during is made_while_busy
-    assert after
-    assert automatic[2] > 1_000_000  # none automatic while paced
-    assert gc.get_threshold() == before  # CPython's schedule is back
