@@ -117,7 +117,8 @@ def test_kube_scheduler_is_served_over_http2_only_while_the_service_is_ready(pki
 
 
 def test_a_connection_never_carries_more_streams_than_hypercorn_can_hold(pki: Pki) -> None:
-    """hypercorn files each open HTTP/2 stream in a priority tree that holds a bounded number
+    """hypercorn's own stream scheduler (a priority tree, replaced by extender.http.h2streams
+    but still what a hypercorn connection gets without it) holds a bounded number of streams
     (1,000 in priority 2.0); the 1,001st raised out of the connection and every call on it
     was answered 500 (a gang of 1,024 waiting at the bind barrier, at 5,000 nodes). The
     listener advertises fewer, so kube-scheduler's client opens another connection instead
