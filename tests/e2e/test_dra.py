@@ -311,7 +311,17 @@ def test_slices_can_spare_real_kubelets_any_dra_plugin(
         client.CoreV1Api(api_client(info.kubeconfig)).patch_node_status(
             info.nodes[0], {"status": {"declaredFeatures": ["DRAOptionalNodeOperations"]}}
         )
-        work.create(pod_manifest("skipper2", limits={resource: "1"}))
-        assert work.wait(["skipper2"], timeout=60)["skipper2"].node == info.nodes[0]
+        # A pod tried before kube-scheduler's node cache has the declared feature is parked
+        # until a requeue that a status-only node change may never bring (seen once under
+        # a loaded machine): a new pod each time, until one is tried with the node as it is.
+        placed = None
+        for attempt in range(6):
+            name = f"skipper{attempt + 2}"
+            work.create(pod_manifest(name, limits={resource: "1"}))
+            placed = work.wait([name], timeout=10)[name].node
+            if placed is not None:
+                break
+            work.delete([name])
+        assert placed == info.nodes[0]
     finally:
         localcluster.down(info.dir, keep_logs=True)
