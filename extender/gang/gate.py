@@ -85,8 +85,12 @@ class GangGate:
 
     def on_pod(self, event: PodEvent) -> None:
         """Subscribed to the cluster view's pod events, after the gang manager's."""
-        self._wanted.set()
         uid, pod = event.uid, event.pod
+        # A turn of run() only when there may be someone to let through: with nothing held,
+        # a pod of no gang changes nothing lift() looks at (the switch is set every
+        # `interval` all the same), and most pods are such.
+        if self._held or self._stray or (pod is not None and (pod.held or pod.gang)):
+            self._wanted.set()
         was = self._held_by.pop(uid, None)
         if was is not None and self.gangs.gang(was) is None:  # its gang ended with it
             self._held.pop(was, None)

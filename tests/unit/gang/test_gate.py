@@ -4,12 +4,14 @@ through at once, bounded state, and the adaptive hold."""
 
 from __future__ import annotations
 
+import asyncio
 from asyncio import run
 from collections.abc import Callable
 from typing import Any
 
+import builders
 import pytest
-from builders import Clock
+from builders import Clock, info
 from test_gang_manager import KEYS, NODES, cluster, member, passed, reserved
 
 from extender.core.events import PodChange, PodEvent
@@ -276,3 +278,36 @@ def test_with_nominations_a_held_member_goes_once_its_nomination_is_seen_or_wait
     for p in pods:
         gone(gm, p)
     assert len(gm.gate) == 0
+
+
+def test_run_takes_a_turn_for_held_and_gang_pods_and_none_for_other_pods_while_none_held() -> None:
+    """A pod event wakes run() only when lift() may have something to do: the pods of no
+    gang, most of a cluster's, cost no turn while nothing is held."""
+
+    async def body() -> list[int]:
+        gm = manager(interval=3600.0)
+        turns: list[int] = []
+        lift = gm.gate.lift
+
+        async def counted(max_plans: int = 64) -> tuple[list[PodInfo], bool]:
+            turns.append(len(turns))
+            return await lift(max_plans)
+
+        gm.gate.lift = counted  # type: ignore[method-assign]
+        task = asyncio.create_task(gm.gate.run(lambda _: None, None, lambda: True))
+        seen = []
+        for event in (
+            info(builders.pod("plain", uid="plain-uid", requests={"cpu": "1"})),  # no turn
+            info(builders.pod("bound", uid="bound-uid", node="n0")),  # no turn
+            member("g", 0),  # a gang's pod: a turn
+            held("h", 0),  # held: a turn, and now something is held
+            info(builders.pod("plain2", uid="plain2-uid")),  # a turn: h-0 is held
+        ):
+            upsert(gm, event)
+            for _ in range(5):
+                await asyncio.sleep(0)
+            seen.append(len(turns))
+        task.cancel()
+        return seen
+
+    assert run(body()) == [0, 0, 1, 2, 3]
