@@ -128,6 +128,16 @@ def spec(**fields: Any) -> PodSpec:
             {"cpu": 1},
             id="summed-exactly-then-rounded",
         ),
+        pytest.param(
+            {"containers": [c({"cpu": "1.1m", "memory": "1.5", "ephemeral-storage": "2001m"})]},
+            {"cpu": 2, "memory": 2, "ephemeral-storage": 3},
+            id="fractions-round-up",
+        ),
+        pytest.param(
+            {"containers": [c({"cpu": "0.0001"})]},
+            {"cpu": 1},
+            id="a-fraction-of-a-millicore-is-one",
+        ),
         pytest.param({}, {}, id="nothing-requested"),
     ],
 )
