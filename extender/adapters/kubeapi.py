@@ -211,16 +211,19 @@ class KubeAPI:
 
     @asynccontextmanager
     async def watch(
-        self, path: str, params: Mapping[str, str], read_timeout: float
+        self, path: str, params: Mapping[str, str], deadline: float
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         """A watch's newline-delimited JSON events, as they arrive (not rate-limited: one
-        long request)."""
+        long request), abandoned (ApiError) `deadline` seconds after it began: the caller
+        asks the server to end it sooner (timeoutSeconds), so one still open then lost its
+        connection without a word. A deadline for the whole request, not a read timeout:
+        aiohttp re-arms that timer on every chunk received, which is every event."""
         try:
             async with self._http().get(
                 self.host + path,
                 params=params,
                 headers=self._headers(),
-                timeout=aiohttp.ClientTimeout(total=None, connect=5.0, sock_read=read_timeout),
+                timeout=aiohttp.ClientTimeout(total=deadline, connect=5.0),
             ) as resp:
                 if resp.status >= 300:
                     body = await resp.read()

@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from fakeapi import FakeAPI
+from fakeapi import FakeAPI, Stream
 
 from extender.adapters.kubeapi import ApiError, KubeAPI
 
@@ -102,6 +103,37 @@ def test_a_watch_yields_each_event_line_however_the_bytes_arrive(tmp_path: Path)
 
     # A line far over aiohttp's read buffer is one event, and blank lines are none.
     assert [json.loads(line) for line in asyncio.run(scenario())] == [{"type": "ADDED"}, big]
+
+
+def test_a_watch_still_open_at_its_deadline_is_abandoned_even_while_events_flow(
+    tmp_path: Path,
+) -> None:
+    """The deadline is the whole request's: a watch the server should have ended by then
+    lost its connection without a word, even if something still arrives on it."""
+
+    async def lines() -> AsyncIterator[bytes]:
+        for i in itertools.count():
+            yield json.dumps({"type": "ADDED", "object": {"metadata": {"name": f"p{i}"}}}).encode()
+            await asyncio.sleep(0.05)
+
+    fake = FakeAPI(lambda request: Stream(lines()), tmp_path)
+    api = KubeAPI(fake.kubeconfig)
+
+    async def scenario() -> tuple[int, ApiError]:
+        got = 0
+        async with fake:
+            try:
+                with pytest.raises(ApiError) as e:
+                    async with api.watch("/api/v1/pods", {"watch": "true"}, 0.5) as stream:
+                        async for _ in stream:
+                            got += 1
+                return got, e.value
+            finally:
+                await api.aclose()
+
+    got, error = asyncio.run(scenario())
+    assert 3 <= got <= 20  # events flowed, a read timeout would never have fired
+    assert error.status == 0 and "the watch broke" in str(error)
 
 
 def test_a_burst_of_watch_events_lets_the_loop_turn_between_batches(tmp_path: Path) -> None:
