@@ -7,7 +7,8 @@ control plane in each mode (kube-scheduler alone, pure, extender; `--modes` adds
 extender's variants and dra, the resources as DRA devices), at each size, with the
 modes interleaved in every repetition (none, pure, extender; none, pure, extender; ...) so a
 slow spell of the shared machine does not fall on one mode: pods/s, CPU per pod per process
-and API writes per pod; with `--profile`, a py-spy
+and API writes per pod for each pod class (plain, ephemeral, prefer, gang members; which
+mode runs which: throughput.kinds); with `--profile`, a py-spy
 profile of the extender in the first repetition at each size. In each such run of a mode with
 a policy API, once its workloads are done: the set_resource-to-schedulable trials
 (escher_harness.bench.wake; `--wake-trials N`, default 5, 0 turns them off). Part 3

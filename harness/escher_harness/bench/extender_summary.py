@@ -4,10 +4,11 @@ Throughput rows (escher_harness.bench.throughput, one per mode, workload, size a
 repetition) become, per size and workload: each mode's pods/s as median, min and max over the
 repetitions; the ratios measured within one repetition (extender, pure and dra against
 kube-scheduler alone for plain pods, extender and dra against pure for ephemeral and prefer
-ones), again as median, min and max, for pods/s and for API writes per pod; the CPU each
-component spent per pod (kube-controller-manager's too: it runs in mode dra); the API writes
-per pod; the extender's share of kube-scheduler's cycle; and the extender's verb latencies and
-bind against the API server's binding latency. The set_resource-to-schedulable trials
+ones, the extender modes against kube-scheduler alone for gang members), again as median, min
+and max, for pods/s and for API writes per pod; the CPU each component spent per pod
+(kube-controller-manager's too: it runs in mode dra); the API writes per pod; the extender's
+share of kube-scheduler's cycle; and the extender's verb latencies and bind against the API
+server's binding latency. The set_resource-to-schedulable trials
 (escher_harness.bench.wake) become, per size and mode, the spread of their first and last
 binds (`wake_summary`). `guard` compares a run with an earlier one. Called by
 escher_harness.bench.extender_bench and tested in tests/unit.
@@ -38,6 +39,8 @@ AGAINST_PURE = (
 RATIOS: Mapping[str, tuple[tuple[str, str], ...]] = {
     "plain": tuple((mode, "none") for mode in ("none-markers", "pure", *AGAINST_PURE)),
     **{kind: tuple((mode, "pure") for mode in AGAINST_PURE) for kind in ("ephemeral", "prefer")},
+    # kube-scheduler alone places the same pods with no gang semantics: what gangs cost.
+    "gang": tuple((mode, "none") for mode in AGAINST_PURE if mode.startswith("extender")),
 }
 # The modes the regression guard watches: every pod through the extender, and as deploy/
 # runs it (each exchange only for the pods that need it).
@@ -275,7 +278,8 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
             "Scheduling throughput, pods/s over the 10-90% bind window, median [min-max] over "
             "repetitions, and kube-apiserver's write requests (POST/PUT/PATCH/DELETE/APPLY, "
             "leases left out) per scheduled pod; ratios measured within each repetition "
-            "(plain pods: against none; ephemeral and prefer: against pure):\n"
+            "(plain pods: against none; ephemeral and prefer: against pure; gang members: "
+            "against none, which places the same pods with no gang semantics):\n"
             + table(
                 [
                     "nodes",

@@ -19,7 +19,10 @@ scheduling is measured) with every scheduler and the extender on the same API bu
 Workloads, one per pod class: `plain` pods (cpu and memory only: in extender mode they take
 the extender's fast path, split they go through no exchange), `ephemeral` pods (one unit each
 of a resource set on every node; modes pure and extender: split, no exchange either) and
-`prefer` pods (ephemeral, with an `escher.io/pack` preference: split, only prioritize).
+`prefer` pods (ephemeral, with an `escher.io/pack` preference: split, only prioritize) and
+`gang` members (gangs of GANG_SIZE consecutive pods, all-or-nothing: split, filter and bind,
+the barrier; in mode none, kube-scheduler alone places the same pods as if they were plain,
+which is the baseline of what gangs cost).
 
 Mode `dra` is pure's construction with the resources published as DRA devices (ResourceSlices,
 a DeviceClass with `extendedResourceName`): the pods are the same, kube-scheduler's
@@ -76,7 +79,7 @@ Mode = Literal[
     "extender-split-http",
     "dra",
 ]
-Kind = Literal["plain", "ephemeral", "prefer"]
+Kind = Literal["plain", "ephemeral", "prefer", "gang"]
 MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
 # extender-http: extender mode with kube-scheduler calling the verbs over plain HTTP on loopback
 # instead of mutual TLS (what deploy/ and the embedded cluster run), to measure what TLS costs.
@@ -103,8 +106,11 @@ ALL_MODES: Final[tuple[Mode, ...]] = (
 # The modes with a policy API, where the set_resource-to-schedulable trials run.
 WAKE_MODES: Final = frozenset(m for m in ALL_MODES if not m.startswith("none"))
 RESOURCE: Final = "tput"
-PACK: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).pack
-MARKERS: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN).markers
+KEYS: Final = Keys.for_domain(DEFAULT_RESOURCE_DOMAIN)
+PACK: Final = KEYS.pack
+MARKERS: Final = KEYS.markers
+# `gang` pods: consecutive pods form a gang of this many (the last one of what is left).
+GANG_SIZE: Final = 8
 LABEL: Final = "bench.escher.io/run"
 WARMUP_PODS: Final = 20
 # The scheduling cycle's framework phases; kube-scheduler calls the extenders' filter after
@@ -139,8 +145,16 @@ class Measured:
 
 
 def kinds(mode: Mode) -> tuple[Kind, ...]:
-    """The workloads a mode runs: ephemeral pods need a resource only the policy API sets."""
-    return ("plain",) if mode.startswith("none") else ("plain", "ephemeral", "prefer")
+    """The workloads a mode runs: ephemeral pods need a resource only the policy API sets;
+    gang members are measured where a gang is honoured (the extender modes) and against
+    kube-scheduler alone placing the same pods as if they were none (mode none)."""
+    if mode == "none":
+        return ("plain", "gang")
+    if mode.startswith("none"):
+        return ("plain",)
+    if mode.startswith("extender"):
+        return ("plain", "ephemeral", "prefer", "gang")
+    return ("plain", "ephemeral", "prefer")
 
 
 def window_rate(bound_at: list[float], low: float = 0.1, high: float = 0.9) -> float:
@@ -230,7 +244,9 @@ def _warm_up(
     work = Workload(api)
     names = [f"warm-{i}" for i in range(WARMUP_PODS)]
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda n: work.create(_pod(n, "warm", None)), names))
+        list(
+            pool.map(lambda i: work.create(_pod(i, "warm", None, WARMUP_PODS)), range(WARMUP_PODS))
+        )
     if work.bound(names, timeout=120) < len(names):
         raise RuntimeError(f"{info.mode}: the warm-up pods were not all bound in 120s")
     _delete_all(api, "warm")
@@ -259,15 +275,25 @@ def writeback_idle(info: localcluster.ClusterInfo, timeout: float = 300.0) -> No
         time.sleep(0.5)
 
 
-def _pod(name: str, run: str, resource: str | None) -> dict[str, Any]:
-    """A pod of workload `run`; `prefer` pods bin-pack on the resource (in pure mode the
-    annotation is read by nobody: the same pods, placed by kube-scheduler alone)."""
+def _pod(i: int, run: str, resource: str | None, pods: int) -> dict[str, Any]:
+    """Pod `i` of `pods` of workload `run`; `prefer` pods bin-pack on the resource (in pure
+    mode the annotation is read by nobody: the same pods, placed by kube-scheduler alone);
+    `gang` pods form gangs of GANG_SIZE consecutive pods, all-or-nothing (in mode none the
+    labels are read by nobody)."""
+    labels: dict[str, str] = {LABEL: run}
+    annotations: dict[str, str] = {}
+    if run == "prefer":
+        annotations[PACK] = RESOURCE
+    if run == "gang":
+        first = i - i % GANG_SIZE
+        labels[KEYS.gang] = f"g{first // GANG_SIZE}"
+        annotations[KEYS.gang_min] = str(min(GANG_SIZE, pods - first))
     return pod_manifest(
-        name,
+        f"{run}-{i}",
         limits={resource: "1"} if resource else None,
         requests={"cpu": "100m", "memory": "64Mi"},
-        labels={LABEL: run},
-        annotations={PACK: RESOURCE} if run == "prefer" else None,
+        labels=labels,
+        annotations=annotations,
     )
 
 
@@ -279,13 +305,14 @@ def _measure(
     setup: Setup,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    resource = _set_resource(info, setup) if kind != "plain" else None
+    resource = _set_resource(info, setup) if kind in ("ephemeral", "prefer") else None
     localcluster.stop_component(info.dir, "kube-scheduler")
     work = Workload(api)
-    names = [f"{kind}-{i}" for i in range(setup.pods)]
     t = time.monotonic()
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda n: work.create(_pod(n, kind, resource)), names))
+        list(
+            pool.map(lambda i: work.create(_pod(i, kind, resource, setup.pods)), range(setup.pods))
+        )
     progress(
         f"{mode}/{kind}: {setup.pods} pods created in {time.monotonic() - t:.1f}s "
         "with kube-scheduler stopped; starting it"

@@ -31,9 +31,25 @@ def test_a_rate_needs_two_binds() -> None:
 
 
 def test_only_modes_with_the_policy_api_run_ephemeral_and_prefer_pods() -> None:
-    assert throughput.kinds("none") == throughput.kinds("none-markers") == ("plain",)
-    assert throughput.kinds("extender") == ("plain", "ephemeral", "prefer")
+    assert throughput.kinds("none") == ("plain", "gang")
+    assert throughput.kinds("none-markers") == ("plain",)
+    assert throughput.kinds("extender") == ("plain", "ephemeral", "prefer", "gang")
+    assert throughput.kinds("extender-split-http") == ("plain", "ephemeral", "prefer", "gang")
+    # Gangs are honoured by the extender only; mode none is their baseline.
+    assert throughput.kinds("pure") == throughput.kinds("dra") == ("plain", "ephemeral", "prefer")
     assert "none-markers" not in throughput.WAKE_MODES
+
+
+def test_gang_pods_form_gangs_of_consecutive_pods_the_last_of_what_is_left() -> None:
+    keys = throughput.KEYS
+    pods = [throughput._pod(i, "gang", None, 20) for i in range(20)]
+    gangs = [(p["metadata"]["labels"][keys.gang], p["metadata"]["annotations"][keys.gang_min])
+             for p in pods]  # fmt: skip
+    assert gangs == [("g0", "8")] * 8 + [("g1", "8")] * 8 + [("g2", "4")] * 4
+    assert [p["metadata"]["name"] for p in pods[:2]] == ["gang-0", "gang-1"]
+    assert all(p["metadata"]["labels"][throughput.LABEL] == "gang" for p in pods)
+    plain = throughput._pod(3, "plain", None, 20)
+    assert keys.gang not in plain["metadata"]["labels"] and not plain["metadata"]["annotations"]
 
 
 @pytest.mark.parametrize(
