@@ -242,7 +242,7 @@ def _warm_up(
 ) -> None:
     """A few pods through every path first: connections, caches, the extender's first calls."""
     work = Workload(api)
-    names = [f"warm-{i}" for i in range(WARMUP_PODS)]
+    names = [f"warm-{i:05d}" for i in range(WARMUP_PODS)]
     with ThreadPoolExecutor(8) as pool:
         list(
             pool.map(lambda i: work.create(_pod(i, "warm", None, WARMUP_PODS)), range(WARMUP_PODS))
@@ -289,7 +289,10 @@ def _pod(i: int, run: str, resource: str | None, pods: int) -> dict[str, Any]:
         labels[KEYS.gang] = f"g{first // GANG_SIZE}"
         annotations[KEYS.gang_min] = str(min(GANG_SIZE, pods - first))
     return pod_manifest(
-        f"{run}-{i}",
+        # Zero-padded: kube-scheduler, started after the pods exist, queues them in the order
+        # it lists them, which is by name; unpadded, gang-2 would come after gang-199 and
+        # every gang would wait for members scattered across the whole list.
+        f"{run}-{i:05d}",
         limits={resource: "1"} if resource else None,
         requests={"cpu": "100m", "memory": "64Mi"},
         labels=labels,
