@@ -73,6 +73,16 @@ def test_the_split_mode_gets_its_own_ratio_and_share() -> None:
     ]
 
 
+def test_gang_members_compare_the_extender_modes_with_kube_scheduler_alone() -> None:
+    gang = [
+        row(0, "none", 200, workload="gang"), row(0, "extender-split", 300, workload="gang"),
+        row(1, "none", 100, workload="gang"), row(1, "extender-split", 250, workload="gang"),
+    ]  # fmt: skip
+    (s,) = es.summarize(gang)
+    assert s["workload"] == "gang"
+    assert s["ratios"] == {"extender-split/none": {"n": 2, "median": 2.0, "min": 1.5, "max": 2.5}}
+
+
 def test_ephemeral_pods_compare_the_extender_with_pure_only() -> None:
     rows = [row(0, "pure", 50, workload="ephemeral"), row(0, "extender", 40, workload="ephemeral")]
     (s,) = es.summarize(rows)
