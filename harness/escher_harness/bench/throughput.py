@@ -242,11 +242,10 @@ def _warm_up(
 ) -> None:
     """A few pods through every path first: connections, caches, the extender's first calls."""
     work = Workload(api)
-    names = [f"warm-{i:05d}" for i in range(WARMUP_PODS)]
+    pods = [_pod(i, "warm", None, WARMUP_PODS) for i in range(WARMUP_PODS)]
+    names = [p["metadata"]["name"] for p in pods]
     with ThreadPoolExecutor(8) as pool:
-        list(
-            pool.map(lambda i: work.create(_pod(i, "warm", None, WARMUP_PODS)), range(WARMUP_PODS))
-        )
+        list(pool.map(work.create, pods))
     if work.bound(names, timeout=120) < len(names):
         raise RuntimeError(f"{info.mode}: the warm-up pods were not all bound in 120s")
     _delete_all(api, "warm")
@@ -289,9 +288,9 @@ def _pod(i: int, run: str, resource: str | None, pods: int) -> dict[str, Any]:
         labels[KEYS.gang] = f"g{first // GANG_SIZE}"
         annotations[KEYS.gang_min] = str(min(GANG_SIZE, pods - first))
     return pod_manifest(
-        # Zero-padded: kube-scheduler, started after the pods exist, queues them in the order
-        # it lists them, which is by name; unpadded, gang-2 would come after gang-199 and
-        # every gang would wait for members scattered across the whole list.
+        # Zero-padded, so that listed by name the pods come gang by gang (unpadded, gang-2
+        # came after gang-199). kube-scheduler, started once they exist, still took every
+        # gang's first member before any second one: docs/results/classes-2026-11-26.md.
         f"{run}-{i:05d}",
         limits={resource: "1"} if resource else None,
         requests={"cpu": "100m", "memory": "64Mi"},
@@ -312,10 +311,9 @@ def _measure(
     localcluster.stop_component(info.dir, "kube-scheduler")
     work = Workload(api)
     t = time.monotonic()
+    pods = [_pod(i, kind, resource, setup.pods) for i in range(setup.pods)]
     with ThreadPoolExecutor(16) as pool:
-        list(
-            pool.map(lambda i: work.create(_pod(i, kind, resource, setup.pods)), range(setup.pods))
-        )
+        list(pool.map(work.create, pods))
     progress(
         f"{mode}/{kind}: {setup.pods} pods created in {time.monotonic() - t:.1f}s "
         "with kube-scheduler stopped; starting it"
