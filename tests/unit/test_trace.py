@@ -77,3 +77,16 @@ def test_creation_counts_each_gangs_first_attempt() -> None:
     assert f.creation_ms["n"] == 2
     assert (f.creation_ms["p50"], f.creation_ms["max"]) == (500.0, 2000.0)
     assert figures(TRACE).creation_ms == {}  # a log without CREATED (before it existed)
+
+
+def test_creation_heard_after_completion_ends_at_completion() -> None:
+    """The create call's reply came after the watch saw the member bound: creation is capped."""
+    c = Kind.CREATED
+    f = figures(
+        [
+            Event(0.0, S, "a", size=1),
+            Event(0.2, B, "a", "a0"),
+            Event(0.25, c, "a"),
+        ]
+    )
+    assert (f.creation_ms["max"], f.latency_ms["max"]) == (200.0, 200.0)

@@ -12,7 +12,8 @@ Definitions (the report repeats them):
   from its SUBMIT (the load generator's first call for it) to that moment. Its *creation*
   runs from SUBMIT to its first CREATED (its last member created by the load generator, one
   call at a time; for the pure approaches after their policy calls): the part of the latency
-  spent before every member exists, mostly the API server admitting the members.
+  spent before every member exists, mostly the API server admitting the members. It ends
+  at completion if the load generator heard back from its last create call only after that.
 - It *succeeded* once every member of the complete set has been seen Succeeded.
 - It is *partial* while 0 < members bound < size, before it is complete. Placeholders are
   not members: a gang holding only placeholders is not partial.
@@ -183,7 +184,13 @@ def figures(events: Sequence[Event]) -> Figures:
     for since in partial_since.values():  # still partial when the log ends
         stretches.append((last_t - since, False))
     latencies = [(completed[g] - submitted[g]) * 1000 for g in completed if g in submitted]
-    creations = [(created[g] - submitted[g]) * 1000 for g in created if g in submitted]
+    # CREATED is stamped when the last create call returns, and the watch may see a member
+    # bound first: no member is bound before it exists, so creation ends by completion.
+    creations = [
+        (min(created[g], completed.get(g, created[g])) - submitted[g]) * 1000
+        for g in created
+        if g in submitted
+    ]
     return Figures(
         gangs_submitted=len(submitted),
         gangs_completed=len(completed),
