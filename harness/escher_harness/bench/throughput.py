@@ -289,8 +289,8 @@ def _pod(i: int, run: str, resource: str | None, pods: int) -> dict[str, Any]:
         annotations[KEYS.gang_min] = str(min(GANG_SIZE, pods - first))
     return pod_manifest(
         # Zero-padded, so that listed by name the pods come gang by gang (unpadded, gang-2
-        # came after gang-199). kube-scheduler, started once they exist, still took every
-        # gang's first member before any second one: docs/results/classes-2026-11-26.md.
+        # came after gang-199). kube-scheduler, started once they exist, queues them in
+        # random order all the same: docs/gangs.md, "How all-or-nothing holds".
         f"{run}-{i:05d}",
         limits={resource: "1"} if resource else None,
         requests={"cpu": "100m", "memory": "64Mi"},
