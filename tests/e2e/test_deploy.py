@@ -41,6 +41,7 @@ from kubernetes.client.exceptions import ApiException
 from rbac import EXPECTED
 
 from escher_harness import localcluster
+from escher_harness.bench import apimetrics
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.binaries import find_kubectl
 from escher_harness.localcluster.config import render_kubeconfig
@@ -670,10 +671,11 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
     """Extender mode: the admission policy marks gang members (scheduling.escher.io/gang:
     filter, preempt; scheduling.escher.io/bind: bind) and pods with a preference
     (scheduling.escher.io/score: prioritize), and kube-scheduler (managedResources) sends each
-    only those exchanges; a plain pod is scheduled and bound without a single exchange. Pure
-    mode marks nothing."""
-    work = Workload(api_client(env.info.kubeconfig))
-    core = client.CoreV1Api(api_client(env.info.kubeconfig))
+    only those exchanges; a plain pod is scheduled and bound without a single exchange. A pod
+    created with its markers is sent the same and not patched (the API server's count of the
+    policy's patches). Pure mode marks nothing."""
+    api = api_client(env.info.kubeconfig)
+    work, core = Workload(api), client.CoreV1Api(api)
     n = next(_names)
     escher = env.info.scheduler_name
     gang_marker, bind_marker, score_marker = KEYS.markers
@@ -700,11 +702,28 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
         f"other-{n}": pod_manifest(
             f"other-{n}", labels={"escher.io/gang": f"o-{n}"}, scheduler_name="nobody"
         ),
+        # Created with its markers, as a job template may name them: admitted untouched.
+        f"marked-{n}": pod_manifest(
+            f"marked-{n}", requests={"cpu": "100m"}, labels={"escher.io/gang": f"m-{n}"},
+            annotations=one, limits=dict.fromkeys([gang_marker, bind_marker], "0"),
+            scheduler_name=escher,
+        ),
     }  # fmt: skip
     count = "escher_extender_request_seconds_count"
 
     def calls(metrics: str) -> dict[str, float]:
         return {v: metric(metrics, count, {"verb": v}) for v in ("filter", "prioritize", "bind")}
+
+    patched = "apiserver_mutating_admission_policy_check_total"
+    marker_policy = {
+        "error_type": "no_error",
+        "policy": "escher-extender-marker",
+        "policy_binding": "escher-extender-marker",
+    }
+
+    def patches() -> float:
+        """How many times the API server has applied the marker policy's patch."""
+        return metric(apimetrics.scrape(api), patched, marker_policy)
 
     def exchanges(name: str) -> dict[str, bool]:
         """Whether each verb was called while `name` alone was created and placed."""
@@ -735,9 +754,17 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
             # and kube-scheduler scores no single feasible node.
             (f"both-{n}", [gang_marker, bind_marker, score_marker], gang_member),
         ):
+            before = patches()
             assert exchanges(name) == (sent if extender else none), name
             want = dict.fromkeys(marks, "0") if extender else {}
             assert markers(name) == {"limits": want, "requests": want}, name
+            assert patches() - before == (1 if extender else 0), name
+        if extender:  # a pod carrying its markers is sent the same and not patched
+            before = patches()
+            assert exchanges(f"marked-{n}") == gang_member
+            want = dict.fromkeys([gang_marker, bind_marker], "0")
+            assert markers(f"marked-{n}") == {"limits": want, "requests": want}
+            assert patches() == before
         # Last: a Coscheduling member waits for its PodGroup, retried (filtered) meanwhile.
         work.create(pods[f"cos-{n}"])
         want = dict.fromkeys([gang_marker, bind_marker], "0") if extender else {}

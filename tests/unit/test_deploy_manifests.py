@@ -295,6 +295,15 @@ def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender(
     assert variables["markers"].count(f'"{KEYS.gang_marker}"') == 1
     assert variables["markers"].count(f'"{KEYS.bind_marker}"') == 1
     assert variables["markers"].count(f'"{KEYS.score_marker}"') == 1
+    # A pod created with every marker it needs is not patched (the limits tell: an extended
+    # resource's request defaults to its limit). The tests of `gang` and `score` are repeated
+    # there: a match condition cannot read the variables.
+    marked = " ".join(conditions["not-marked-already"].split())
+    for marker in KEYS.markers:
+        assert f'"{marker}" in object.spec.containers[0].resources.limits' in marked, marker
+    for key in (*KEYS.labels(), KEYS.prefer, KEYS.pack):
+        assert f'"{key}"' in marked, key
+    assert native in marked and "variables." not in marked
     [mutation] = policy["mutations"]
     assert mutation["jsonPatch"]["expression"].count("variables.markers.map") == 2
     assert "marker-policy.yaml" in kustomization("extender")["resources"]

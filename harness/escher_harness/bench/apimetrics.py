@@ -29,15 +29,20 @@ _IGNORED = frozenset({"events", "leases"})
 LEASES_ONLY = frozenset({"leases"})
 
 
-def write_counts(api: client.ApiClient, ignored: frozenset[str] = _IGNORED) -> dict[str, int]:
-    """Write requests the API server has served since it started, keyed `VERB resource` or
-    `VERB resource/subresource` (e.g. `POST pods/binding`)."""
+def scrape(api: client.ApiClient) -> str:
+    """kube-apiserver's /metrics, as text."""
     method, url, headers, body, post = api.param_serialize(
         "GET", "/metrics", auth_settings=["BearerToken"]
     )
     raw: Any = api.call_api(method, url, header_params=headers, body=body, post_params=post)
     raw.read()
-    return parse_write_counts(raw.data.decode(), ignored)
+    return str(raw.data.decode())
+
+
+def write_counts(api: client.ApiClient, ignored: frozenset[str] = _IGNORED) -> dict[str, int]:
+    """Write requests the API server has served since it started, keyed `VERB resource` or
+    `VERB resource/subresource` (e.g. `POST pods/binding`)."""
+    return parse_write_counts(scrape(api), ignored)
 
 
 def parse_write_counts(text: str, ignored: frozenset[str] = _IGNORED) -> dict[str, int]:
