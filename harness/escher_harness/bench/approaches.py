@@ -7,6 +7,9 @@ footing, plus how to submit, start and delete one gang through the real API.
   is not tried by kube-scheduler meanwhile.
 - extender-adaptive: the same with deploy/'s adaptive gang gate: its admission policy gates
   new members only while the extender's switch says gangs wait for room.
+- extender-marked: extender-adaptive with members created carrying their markers, as a job
+  template that names them would: deploy/'s marker policy admits them untouched, so their
+  creation pays no patch (split scope only; in every-pod scope it is extender-adaptive).
 - pure: ESCHER's pure approach, planned from the cluster state (escher_harness.bench.puregang)
   on plain kube-scheduler.
 - pure-ghost: the same with ESCHER's ghost tasks: placeholder pods hold the room first.
@@ -70,6 +73,7 @@ APPROACHES = (
     "extender",
     "extender-gated",
     "extender-adaptive",
+    "extender-marked",
     "pure",
     "pure-ghost",
     "dra",
@@ -77,7 +81,8 @@ APPROACHES = (
     "coscheduling",
     "native",
 )
-_EXTENDER = ("extender", "extender-gated", "extender-adaptive")
+_EXTENDER = ("extender", "extender-gated", "extender-adaptive", "extender-marked")
+_ADAPTIVE = ("extender-adaptive", "extender-marked")
 _PURE = ("pure", "pure-ghost")
 # The approaches run by the pure runner through the policy API (escher_harness.bench.puregang).
 POLICY = (*_PURE, "dra")
@@ -167,7 +172,7 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
         return localcluster.ClusterSpec(
             mode="extender",
             scope=footing.extender_scope,
-            gang_gate=approach == "extender-adaptive",
+            gang_gate=approach in _ADAPTIVE,
             **common,
         )
     if approach in _PURE:
@@ -231,6 +236,7 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
     else:
         labels, annotations = {}, {}
         gates: tuple[str, ...] = ()
+        limits: dict[str, str] | None = None
         if approach in _EXTENDER:
             domain = env.info.resource_domain
             labels = {f"{domain}/gang": a.name}
@@ -248,6 +254,9 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
                 annotations[key] = job.level
             if approach == "extender-gated":
                 gates = (f"{domain}/gang",)
+            if approach == "extender-marked":
+                keys = Keys.for_domain(domain)
+                limits = dict.fromkeys((keys.gang_marker, keys.bind_marker), "0")
         names = tuple(f"{a.name}-{i}" for i in range(a.size))
         work = Workload(env.api)
         for n in names:
@@ -255,6 +264,7 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
                 pod_manifest(
                     n,
                     requests={"cpu": a.cpu, "memory": a.memory},
+                    limits=limits,
                     labels=labels,
                     annotations=annotations,
                     scheduling_gates=gates,
@@ -348,16 +358,18 @@ def policy_loc() -> dict[str, int | None]:
         *sorted((REPO / "extender" / "gang").glob("*.py")),
         REPO / "extender" / "filters" / "reservation.py",
     ]
+    adaptive = [
+        *extender,
+        REPO / "extender" / "adapters" / "lifter.py",
+        REPO / "extender" / "adapters" / "gateswitch.py",
+    ]
     files: dict[str, list[Path]] = {
         # The gang feature's folder and the filter that keeps others off reserved places;
         # gated, also the adapter that lifts the gate, and adaptive, the switch's.
         "extender": extender,
         "extender-gated": [*extender, REPO / "extender" / "adapters" / "lifter.py"],
-        "extender-adaptive": [
-            *extender,
-            REPO / "extender" / "adapters" / "lifter.py",
-            REPO / "extender" / "adapters" / "gateswitch.py",
-        ],
+        "extender-adaptive": adaptive,
+        "extender-marked": adaptive,
         # The gang ESL, and the runner that creates, replaces and deletes the pods (both
         # variants live in the same runner, so they count the same lines).
         "pure": pure,

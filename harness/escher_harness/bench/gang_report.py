@@ -283,7 +283,7 @@ def _compare(
     return Target(name, all(ok), detail)
 
 
-EXTENDERS = ("extender", "extender-gated", "extender-adaptive")
+EXTENDERS = ("extender", "extender-gated", "extender-adaptive", "extender-marked")
 
 
 def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]:

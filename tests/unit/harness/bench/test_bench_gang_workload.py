@@ -212,10 +212,39 @@ def test_the_extender_approaches_call_the_extender_as_the_footing_says(
 ) -> None:
     footing = approaches.Footing(nodes=16, node_cpu="8", node_memory="32Gi", extender_scope=scope)
     extender = [a for a in approaches.APPROACHES if a.startswith("extender")]
-    assert extender == ["extender", "extender-gated", "extender-adaptive"]
+    assert extender == ["extender", "extender-gated", "extender-adaptive", "extender-marked"]
     specs = [approaches.cluster_spec(a, tmp_path, footing) for a in extender]
-    assert [(s.mode, s.scope) for s in specs] == [("extender", scope)] * 3
-    assert [s.gang_gate for s in specs] == [False, False, True]
+    assert [(s.mode, s.scope) for s in specs] == [("extender", scope)] * 4
+    assert [s.gang_gate for s in specs] == [False, False, True, True]
+
+
+@pytest.mark.parametrize(
+    ("approach", "limits"),
+    [
+        ("extender-adaptive", None),  # marked by deploy/'s policy at creation
+        ("extender-marked", {"scheduling.escher.io/gang": "0", "scheduling.escher.io/bind": "0"}),
+    ],
+)
+def test_marked_members_are_created_with_their_markers(
+    monkeypatch: pytest.MonkeyPatch, approach: str, limits: dict[str, str] | None
+) -> None:
+    created: list[dict[str, Any]] = []
+    monkeypatch.setattr(approaches.Workload, "create", lambda self, m: created.append(m))
+
+    class Watch:
+        def bound(self, names: Any, timeout: float) -> int:
+            return len(names)
+
+    info = type("Info", (), {"resource_domain": "escher.io"})()
+    env = approaches.Env(info, None, Watch(), lambda k, g: None)  # type: ignore[arg-type]
+    a = scenario.GangArrival(0.0, "g00001", 3, "1", "1Gi", 1.0)
+    assert approaches.submit(approach, env, approaches.GangJob(a, 60, 10))
+    assert len(created) == 3
+    for pod in created:
+        resources = pod["spec"]["containers"][0]["resources"]
+        assert resources.get("limits") == limits
+        assert resources["requests"] == {"cpu": "1", "memory": "1Gi"}
+        assert pod["metadata"]["labels"] == {"escher.io/gang": "g00001"}
 
 
 # --- the replay ------------------------------------------------------------------------------
