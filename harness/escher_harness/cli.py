@@ -316,7 +316,7 @@ def _add_bench(sub: Any) -> None:
     e.set_defaults(func=_guarded(_bench_extender))
     g = kinds.add_parser(
         "gang",
-        help="gang scheduling: nine approaches replay one workload trace",
+        help="gang scheduling: ten approaches replay one workload trace",
         description="Replays one workload (generated from a seed) against the extender (plain, "
         "with the gang gate, and with the adaptive gang gate), the pure approach (plan and "
         "ghost variants, and the plan variant with the resources as DRA devices: dra), plain "

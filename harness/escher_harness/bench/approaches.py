@@ -1,4 +1,4 @@
-"""The nine gang-scheduling approaches the benchmark compares: each a cluster set-up on equal
+"""The ten gang-scheduling approaches the benchmark compares: each a cluster set-up on equal
 footing, plus how to submit, start and delete one gang through the real API.
 
 - extender: kube-scheduler + the ESCHER extender; gangs declared by labels (extender.gang).

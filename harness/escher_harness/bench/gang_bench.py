@@ -1,4 +1,4 @@
-"""`escher-extender bench gang --out DIR`: gang scheduling, nine approaches, one replayed workload.
+"""`escher-extender bench gang --out DIR`: gang scheduling, ten approaches, one replayed workload.
 
 For a preset (escher_harness.bench.presets): generate each scenario's workload trace once
 from the seed (escher_harness.bench.scenario) and write it to DIR/workload/; then, for each
