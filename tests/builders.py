@@ -1,5 +1,6 @@
-"""What tests build over and over: a clock moved by hand, pod manifests, gang members, and
-the garbage collector's walk (what holding state costs it).
+"""What tests build over and over: a clock moved by hand, pod manifests, gang members, the
+pods a gang benchmark approach submits, and the garbage collector's walk (what holding state
+costs it).
 
 Every tier imports it (`from builders import ...`: tests/conftest.py puts tests/ on the
 path). A manifest is a full Pod as the API server takes it (escher_harness.workload's
@@ -119,3 +120,20 @@ def cluster_of(mode: str) -> dict[str, str]:
     (scope every-pod); tests/e2e/test_split.py and test_deploy.py run the split, the
     embedded cluster's default."""
     return {"mode": mode, "scope": "every-pod"} if mode == "extender" else {"mode": mode}
+
+
+def submitted_pods(monkeypatch: Any, approach: str, job: Any) -> tuple[bool, list[dict[str, Any]]]:
+    """What escher_harness.bench.approaches.submit returns for `job` under `approach`, and the
+    manifests it would have created, with no cluster: every member is seen bound at once."""
+    from escher_harness.bench import approaches
+
+    created: list[dict[str, Any]] = []
+    monkeypatch.setattr(approaches.Workload, "create", lambda self, m: created.append(m))
+
+    class Watch:
+        def bound(self, names: Any, timeout: float) -> int:
+            return len(names)
+
+    info = type("Info", (), {"resource_domain": "escher.io"})()
+    env = approaches.Env(info, None, Watch(), lambda k, g: None)  # type: ignore[arg-type]
+    return approaches.submit(approach, env, job), created

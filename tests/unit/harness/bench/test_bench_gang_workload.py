@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 import pytest
-from builders import Clock
+from builders import Clock, submitted_pods
 
 from escher_harness.bench import approaches, presets, replay, scenario
 from escher_harness.bench.distributions import DistributionError, ints, parse, parse_shapes
@@ -228,17 +228,9 @@ def test_the_extender_approaches_call_the_extender_as_the_footing_says(
 def test_marked_members_are_created_with_their_markers(
     monkeypatch: pytest.MonkeyPatch, approach: str, limits: dict[str, str] | None
 ) -> None:
-    created: list[dict[str, Any]] = []
-    monkeypatch.setattr(approaches.Workload, "create", lambda self, m: created.append(m))
-
-    class Watch:
-        def bound(self, names: Any, timeout: float) -> int:
-            return len(names)
-
-    info = type("Info", (), {"resource_domain": "escher.io"})()
-    env = approaches.Env(info, None, Watch(), lambda k, g: None)  # type: ignore[arg-type]
     a = scenario.GangArrival(0.0, "g00001", 3, "1", "1Gi", 1.0)
-    assert approaches.submit(approach, env, approaches.GangJob(a, 60, 10))
+    completed, created = submitted_pods(monkeypatch, approach, approaches.GangJob(a, 60, 10))
+    assert completed
     assert len(created) == 3
     for pod in created:
         resources = pod["spec"]["containers"][0]["resources"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import submitted_pods
 
 from escher_harness.bench import approaches, gang_bench, gang_report, presets, scenario
 from escher_harness.bench.recorder import Recorder
@@ -224,17 +225,10 @@ def test_the_report_judges_required_topology_and_overcommits() -> None:
 def test_extender_members_carry_the_level_as_an_annotation(
     monkeypatch: pytest.MonkeyPatch, mode: str, level: str, annotation: tuple[str, str] | None
 ) -> None:
-    created: list[dict[str, Any]] = []
-    monkeypatch.setattr(approaches.Workload, "create", lambda self, m: created.append(m))
-
-    class Watch:
-        def bound(self, names: Any, timeout: float) -> int:
-            return len(names)
-
-    info = type("Info", (), {"resource_domain": "escher.io"})()
-    env = approaches.Env(info, None, Watch(), lambda k, g: None)  # type: ignore[arg-type]
     a = scenario.GangArrival(0.0, "g00001", 2, "4", "16Gi", 1.0)
-    assert approaches.submit("extender-adaptive", env, approaches.GangJob(a, 60, 10, mode, level))
+    job = approaches.GangJob(a, 60, 10, mode, level)
+    completed, created = submitted_pods(monkeypatch, "extender-adaptive", job)
+    assert completed
     for pod in created:
         notes = pod["metadata"]["annotations"]
         topo = {k: v for k, v in notes.items() if "topology" in k}
