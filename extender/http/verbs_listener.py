@@ -18,7 +18,8 @@ has no `Connection: close` (which the other listener sends with a 503, so a clie
 alive on a follower reconnects to the leader through the Service). So the listener is open
 only while the service is ready (its ledger is built and, with leader election, it leads):
 a replica that steps down closes it, its connections are told to go away once their calls
-in flight are answered, and kube-scheduler's next connection reaches the leader.
+in flight are answered (calls still held after the graceful timeout are ended, and fail),
+and kube-scheduler's next connection reaches the leader.
 
 Limits, as on the other listener: requests in progress beyond `max_concurrency` are answered
 503 (and one connection carries at most STREAMS_PER_CONNECTION of them); a connection's TLS
@@ -41,6 +42,7 @@ import logging
 import ssl
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from hypercorn.asyncio.tcp_server import TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
@@ -97,27 +99,37 @@ _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"u
 class Limited:
     """The app, with at most `limit` requests in progress (more are answered 503 at once).
     Over HTTP/2, no HTTP/1.1 hop-by-hop header in a reply (a protocol error there: a 503
-    says `Connection: close`), and a reply is not ended before its request's body is in."""
+    says `Connection: close`), and a reply is not ended before its request's body is in.
+    Knows its calls in progress, so a closing listener can end them (`stop_calls`)."""
 
     def __init__(self, app: ASGIApp, limit: int, drain_limit: int) -> None:
         self.app = app
         self.limit = limit
         self.drain_limit = drain_limit
-        self.active = 0
+        self.calls: set[asyncio.Task[Any]] = set()  # hypercorn's task of each call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("http_version") == "2":
             body = _BodyFirst(receive, send, self.drain_limit)
             receive, send = body.receive, _without_hop_by_hop(body.send)
-        if self.active >= self.limit:
+        if len(self.calls) >= self.limit:
             why = f"more than {self.limit} requests in progress"
             await error_response(503, why)(scope, receive, send)
             return
-        self.active += 1
+        task = asyncio.current_task()
+        assert task is not None  # hypercorn runs each call as a task
+        self.calls.add(task)
         try:
             await self.app(scope, receive, send)
         finally:
-            self.active -= 1
+            self.calls.discard(task)
+
+    def stop_calls(self) -> None:
+        """Cancel every call in progress. One whose reply has not begun gets none (hypercorn's
+        500 for it names a header HTTP/2 forbids, and is dropped): kube-scheduler sees the
+        call fail and tries the pod again."""
+        for task in self.calls:
+            task.cancel()
 
 
 class _BodyFirst:
@@ -165,7 +177,7 @@ def _without_hop_by_hop(send: Send) -> Send:
 
 
 async def serve_while_ready(
-    app: ASGIApp, cfg: Config, pending: Pending, ready: Callable[[], bool], stop: asyncio.Event
+    app: Limited, cfg: Config, pending: Pending, ready: Callable[[], bool], stop: asyncio.Event
 ) -> None:
     """Serve `app` by `cfg` whenever `ready()` holds, until `stop` is set. Raises what
     serving raised (a port already taken, a certificate that does not load)."""
@@ -196,16 +208,16 @@ async def serve_while_ready(
             log.warning("the verbs listener closed with an error", extra={"error": repr(e)})
 
 
-async def _serve(app: ASGIApp, cfg: Config, pending: Pending, closing: asyncio.Event) -> None:
+async def _serve(app: Limited, cfg: Config, pending: Pending, closing: asyncio.Event) -> None:
     """hypercorn's worker_serve for one TLS socket, with the handshake in `pending`: until
     `closing` is set, then as gracefully as hypercorn (calls in flight get
-    cfg.graceful_timeout to finish)."""
+    cfg.graceful_timeout to finish), and never for longer than a few times that (`_close`)."""
     loop = asyncio.get_running_loop()
     tls = cfg.create_ssl_context()
     assert tls is not None  # config() always gives a certificate
     wrapped = wrap_app(app, cfg.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]
     context = WorkerContext(None)
-    connections: set[asyncio.Task[None]] = set()
+    connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def connected(
         handshake: Handshake, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -213,8 +225,8 @@ async def _serve(app: ASGIApp, cfg: Config, pending: Pending, closing: asyncio.E
         handshake.done()
         task = asyncio.current_task()
         assert task is not None
-        connections.add(task)
-        task.add_done_callback(connections.discard)
+        connections[task] = writer
+        task.add_done_callback(lambda done: connections.pop(done, None))
         try:
             await TCPServer(wrapped, loop, cfg, context, {}, reader, writer)
         except* KeyError as e:
@@ -242,8 +254,38 @@ async def _serve(app: ASGIApp, cfg: Config, pending: Pending, closing: asyncio.E
         await context.terminated.set()  # idle connections close; HTTP/2 ones are told to go
         server.close()
         await server.wait_closed()
-        if connections:
-            _, late = await asyncio.wait(connections, timeout=cfg.graceful_timeout)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+        await _close(connections, app, cfg.graceful_timeout)
+
+
+async def _close(
+    connections: dict[asyncio.Task[None], asyncio.StreamWriter], app: Limited, grace: float
+) -> None:
+    """Give the calls in progress `grace` seconds to be answered, then end them, and their
+    connections; never wait for ever, so the listener can open again when ready."""
+    if not connections:
+        return
+    every = dict(connections)
+    _, late = await asyncio.wait(every, timeout=grace)
+    if late:
+        # The calls first, while their connections can still send their answers. hypercorn,
+        # cancelling a connection, also cancels the task that sends its replies, and a call
+        # cancelled after that could wait for ever in hypercorn's clean-up of it (seen: a
+        # replica that stepped down with binds held did not listen again when it led again,
+        # its closing stuck on the connection's last call).
+        app.stop_calls()
+        _, late = await asyncio.wait(late, timeout=grace)
+    for task in late:
+        task.cancel()
+    if late:
+        _, late = await asyncio.wait(late, timeout=grace)
+    for task in every.keys() - late:
+        if not task.cancelled():
+            task.exception()  # retrieved: a connection that failed closing is closed all the same
+    if late:
+        # Its client is told at least: it reconnects rather than wait for an answer.
+        for task in late:
+            every[task].transport.abort()
+        log.warning(
+            "connections of the verbs listener did not close; left behind",
+            extra={"connections": len(late)},
+        )

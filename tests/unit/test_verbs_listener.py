@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -303,3 +304,69 @@ def test_the_listener_binds_ipv6_hosts_in_brackets(tmp_path: Path) -> None:
     assert (six.bind, four.bind) == (["[::1]:8889"], ["0.0.0.0:8889"])
     assert six.verify_mode is None and six.alpn_protocols == ["h2", "http/1.1"]
     assert six.keep_alive_max_requests >= 2**30  # kube-scheduler's one connection stays
+
+
+@pytest.mark.parametrize("cleanup", ["answers", "never ends"])
+def test_a_call_held_through_a_step_down_does_not_keep_the_listener_closed(
+    pki: Pki, cleanup: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A replica steps down while a call is held (a gang member's bind at the barrier, a bind
+    waiting for a stopped API server) past the graceful timeout, then leads again: it listens
+    again. The held call is ended and fails (kube-scheduler tries the pod again).
+    hypercorn, cancelling a connection, cancelled the task that sends its replies first, and
+    a call cancelled after it waited for ever to send its 500, and the closing listener with
+    it: in tests/e2e/test_failover.py kube-scheduler's calls were refused for 90 s. A call
+    whose cleanup never ends ("never ends") is left behind, with a warning, and its
+    connection is closed."""
+    held = asyncio.Event()
+    gone = asyncio.Event()  # the end of the test, when a call that never ends may end
+
+    async def hold(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["method"] == "POST":
+            held.set()
+            while not gone.is_set():
+                try:
+                    await gone.wait()  # never answered by itself
+                except asyncio.CancelledError:
+                    if cleanup == "answers":
+                        raise
+            return
+        await hello(scope, receive, send)
+
+    async def scenario() -> tuple[str, str]:
+        ready = [True]
+        async with served(ready, pki, hold) as (url, _):
+            first = httpx.AsyncClient(http2=True, verify=client_context(pki), timeout=30)
+            await until(lambda: _served(first, url))
+            call = asyncio.create_task(first.post(url, content=b"{}"))
+            await held.wait()
+            ready[0] = False  # step down, with the call held
+            await asyncio.sleep(0.2)
+            ready[0] = True
+            second = httpx.AsyncClient(http2=True, verify=client_context(pki), timeout=2)
+            await until(lambda: _served(second, url), timeout=30)
+            await second.aclose()
+            try:
+                answer = str((await call).status_code)
+            except httpx.HTTPError as e:
+                answer = type(e).__name__
+            await first.aclose()
+            gone.set()
+            return "listening again", answer
+
+    with caplog.at_level(logging.WARNING, "extender.http.verbs_listener"):
+        reopened, answer = asyncio.run(scenario())
+    left = [r for r in caplog.records if "left behind" in r.getMessage()]
+    assert reopened == "listening again"
+    if cleanup == "answers":
+        assert (answer, left) == ("RemoteProtocolError", [])
+    else:
+        assert answer in {"RemoteProtocolError", "ReadError"}
+        assert [r.connections for r in left] == [1]  # type: ignore[attr-defined]
+
+
+async def _served(client: httpx.AsyncClient, url: str) -> bool:
+    try:
+        return (await client.get(url)).status_code == 200
+    except httpx.TransportError:
+        return False
