@@ -393,7 +393,10 @@ def test_an_etcd_restart_under_binding_load_loses_nothing(
         time.sleep(3)
     created = list(load.created)
     placed = work.wait(created, timeout=90)
-    assert all(p.node for p in placed.values()), [n for n, p in placed.items() if not p.node]
+    # Why each pending pod is pending (its PodScheduled message), not only which.
+    assert all(p.node for p in placed.values()), {
+        n: p.reason for n, p in placed.items() if not p.node
+    }
     assert not overcommitted(api)
     assert all(r.get(RESOURCE) == "1" for r in ephemeral_on_nodes(work).values())
     after = [t for n, t in load.bound.items() if load.created.get(n, 0) > restarted_at]
