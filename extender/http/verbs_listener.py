@@ -202,9 +202,8 @@ async def serve_while_ready(
         try:
             await serving
         except Exception as e:
-            # Closing, hypercorn gathers its connections and raises the first failure among
-            # them (a client that wrote after TLS close_notify): the listener is closed all
-            # the same.
+            # The connections' failures are retrieved in _close, not raised; should closing
+            # raise all the same, the listener is closed and opens again when ready.
             log.warning("the verbs listener closed with an error", extra={"error": repr(e)})
 
 
