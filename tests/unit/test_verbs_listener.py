@@ -201,7 +201,7 @@ def test_a_client_without_kube_schedulers_certificate_is_refused(pki: Pki) -> No
 def test_requests_past_the_limit_are_answered_503_and_the_lifespan_is_acknowledged() -> None:
     release = asyncio.Event
 
-    async def scenario() -> tuple[list[int], list[str]]:
+    async def scenario() -> list[int]:
         gate = release()
 
         async def slow(scope: Any, receive: Any, send: Any) -> None:
