@@ -24,6 +24,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from extender.app import create_app
+from extender.esl import registry
 from extender.settings import Settings
 
 DATA = Path(__file__).parent / "data" / "undecodable"
@@ -43,15 +44,22 @@ def _is_utf8(raw: bytes) -> bool:
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
     app = create_app(Settings(mode="standalone", token=TOKEN))
-    with TestClient(app, raise_server_exceptions=False) as c:
-        # Standalone: nodes are learnt from the verbs' requests.
-        nodes = {"Pod": {"metadata": {"name": "p", "uid": "u"}}, "NodeNames": ["n1", "n2"]}
-        assert c.post("/filter", json=nodes).status_code == 200
-        put = c.put("/v1/resources/x", json={"capacity": 2}, headers=AUTH)
-        assert put.status_code == 200, put.text
-        esl = c.post("/v1/esl/loadbalance", json={"name": "lb", "mode": "dynamic"}, headers=AUTH)
-        assert esl.status_code == 201, esl.text
-        yield c
+    # The service steps dynamic ESLs every second, and each step counts in their `steps`,
+    # which the state compared must not change but by a request (a loaded machine took over
+    # a second between the two looks once). Its step loop waits an hour here.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry, "STEP_SECONDS", 3600.0)
+        with TestClient(app, raise_server_exceptions=False) as c:
+            # Standalone: nodes are learnt from the verbs' requests.
+            nodes = {"Pod": {"metadata": {"name": "p", "uid": "u"}}, "NodeNames": ["n1", "n2"]}
+            assert c.post("/filter", json=nodes).status_code == 200
+            put = c.put("/v1/resources/x", json={"capacity": 2}, headers=AUTH)
+            assert put.status_code == 200, put.text
+            esl = c.post(
+                "/v1/esl/loadbalance", json={"name": "lb", "mode": "dynamic"}, headers=AUTH
+            )
+            assert esl.status_code == 201, esl.text
+            yield c
 
 
 def _state(c: TestClient) -> tuple[Any, Any]:
