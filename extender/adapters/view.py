@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
 from extender.adapters.informer import Handler, Informer
 from extender.adapters.kubeapi import KubeAPI
@@ -30,7 +31,7 @@ from extender.core import quantity
 from extender.core.errors import CoreError
 from extender.core.events import PodChange, PodEvent, PodEvents
 from extender.core.ledger import Ledger
-from extender.core.objects import Node, Pod
+from extender.core.objects import Node, NodeSpec, NodeStatus, Pod
 from extender.core.pod import Keys, pod_info
 from extender.metrics import Metrics
 
@@ -41,6 +42,21 @@ _POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 # {resource: units}, with None for a value that is not a whole number the extender wrote.
 Owned = Mapping[str, int | None]
 NodeSeen = Callable[[str, str, Owned, Owned], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Look:
+    """What a full look at a node read (its status and spec as decoded: allocatable,
+    capacity, taints, unschedulable; its labels) and made of it. The next event of the node
+    that reads the same is a heartbeat: at 5,000 nodes about 150 a second, each 40 us of
+    quantity parsing and ledger upsert skipped."""
+
+    status: NodeStatus
+    spec: NodeSpec
+    labels: Mapping[str, str]
+    adopt: bool
+    capacity: Owned
+    shown: Owned
 
 
 class ClusterView:
@@ -74,6 +90,7 @@ class ClusterView:
         self._on_node_gone = on_node_gone
         self._on_node_added = on_node_added
         self._mixed: set[str] = set()  # nodes warned of showing the domain in mode dra
+        self._looked: dict[str, _Look] = {}  # per node, what its last full look read
         self._building = True
         self._pods: set[str] = set()  # uids published as present
         self.nodes = Informer(
@@ -109,8 +126,25 @@ class ClusterView:
         if kind == "DELETED":
             self.ledger.remove_node(name)
             self._mixed.discard(name)
+            self._looked.pop(name, None)
             if self._on_node_gone is not None:
                 self._on_node_gone(name)
+            return
+        adopt = (self._building or self._adopt()) and self._node_resources
+        last = self._looked.get(name)
+        if (
+            last is not None
+            and not self._building
+            and last.adopt == adopt
+            and last.status == node.status
+            and last.spec == node.spec
+            and last.labels == node.metadata.labels
+            and self.ledger.node(name) is not None
+        ):
+            # A heartbeat (kubelet's, kwok's): nothing the ledger reads changed. Only its
+            # resourceVersion is news, for the write-back.
+            if self._on_node_seen is not None and self._node_resources:
+                self._on_node_seen(name, node.metadata.resource_version, last.capacity, last.shown)
             return
         physical: dict[str, int] = {}
         ephemeral: dict[str, int] = {}
@@ -141,7 +175,6 @@ class ClusterView:
             for r, t in node.status.capacity.items()
             if r.startswith(self.prefix) or r in self._advertised
         }
-        adopt = (self._building or self._adopt()) and self._node_resources
         new = self.ledger.node(name) is None
         self.ledger.upsert_node(
             name,
@@ -153,6 +186,9 @@ class ClusterView:
         )
         if self._on_node_seen is not None and self._node_resources:
             self._on_node_seen(name, node.metadata.resource_version, capacity, shown)
+        self._looked[name] = _Look(
+            node.status, node.spec, node.metadata.labels, adopt, capacity, shown
+        )
         if new and not self._building and self._on_node_added is not None:
             self._on_node_added(name)
 
@@ -173,6 +209,7 @@ class ClusterView:
         for name in set(self.ledger.node_names()) - names:
             log.info("node disappeared while not watched", extra={"node": name})
             self.ledger.remove_node(name)
+            self._looked.pop(name, None)
             if self._on_node_gone is not None:
                 self._on_node_gone(name)
 

@@ -12,12 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import builders
+import msgspec
+import pytest
 from builders import KEYS
 from fakeapi import Cluster, connected
 
 from extender.adapters.view import ClusterView, Owned
+from extender.core import quantity
 from extender.core.events import PodChange, PodEvent, PodEvents
 from extender.core.ledger import Ledger
+from extender.core.objects import Node
 from extender.metrics import Metrics
 
 R = "escher.io/r"
@@ -279,3 +283,87 @@ def test_a_node_new_to_the_ledger_after_the_first_sync_is_announced_once(tmp_pat
 
     asyncio.run(body())
     assert added == ["n1", "n1"]
+
+
+def _node(rv: int, **change: Any) -> Node:
+    """A kwok-like node as the watch decodes it; `change` replaces parts of it."""
+    raw: dict[str, Any] = {
+        "metadata": {"name": "n1", "resourceVersion": str(rv), "labels": {"zone": "a"}},
+        "spec": {"taints": [{"key": "kwok", "value": "fake", "effect": "NoSchedule"}]},
+        "status": {
+            "allocatable": {"cpu": "4", "pods": "110", "escher.io/fo": "2"},
+            "capacity": {"cpu": "4", "pods": "110", "escher.io/fo": "2"},
+            # What a heartbeat changes, and the view does not read.
+            "conditions": [{"type": "Ready", "lastHeartbeatTime": f"2026-11-27T00:00:{rv:02d}Z"}],
+        },
+    }
+    for path, value in change.items():
+        *parents, leaf = path.split("__")
+        at = raw
+        for p in parents:
+            at = at[p]
+        at[leaf] = value
+    return msgspec.json.decode(msgspec.json.encode(raw), type=Node)
+
+
+@pytest.mark.parametrize(
+    ("change", "follower", "looked"),
+    [
+        ({}, False, False),  # a heartbeat: only resourceVersion and conditions changed
+        ({"metadata__labels": {"zone": "b"}}, False, True),
+        ({"spec__taints": []}, False, True),
+        ({"spec__unschedulable": True}, False, True),
+        ({"status__allocatable": {"cpu": "3", "pods": "110", "escher.io/fo": "2"}}, False, True),
+        ({"status__allocatable": {"cpu": "4", "pods": "110", "escher.io/fo": "1"}}, False, True),
+        ({"status__capacity": {"cpu": "4", "pods": "110", "escher.io/fo": "3"}}, False, True),
+        ({}, True, True),  # this replica stopped leading: it adopts what the node shows
+    ],
+)
+def test_a_node_event_that_changes_nothing_read_skips_the_full_look(
+    change: dict[str, Any], follower: bool, looked: bool
+) -> None:
+    """kubelet's (and kwok's) heartbeats are a node event every 10-60 s per node, all of
+    them reading the same: the view skips parsing and the ledger's upsert for them, and
+    hands the write-back only the new resourceVersion. Any change it reads is a full look."""
+    ledger = Ledger("escher.io")
+    upserts: list[str] = []
+    upsert = ledger.upsert_node
+    ledger.upsert_node = lambda name, *a, **k: upserts.append(name) or upsert(name, *a, **k)  # type: ignore[method-assign]
+    seen: list[tuple[str, Owned, Owned]] = []
+    adopting = [False]
+    view = ClusterView(
+        None,  # type: ignore[arg-type]  # _node makes no call
+        ledger,
+        KEYS,
+        PodEvents(),
+        Metrics(),
+        lambda: adopting[0],
+        lambda _node, version, cap, alloc: seen.append((version, cap, alloc)),
+    )
+    view._node("ADDED", _node(1))  # building: adopted
+    view._building = False
+    view._node("MODIFIED", _node(1))  # leading: a full look again (adopting changed)
+    ledger.set_capacity("escher.io/fo", {"n1": 5})  # the leader's own value, not written yet
+    upserts.clear()
+    adopting[0] = follower
+    node = _node(2, **change)
+    view._node("MODIFIED", node)
+    assert (upserts == ["n1"]) is looked
+    # The write-back always learns the node's new version, and what it shows.
+    shows = {
+        r: {"escher.io/fo": int(getattr(node.status, r)["escher.io/fo"])}
+        for r in ("capacity", "allocatable")
+    }
+    assert seen[-1] == ("2", shows["capacity"], shows["allocatable"])
+    mirror = ledger.node("n1")
+    assert mirror is not None
+    assert (dict(mirror.labels), mirror.unschedulable, len(mirror.taints)) == (
+        node.metadata.labels,
+        node.spec.unschedulable,
+        len(node.spec.taints),
+    )
+    assert mirror.physical["cpu"] == quantity.amount(
+        "cpu", node.status.allocatable["cpu"], field="cpu"
+    )
+    # A follower mirrors the node; the leader keeps its own value.
+    assert mirror.ephemeral == ({"escher.io/fo": 2} if follower else {"escher.io/fo": 5})
