@@ -152,6 +152,12 @@ def test_killed_process_reports_the_signal(tmp_path: Path) -> None:
 def test_rss_of_a_running_process(tmp_path: Path, started: list[ProcessRecord]) -> None:
     record = start(tmp_path, "sleep 60")
     started.append(record)
+    # Just forked, the child may not have made its own group yet (setsid, then exec): its
+    # group has no member for that instant (a clean-clone run read 0 once).
+    deadline = time.monotonic() + 5
+    while not live_group_members(record.pid):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     assert rss_bytes(record) > 0
 
 
