@@ -150,11 +150,29 @@ class NodeWriter(ABC):
             nodes = self._pending.keys() | self._in_flight.keys()
             self._pending.clear()
         for node in nodes:
-            shown = self._last_known(node)
-            if shown is not None:
-                self._ledger.adopt(node, shown)
+            self._mirror(node)
         self._progressed()
         return len(nodes)
+
+    def _mirror(self, node: str) -> None:
+        shown = self._last_known(node)
+        if shown is not None:
+            self._ledger.adopt(node, shown)
+
+    def _let_go(self, node: str, rec: _Dirty) -> bool:
+        """A write that ended without landing: noted again to retry while this replica
+        leads; once it does not, dropped, as `abandon` dropped the rest (a write in flight
+        then, failing after it, must not bring its change back), the node's shown values
+        taken back into the ledger. True if noted again."""
+        leading = self._may_write()
+        with self._lock:
+            self._in_flight.pop(node, None)
+            if leading:
+                self._note(node, rec)
+        if not leading:
+            self._mirror(node)
+            self._progressed()
+        return leading
 
     def verify_all(self) -> None:
         """Check every node once (on becoming the leader: what the cluster shows is what the
@@ -267,9 +285,7 @@ class NodeWriter(ABC):
             self._failed(node, rec, e)
             return
         except Deposed:
-            with self._lock:
-                self._in_flight.pop(node, None)
-                self._note(node, rec)
+            self._let_go(node, rec)
             return
         self._done(node, rec, version, wrote)
 
@@ -296,9 +312,9 @@ class NodeWriter(ABC):
     def _failed(self, node: str, rec: _Dirty, e: ApiError) -> None:
         self._metrics.writeback_failures.labels(e.reason).inc()
         s = self._settings
+        if not self._let_go(node, rec):
+            return  # this replica stepped down meanwhile: nothing to retry
         with self._lock:
-            self._in_flight.pop(node, None)
-            self._note(node, rec)
             prev = self._backoff.get(node)
             delay = s.writeback_backoff_initial_seconds if prev is None else prev * 2
             delay = min(delay, s.writeback_backoff_max_seconds)

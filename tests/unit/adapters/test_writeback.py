@@ -243,6 +243,32 @@ def test_nothing_is_written_while_not_leading_and_a_step_down_abandons(tmp_path:
     scenario(tmp_path, body)
 
 
+def test_a_write_in_flight_at_a_step_down_that_fails_after_it_brings_nothing_back(
+    tmp_path: Path,
+) -> None:
+    """A step-down abandons every change not written yet; a write in flight then, failing
+    after it, is dropped too rather than noted again to retry (tests/unit/service's
+    step-down test once found its node pending again), and the ledger takes back what the
+    node shows."""
+
+    async def body(s: Setup) -> None:
+        gate = asyncio.Event()
+        s.cluster.hold["/api/v1/nodes/n0/status"] = gate
+        s.cluster.fail("PATCH", "/api/v1/nodes/n0/", 500)
+        s.ledger.set_capacity(R, {"n0": 5})
+        assert not await s.durable(timeout=0.3)  # the write is in flight, held
+        s.leading[0] = False
+        s.writeback.abandon()
+        gate.set()  # ... and fails now
+        await asyncio.sleep(0.3)
+        assert s.writeback.pending_nodes() == []
+        view = s.ledger.node("n0")
+        assert view is not None and view.ephemeral == {}
+        assert s.shown("n0") == {}
+
+    scenario(tmp_path, body)
+
+
 def test_wait_durable_waits_for_a_write_in_flight(tmp_path: Path) -> None:
     async def body(s: Setup) -> None:
         gate = asyncio.Event()
