@@ -48,8 +48,8 @@ NodeSeen = Callable[[str, str, Owned, Owned], None]
 class _Look:
     """What a full look at a node read (its status and spec as decoded: allocatable,
     capacity, taints, unschedulable; its labels) and made of it. The next event of the node
-    that reads the same is a heartbeat: at 5,000 nodes about 150 a second, each 40 us of
-    quantity parsing and ledger upsert skipped."""
+    that reads the same is a heartbeat: at 5,000 nodes about 150 a second, each 17 us
+    before, 5 us now (hack/node-event-cost.py)."""
 
     status: NodeStatus
     spec: NodeSpec
