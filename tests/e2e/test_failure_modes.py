@@ -72,10 +72,14 @@ def test_service_down_node_reset_and_node_recreated(
     localcluster.stop_component(info.dir, "extender")
     pod = f"down-{next(_names)}"
     work.create(pod_manifest(pod, limits={resource: "1"}))
-    placed = work.wait([pod], timeout=30, settle=3.0)[pod]
     if info.mode == "extender":
+        # kube-scheduler tried the pod and could not reach the extender; then it stays pending.
+        eventually("the pod's attempt to fail", lambda: bool(work.placements([pod])[pod].reason))
+        placed = work.wait([pod], timeout=3.0)[pod]
         assert placed.node is None, "placed without the extender in its path"
+        assert "connection refused" in placed.reason, placed.reason
     else:
+        placed = work.wait([pod], timeout=30, settle=3.0)[pod]
         assert placed.node in info.nodes, placed.reason
     info = localcluster.start_component(info.dir, "extender")
     assert work.wait([pod], timeout=60)[pod].node in info.nodes
