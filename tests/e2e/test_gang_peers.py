@@ -226,7 +226,10 @@ def test_gang_that_cannot_fit_binds_no_member_until_room_is_freed(
                 scheduler_name=cluster.scheduler_name,
             )
         )
-    placements = workload.wait(solo, timeout=BIND_TIMEOUT, bound=len(free), settle=HOLD_SECONDS)
+    workload.wait(solo, timeout=BIND_TIMEOUT, bound=len(free))
+    # Once each is tried, those it could not place stay unplaced: nothing frees room.
+    wait_tried(workload, solo)
+    placements = workload.placements(solo)
     assert set(bound(placements).values()) == free, placements
     workload.delete(solo)
     wait_gone(workload, solo)
