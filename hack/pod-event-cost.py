@@ -5,11 +5,12 @@ A plain pod (cpu and memory only) goes through no exchange with the extender, ye
 watch still carries each of its changes: created, bound, started (kwok's status), deleted.
 Builds a standalone service (extender.service.Service: the gang manager, its gate, the
 filtered-pod memory and the PodGroup declarations subscribed to the pod events, as in the
-real service) and a cluster view over its ledger with `--nodes` nodes, then feeds it `--pods` pods' four
-events the way the informer does, from JSON lines shaped like the API server's (managed
-fields included). Prints microseconds per event, median [min-max] over `--rounds`: the whole
-path, and its parts (decoding the event and the pod, the pod's PodInfo, the view's handler
-with the subscribers). No cluster, no I/O: the service's own CPU per event.
+real service) and a cluster view over its ledger with `--nodes` nodes, then feeds it
+`--pods` pods' four events the way the informer does, from JSON lines shaped like the API
+server's (managed fields included). Prints microseconds per event, median [min-max] over
+`--rounds`: the whole path, and its parts (decoding the event and the pod, the pod's
+PodInfo, the view's handler with the subscribers). No cluster, no I/O: the service's own
+CPU per event.
 
     .venv/bin/python hack/pod-event-cost.py [--nodes 5000] [--pods 5000] [--rounds 5]
 """
