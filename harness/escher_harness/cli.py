@@ -126,6 +126,7 @@ def _bench_gang(args: argparse.Namespace) -> int:
             qps=args.qps,
             burst=args.burst,
             extender_scope=args.extender_scope,
+            cpu_split=args.cpu_split,
             rate=args.rate,
             duration=args.duration,
             sizes=args.sizes,
@@ -357,6 +358,12 @@ def _add_bench(sub: Any) -> None:
         choices=SCOPES,
         help="how kube-scheduler calls the extender approaches' extender (default: split, "
         "as deploy/ does; every-pod: every pod every exchange over HTTP/2)",
+    )
+    g.add_argument(
+        "--cpu-split",
+        action="store_true",
+        help="run kube-scheduler and the extender on half of the CPUs, the rest of the "
+        "cluster and the load generator on the other half (default: all share every CPU)",
     )
     g.set_defaults(func=_guarded(_bench_gang))
     s = kinds.add_parser("esl", help="soft constraints and bin-packing: scores vs timeouts")

@@ -30,10 +30,12 @@ from escher_harness.localcluster import (
     down,
     load,
     ports,
+    restart_component,
     status,
     up,
 )
 from escher_harness.localcluster.binaries import bin_dir
+from escher_harness.localcluster.cpus import CpuSplit
 from escher_harness.pytest_plugin import ClusterFactory
 
 pytestmark = pytest.mark.e2e
@@ -279,3 +281,24 @@ def test_scheduler_config_kube_scheduler_rejects(tmp_path: Path) -> None:
     assert "percentageOfNodesToScore" in message  # from the log tail
     assert processes_mentioning(str(d)) == []
     assert (d / "logs" / "kube-scheduler.log").exists()  # kept to debug the failure
+
+
+def allowed_cpus(pid: int) -> frozenset[int]:
+    """A process's CPUs, from /proc (independent of the code under test)."""
+    return frozenset(os.sched_getaffinity(pid))
+
+
+def test_a_cpu_split_runs_the_schedulers_apart_and_a_restart_keeps_it(
+    local_cluster: ClusterFactory,
+) -> None:
+    split = CpuSplit.halves()
+    info = local_cluster(nodes=1, mode="extender", cpu_split=split)
+    expected = {name: split.rest for name in info.pids}
+    expected.update(extender=split.scheduling, **{"kube-scheduler": split.scheduling})
+    assert {name: allowed_cpus(pid) for name, pid in info.pids.items()} == expected
+    with api_client(info.kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        assert wait_bound(core, create_pod(core)) in info.nodes
+        restarted = restart_component(info.dir, "kube-scheduler")
+        assert allowed_cpus(restarted.pids["kube-scheduler"]) == split.scheduling
+        assert wait_bound(core, create_pod(core)) in info.nodes

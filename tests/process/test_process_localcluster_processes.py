@@ -5,6 +5,7 @@ foreign directories (escher_harness.localcluster.cluster)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -159,6 +160,24 @@ def test_rss_of_a_running_process(tmp_path: Path, started: list[ProcessRecord]) 
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert rss_bytes(record) > 0
+
+
+def test_a_process_started_on_cpus_runs_there_and_its_record_says_so(
+    tmp_path: Path, started: list[ProcessRecord]
+) -> None:
+    before = os.sched_getaffinity(0)
+    one = frozenset({max(before)})
+    record = spawn(
+        "fake", ["/bin/sleep", "60"], log=tmp_path / "l.log", port=1, health_url="", cpus=one
+    )
+    started.append(record)
+    assert os.sched_getaffinity(record.pid) == one
+    assert record.cpus == (max(before),)
+    assert ProcessRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+    assert os.sched_getaffinity(0) == before  # the starting thread's own, given back
+    anywhere = start(tmp_path, "sleep 60", name="anywhere")
+    started.append(anywhere)
+    assert os.sched_getaffinity(anywhere.pid) == before and anywhere.cpus == ()
 
 
 def test_spawn_failure_is_a_cluster_error(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ from escher_harness.bench import (
 from escher_harness.bench.apimetrics import difference
 from escher_harness.bench.presets import Preset
 from escher_harness.bench.replay import SUCCEED_SLACK
+from escher_harness.localcluster.cpus import starting_on
 from extender.core.names import CPU, MEMORY
 from extender.core.quantity import amount
 
@@ -160,7 +161,15 @@ def run_one(
                 else None
             )
             with environment.LoadSampler() as load, sampler or contextlib.nullcontext():
-                _locust(cfg, log, label, len(arrivals), budget, run_dir / "locust.txt")
+                _locust(
+                    cfg,
+                    log,
+                    label,
+                    len(arrivals),
+                    budget,
+                    run_dir / "locust.txt",
+                    spec.cpu_split.rest if spec.cpu_split else None,
+                )
             after = {p.name: environment.cpu_seconds(p.pid) for p in info.processes}
             if info.extender_url:
                 _save_metrics(info.extender_url, run_dir / "extender-metrics.txt")
@@ -239,7 +248,13 @@ def _save_metrics(url: str, path: Path) -> None:
 
 
 def _locust(
-    cfg: dict[str, Any], log: Path, label: str, gangs: int, budget: float, output: Path
+    cfg: dict[str, Any],
+    log: Path,
+    label: str,
+    gangs: int,
+    budget: float,
+    output: Path,
+    cpus: frozenset[int] | None,
 ) -> None:
     env = {**os.environ, "ESCHER_GANG_BENCH": json.dumps(cfg)}
     cmd = [
@@ -261,7 +276,9 @@ def _locust(
         "0",
     ]
     with output.open("w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        # The load generator is the API server's client: on the cluster's side of a split.
+        with starting_on(cpus):
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
         started = time.monotonic()
         try:
             while proc.poll() is None:

@@ -51,6 +51,12 @@ _SCOPES = {
     "HTTP/1.1 listener, bind over HTTP/2)",
     "every-pod": "for every pod, every exchange, over HTTP/2 (scope every-pod)",
 }
+# Where the processes ran (--cpu-split, escher_harness.localcluster.cpus).
+_CPUS = {
+    False: "Every process may run on every CPU.",
+    True: "CPUs split (--cpu-split): kube-scheduler and the extender on one half of the "
+    "machine's CPUs, the rest of the cluster and the load generator on the other.",
+}
 
 
 def _scheduler_cpu_per_gang(r: Run) -> float | None:
@@ -615,6 +621,7 @@ coscheduling: scheduler-plugins' build of it), kwok as the kubelets of {f["nodes
 percentageOfNodesToScore {f["percentage_of_nodes_to_score"]} for all. kwok's client has no
 rate limit (kwok's own default). The extender approaches call the extender
 {_SCOPES[f.get("extender_scope", "every-pod")]}.
+{_CPUS[bool(f.get("cpu_split"))]}
 Order: approaches interleaved, the first one rotating each repetition ({order}).
 
 Versions: {versions}. Machine: {env["machine"]["cores"]} cores, {env["machine"]["platform"]};

@@ -204,11 +204,12 @@ def customised(
     qps: float | None = None,
     burst: int | None = None,
     extender_scope: Scope | None = None,
+    cpu_split: bool = False,
     **scenario_fields: Any,
 ) -> Preset:
     """`preset` with the command line's changes: which scenarios, the nodes, repetitions, the
-    seed, the API budget, the extender approaches' scope, and scenario fields (rate, sizes,
-    ...) set on every scenario kept."""
+    seed, the API budget, the extender approaches' scope, the CPU split, and scenario fields
+    (rate, sizes, ...) set on every scenario kept."""
     chosen = preset.scenarios
     if scenarios:
         unknown = set(scenarios) - {s.name for s in chosen}
@@ -228,6 +229,8 @@ def customised(
         footing = replace(footing, client_burst=burst)
     if extender_scope is not None:
         footing = replace(footing, extender_scope=extender_scope)
+    if cpu_split:
+        footing = replace(footing, cpu_split=True)
     return replace(
         preset,
         footing=footing,

@@ -48,6 +48,7 @@ from escher_harness.localcluster.config import (
     is_replica,
     replica_name,
 )
+from escher_harness.localcluster.cpus import CpuSplit
 from escher_harness.localcluster.errors import ClusterError
 from escher_harness.localcluster.fakenodes import NodeShape, Topology, create_nodes
 from escher_harness.localcluster.health import http_client, probe, start_failure, wait_ready
@@ -159,6 +160,9 @@ class ClusterSpec:
     # admission policy (escher_harness.localcluster.gangate), and the extender writing its
     # switch, so that gang members are held at the gang gate while gangs wait for room.
     gang_gate: bool = False
+    # Pin kube-scheduler and the extender to CPUs of their own, apart from the rest of the
+    # cluster (escher_harness.localcluster.cpus). None: every process on every CPU.
+    cpu_split: CpuSplit | None = None
     # How often the service proxy asks each replica's /readyz.
     proxy_poll: float = 0.2
     # Budget in seconds for all components to become ready (node creation not included; kwok
@@ -450,6 +454,7 @@ def start_component(dir: Path, name: str, *, timeout: float = 60.0) -> ClusterIn
         health_token=old.health_token,
         env=_environment(cdir),
         extra_env=old.env,
+        cpus=frozenset(old.cpus) or None,
     )
     records = tuple(new if p.name == name else p for p in state.processes)
     cdir.write_state(State(created_dir=state.created_dir, processes=records))
@@ -612,6 +617,7 @@ def _start(
                 port=port,
                 health_url=health_url,
                 env=environment,
+                cpus=spec.cpu_split.of(name) if spec.cpu_split else None,
                 **kw,
             )
             records.append(record)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from escher_harness.localcluster.cpus import starting_on
 from escher_harness.localcluster.errors import ClusterError
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -38,6 +39,8 @@ class ProcessRecord:
     # Variables set on top of the cluster's environment (e.g. an extender replica's lease
     # durations), so a restart starts it the same way.
     env: Mapping[str, str] = field(default_factory=dict)
+    # The CPUs it was started on (ClusterSpec.cpu_split), empty: any; a restart keeps them.
+    cpus: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +53,7 @@ class ProcessRecord:
             "health_url": self.health_url,
             "health_token": self.health_token,
             "env": dict(self.env),
+            "cpus": list(self.cpus),
         }
 
     @classmethod
@@ -64,6 +68,7 @@ class ProcessRecord:
             health_url=data["health_url"],
             health_token=data.get("health_token"),
             env=dict(data.get("env") or {}),
+            cpus=tuple(int(c) for c in data.get("cpus") or ()),
         )
 
 
@@ -85,28 +90,17 @@ def spawn(
     health_token: str | None = None,
     env: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    cpus: frozenset[int] | None = None,
 ) -> ProcessRecord:
     """Start argv in a new session, stdin from /dev/null, stdout and stderr to `log`, with
-    `env` (default: this process's) and `extra_env` on top, which the record keeps."""
+    `env` (default: this process's) and `extra_env` on top, which the record keeps, on
+    `cpus` (default: this thread's)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     # posix_spawn rather than subprocess.Popen: no Popen object whose finaliser would warn
     # about a child that is meant to outlive it (the CLI's `up` returns with the cluster running).
     try:
-        pid = os.posix_spawn(
-            argv[0],
-            list(argv),
-            {**(os.environ if env is None else env), **(extra_env or {})},
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
-                (os.POSIX_SPAWN_DUP2, 1, 2),
-            ],
-            setsid=True,
-            # The caller may be deferring its own interrupts (cluster.up blocks SIGINT and
-            # SIGTERM while it spawns and records a process): the child must not inherit that
-            # mask, or it would ignore the SIGTERM that stops it and be killed after the grace.
-            setsigmask=(),
-        )
+        with starting_on(cpus):
+            pid = _spawn(argv, {**(os.environ if env is None else env), **(extra_env or {})}, log)
     except OSError as e:
         raise ClusterError(f"cannot start {name} ({argv[0]}): {e.strerror}") from None
     stat = _read_stat(pid)
@@ -121,6 +115,25 @@ def spawn(
         health_url=health_url,
         health_token=health_token,
         env=dict(extra_env or {}),
+        cpus=tuple(sorted(cpus or ())),
+    )
+
+
+def _spawn(argv: Sequence[str], env: Mapping[str, str], log: Path) -> int:
+    return os.posix_spawn(
+        argv[0],
+        list(argv),
+        env,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ],
+        setsid=True,
+        # The caller may be deferring its own interrupts (cluster.up blocks SIGINT and
+        # SIGTERM while it spawns and records a process): the child must not inherit that
+        # mask, or it would ignore the SIGTERM that stops it and be killed after the grace.
+        setsigmask=(),
     )
 
 

@@ -15,6 +15,7 @@ from builders import Clock, submitted_pods
 from escher_harness.bench import approaches, presets, replay, scenario
 from escher_harness.bench.distributions import DistributionError, ints, parse, parse_shapes
 from escher_harness.bench.trace import Event, Kind
+from escher_harness.localcluster.cpus import CpuSplit
 
 SCENARIO = scenario.Scenario(
     name="s",
@@ -186,6 +187,8 @@ def test_the_command_line_changes_a_preset() -> None:
     assert (p.footing.nodes, p.footing.client_qps, p.footing.client_burst) == (4, 300, 600)
     assert p.footing.extender_scope == "every-pod"
     assert presets.customised(presets.STANDARD).footing.extender_scope == "split"
+    assert not presets.customised(presets.STANDARD).footing.cpu_split
+    assert presets.customised(presets.STANDARD, cpu_split=True).footing.cpu_split
     assert (p.repeat, p.seed) == (5, 11)
     s = p.scenarios[0]
     assert (s.rate, s.sizes, s.deadline) == (0.5, "2", presets.STANDARD.scenarios[1].deadline)
@@ -204,6 +207,14 @@ def test_every_approach_gets_the_same_footing(tmp_path: Any) -> None:
     }
     assert alike == {(16, "8", "32Gi", True, 1000.0, 2000)}
     assert {s.percentage_of_nodes_to_score for s in specs.values()} == {100}
+
+
+def test_a_cpu_split_footing_splits_every_approachs_cluster_alike(tmp_path: Any) -> None:
+    split = approaches.Footing(nodes=16, node_cpu="8", node_memory="32Gi", cpu_split=True)
+    specs = [approaches.cluster_spec(a, tmp_path, split) for a in approaches.APPROACHES]
+    assert {s.cpu_split for s in specs} == {CpuSplit.halves()}
+    shared = approaches.Footing(nodes=16, node_cpu="8", node_memory="32Gi")
+    assert approaches.cluster_spec("native", tmp_path, shared).cpu_split is None
 
 
 @pytest.mark.parametrize("scope", ["split", "every-pod"])

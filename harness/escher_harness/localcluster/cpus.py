@@ -1,0 +1,62 @@
+"""Where a cluster's processes run: the scheduling side on CPUs of its own (ClusterSpec.cpu_split).
+
+On this one machine every component competes for the same cores, so an approach that
+schedules a gang's members while they are still being created (the extender, Coscheduling)
+takes CPU from the API server that creates them, and one that waits for the whole gang
+(native) does not. A real control plane gives kube-scheduler CPU the API server does not
+share. A split pins kube-scheduler and the extender (its replicas too) to one half of the
+CPUs this process may use, and everything else (etcd, kube-apiserver, kwok,
+kube-controller-manager, the service proxy) and the benchmark's load generator to the other.
+
+Used by cluster.up, which starts each process on its half (processes.spawn; a restart keeps
+it), and by the benchmarks, which start their load generator on the other half. Pure Linux
+affinity (sched_setaffinity): a child inherits the CPUs of the thread that starts it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from escher_harness.localcluster.errors import ClusterError
+
+# The components that decide placements; an extender replica is extender-<i>.
+_SCHEDULING = re.compile(r"^(kube-scheduler|extender(-\d+)?)$")
+
+
+@dataclass(frozen=True)
+class CpuSplit:
+    scheduling: frozenset[int]
+    rest: frozenset[int]
+
+    @classmethod
+    def halves(cls) -> CpuSplit:
+        """The CPUs this process may use, the upper half for scheduling (CPU 1 of 2)."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            raise ClusterError(
+                f"a CPU split needs 2 CPUs or more; this process may use {len(cpus)}"
+            )
+        half = len(cpus) // 2
+        return cls(scheduling=frozenset(cpus[half:]), rest=frozenset(cpus[:half]))
+
+    def of(self, component: str) -> frozenset[int]:
+        return self.scheduling if _SCHEDULING.match(component) else self.rest
+
+
+@contextmanager
+def starting_on(cpus: frozenset[int] | None) -> Iterator[None]:
+    """Within it, the calling thread runs on `cpus` (None: as it is), so that a process it
+    starts inherits them; the thread's own CPUs are given back after."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)

@@ -1,0 +1,70 @@
+"""Where the local control plane's processes run (escher_harness.localcluster.cpus): which
+half each component gets, how the CPUs are halved, and that the thread starting a process
+gets its own CPUs back. That a started process runs where it was put is
+tests/process/test_process_localcluster_processes.py's; a whole cluster split,
+tests/e2e/test_localcluster.py's."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from escher_harness.localcluster import ClusterError
+from escher_harness.localcluster.cpus import CpuSplit, starting_on
+
+SPLIT = CpuSplit(scheduling=frozenset({2, 3}), rest=frozenset({0, 1}))
+
+
+@pytest.mark.parametrize(
+    ("component", "side"),
+    [
+        ("kube-scheduler", "scheduling"),
+        ("extender", "scheduling"),
+        ("extender-0", "scheduling"),
+        ("extender-12", "scheduling"),
+        ("etcd", "rest"),
+        ("kube-apiserver", "rest"),
+        ("kwok", "rest"),
+        ("kube-controller-manager", "rest"),
+        ("extender-proxy", "rest"),
+        ("kube-scheduler-2", "rest"),
+    ],
+)
+def test_the_schedulers_and_the_extender_get_the_scheduling_half(component: str, side: str) -> None:
+    assert SPLIT.of(component) == getattr(SPLIT, side)
+
+
+@pytest.mark.parametrize(
+    ("allowed", "scheduling", "rest"),
+    [
+        ({0, 1}, {1}, {0}),
+        ({0, 1, 2, 3}, {2, 3}, {0, 1}),
+        ({0, 1, 2}, {1, 2}, {0}),
+        ({4, 7}, {7}, {4}),
+    ],
+)
+def test_the_cpus_this_process_may_use_are_halved(
+    monkeypatch: pytest.MonkeyPatch, allowed: set[int], scheduling: set[int], rest: set[int]
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: allowed)
+    assert CpuSplit.halves() == CpuSplit(frozenset(scheduling), frozenset(rest))
+
+
+def test_one_cpu_cannot_be_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    with pytest.raises(ClusterError, match="needs 2 CPUs or more; this process may use 1"):
+        CpuSplit.halves()
+
+
+def test_the_starting_thread_gets_its_own_cpus_back() -> None:
+    before = os.sched_getaffinity(0)
+    one = frozenset({min(before)})
+    with starting_on(one):
+        assert os.sched_getaffinity(0) == one
+    assert os.sched_getaffinity(0) == before
+    with pytest.raises(RuntimeError), starting_on(one):
+        raise RuntimeError("the start failed")
+    assert os.sched_getaffinity(0) == before
+    with starting_on(None):
+        assert os.sched_getaffinity(0) == before
