@@ -1,10 +1,10 @@
 """Where a cluster's processes run: the scheduling side on CPUs of its own (ClusterSpec.cpu_split).
 
-On this one machine every component competes for the same cores, so an approach that
-schedules a gang's members while they are still being created (the extender, Coscheduling)
-takes CPU from the API server that creates them, and one that waits for the whole gang
-(native) does not. A real control plane gives kube-scheduler CPU the API server does not
-share. A split pins kube-scheduler and the extender (its replicas too) to one half of the
+On this one machine every component competes for the same cores. An approach that
+schedules a gang's members while they are still being created (the extender) overlaps that
+work with the API server's, which buys nothing when both share every core; a real control
+plane gives kube-scheduler CPU the API server does not use (docs/gangs.md, the `scale`
+preset). A split pins kube-scheduler and the extender (its replicas too) to one half of the
 CPUs this process may use, and everything else (etcd, kube-apiserver, kwok,
 kube-controller-manager, the service proxy) and the benchmark's load generator to the other.
 
@@ -16,15 +16,15 @@ affinity (sched_setaffinity): a child inherits the CPUs of the thread that start
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from escher_harness.localcluster.config import is_replica
 from escher_harness.localcluster.errors import ClusterError
 
-# The components that decide placements; an extender replica is extender-<i>.
-_SCHEDULING = re.compile(r"^(kube-scheduler|extender(-\d+)?)$")
+# The components that decide placements (and the extender's replicas, extender-<i>).
+_SCHEDULING = frozenset({"kube-scheduler", "extender"})
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,8 @@ class CpuSplit:
         return cls(scheduling=frozenset(cpus[half:]), rest=frozenset(cpus[:half]))
 
     def of(self, component: str) -> frozenset[int]:
-        return self.scheduling if _SCHEDULING.match(component) else self.rest
+        scheduling = component in _SCHEDULING or is_replica(component)
+        return self.scheduling if scheduling else self.rest
 
 
 @contextmanager
