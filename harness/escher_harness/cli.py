@@ -18,6 +18,7 @@ from typing import Any
 
 from escher_harness.localcluster.commands import add_cluster_parser, raise_interrupt
 from escher_harness.localcluster.config import SCOPES
+from escher_harness.localcluster.cpus import CpuSplit
 from escher_harness.localcluster.errors import ClusterError
 
 
@@ -109,6 +110,8 @@ def _bench_extender(args: argparse.Namespace) -> int:
 def _bench_gang(args: argparse.Namespace) -> int:
     from escher_harness.bench import approaches, gang_bench, presets
 
+    if args.cpu_split:
+        CpuSplit.halves()  # on one CPU: refused here, not in every run
     which = args.approaches or list(approaches.APPROACHES)
     unknown = [a for a in which if a not in approaches.APPROACHES]
     if unknown:

@@ -1,5 +1,6 @@
 """The bench command lines (escher_harness.cli): the one recorded in a gang report is the one
-given; bench extender's percentage of nodes to score is a whole number from 0 to 100."""
+given; bench extender's percentage of nodes to score is a whole number from 0 to 100; a CPU
+split on one CPU is refused before anything runs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import os
 import signal
 import time
+from typing import Any
 
 import pytest
 
@@ -67,3 +69,15 @@ def test_a_terminated_run_stops_what_it_started_and_says_so(
     assert status == 130 and stopped == [True]
     assert "interrupted; what it started was stopped" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_cpu_split_on_one_cpu_is_refused_before_anything_runs(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    parser = argparse.ArgumentParser()
+    cli.add_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", "gang", "--quick", "--cpu-split", "--out", str(tmp_path)])
+    assert args.func(args) == 1
+    assert "a CPU split needs 2 CPUs or more; this process may use 1" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
