@@ -14,7 +14,8 @@ Pure, no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from extender.core.ledger import NodeView
 from extender.core.objects import (
@@ -30,8 +31,10 @@ UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSc
 _HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
-@dataclass(frozen=True, slots=True)
-class Constraints:
+class Constraints(Struct, frozen=True, gc=False):
+    """Where a pod may run, as far as the extender can tell. Not tracked by the garbage
+    collector, as the decoded objects it keeps are not (a gang member's PodInfo holds one)."""
+
     node_selector: Mapping[str, str]
     # None: no required node affinity; otherwise the terms, one of which must match.
     terms: tuple[NodeSelectorTerm, ...] | None

@@ -50,7 +50,7 @@ class ObjectMeta(_Object, frozen=True):
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     deletion_timestamp: str | None = None
-    owner_references: list[OwnerReference] = []
+    owner_references: tuple[OwnerReference, ...] = ()
 
 
 # ---- pods ------------------------------------------------------------------------------
@@ -72,22 +72,22 @@ class Container(_Object, frozen=True):
     resources: ResourceRequirements = field(default_factory=ResourceRequirements)
     # On init containers, "Always" makes a restartable init container (a sidecar).
     restart_policy: str | None = None
-    ports: list[ContainerPort] = []
+    ports: tuple[ContainerPort, ...] = ()
 
 
 class NodeSelectorRequirement(_Object, frozen=True):
     key: str = ""
     operator: str = ""
-    values: list[str] = []
+    values: tuple[str, ...] = ()
 
 
 class NodeSelectorTerm(_Object, frozen=True):
-    match_expressions: list[NodeSelectorRequirement] = []
-    match_fields: list[NodeSelectorRequirement] = []
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
 
 class NodeSelector(_Object, frozen=True):
-    node_selector_terms: list[NodeSelectorTerm] = []
+    node_selector_terms: tuple[NodeSelectorTerm, ...] = ()
 
 
 class NodeAffinity(_Object, frozen=True):
@@ -130,14 +130,14 @@ class PodSchedulingGroup(_Object, frozen=True):
 
 
 class PodSpec(_Object, frozen=True):
-    containers: list[Container] = []
-    init_containers: list[Container] = []
+    containers: tuple[Container, ...] = ()
+    init_containers: tuple[Container, ...] = ()
     overhead: ResourceList = {}
     # Pod-level resources (KEP-2837): when set, they bound the pod's requests.
     resources: ResourceRequirements | None = None
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
-    tolerations: list[Toleration] = []
+    tolerations: tuple[Toleration, ...] = ()
     node_name: str = ""
     scheduler_name: str = ""
     priority: int | None = None
@@ -145,10 +145,10 @@ class PodSpec(_Object, frozen=True):
     preemption_policy: str | None = None
     # Evaluated by kube-scheduler only (see Affinity).
     topology_spread_constraints: Raw = field(default_factory=Raw)
-    volumes: list[Volume] = []
+    volumes: tuple[Volume, ...] = ()
     resource_claims: Raw = field(default_factory=Raw)
     # While any is there kube-scheduler does not try the pod; the gang manager lifts its own.
-    scheduling_gates: list[PodSchedulingGate] = []
+    scheduling_gates: tuple[PodSchedulingGate, ...] = ()
     scheduling_group: PodSchedulingGroup | None = None
 
 
@@ -174,7 +174,7 @@ class Taint(_Object, frozen=True):
 
 class NodeSpec(_Object, frozen=True):
     unschedulable: bool = False
-    taints: list[Taint] = []
+    taints: tuple[Taint, ...] = ()
 
 
 class NodeStatus(_Object, frozen=True):
@@ -202,4 +202,4 @@ class ObjectList(Struct, Generic[T], frozen=True, gc=False):
     """A page of a list (NodeList, PodList): decode as ObjectList[Node] and so on."""
 
     metadata: ListMeta = field(default_factory=ListMeta)
-    items: list[T] = []
+    items: tuple[T, ...] = ()

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from msgspec import Struct
+
 from extender.core.constraints import Constraints, constraints_of
 from extender.core.errors import InvalidValue
 from extender.core.objects import Pod
@@ -101,8 +103,11 @@ class Keys:
         return (self.gang_marker, self.bind_marker, self.score_marker)
 
 
-@dataclass(frozen=True, slots=True)
-class PodInfo:
+class PodInfo(Struct, frozen=True, gc=False):
+    """Not tracked by the garbage collector: the informer keeps one per pod (thousands at
+    scale, all long-lived) and it refers only to strings, numbers, dicts of them and its
+    Constraints (untracked too), so no reference cycle runs through it."""
+
     uid: str
     namespace: str
     name: str

@@ -322,7 +322,7 @@ class GangManager:
             # kube-scheduler's own filters refused the reserved node: move the place to an
             # offered one, or plan the gang again without it.
             refused = slot.node
-            m.excluded.add(refused)
+            m.excluded = m.excluded | {refused}
             if not places.move(g, m, slot, nodes, self.ledger):
                 self._release(g, f"kube-scheduler refused node {refused} for member {m.pod.name}")
                 return None

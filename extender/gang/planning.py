@@ -47,9 +47,6 @@ class Offload:
 DEFAULT_OFFLOAD = Offload()
 
 
-_NONE: frozenset[str] = frozenset()
-
-
 @dataclass(frozen=True, slots=True)
 class Part:
     """A member still to be bound, as the plan reads it (copied on the loop)."""
@@ -184,7 +181,7 @@ def job(
     need = g.spec.min_members - g.bound_count()
     ordered = [m] + [x for x in pending if x is not m]
     parts = tuple(
-        Part(x.pod.uid, x.pod.requests, x.constraints, x.feasible, _copy(x.excluded))
+        Part(x.pod.uid, x.pod.requests, x.constraints, x.feasible, x.excluded)
         for x in ordered[:need]
     )
     return PlanJob(
@@ -238,8 +235,3 @@ def apply(
         else ""
     )
     return Outcome.RESERVED, False
-
-
-def _copy(excluded: set[str]) -> frozenset[str]:
-    """A member's exclusions, copied (they change on the loop)."""
-    return frozenset(excluded) if excluded else _NONE

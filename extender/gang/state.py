@@ -27,16 +27,20 @@ class Phase(StrEnum):
     BOUND = "bound"  # the minimum is bound: further members are ordinary pods
 
 
-@dataclass
-class Member:
+class Member(Struct, gc=False):
+    """A member as its gang knows it. Not tracked by the garbage collector: one per member
+    of every gang held (a gang of 1,024 has 1,024), and it refers only to untracked data
+    (its PodInfo, strings, frozensets of node names), never back to its gang."""
+
     pod: PodInfo
     # When it was first learnt from a filter call and not yet from the pod informer
     # (monotonic); None once the informer confirmed it exists.
     unconfirmed_since: float | None = None
     # Where kube-scheduler found it feasible (kept only when its constraints are ones the
-    # extender cannot evaluate), and the nodes kube-scheduler refused it since.
+    # extender cannot evaluate), and the nodes kube-scheduler refused it since: replaced,
+    # never changed in place, so a plan made off the loop can take it as it is.
     feasible: frozenset[str] | None = None
-    excluded: set[str] = field(default_factory=set)
+    excluded: frozenset[str] = frozenset()
 
     @property
     def bound(self) -> bool:
@@ -161,7 +165,7 @@ class GangState:
         kube-scheduler refused its members then may fit next time."""
         self.timeouts += 1
         for m in self.members.values():
-            m.excluded.clear()
+            m.excluded = frozenset()
         lo, hi = backoff
         self.retry_at = now + min(hi, lo * 2 ** (self.timeouts - 1))
 

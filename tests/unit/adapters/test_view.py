@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -367,3 +368,25 @@ def test_a_node_event_that_changes_nothing_read_skips_the_full_look(
     )
     # A follower mirrors the node; the leader keeps its own value.
     assert mirror.ephemeral == ({"escher.io/fo": 2} if follower else {"escher.io/fo": 5})
+
+
+def test_what_the_view_keeps_per_node_is_never_walked_by_the_garbage_collector() -> None:
+    """One look per node, replaced when the node changes: at 5,000 nodes every tracked one
+    lengthened every full collection, which stops the event loop (issue 28)."""
+    view = ClusterView(
+        None,  # type: ignore[arg-type]  # _node makes no call
+        Ledger("escher.io"),
+        KEYS,
+        PodEvents(),
+        Metrics(),
+        lambda: False,
+        advertised=KEYS.markers,
+    )
+    view._node("ADDED", _node(1))
+    view._building = False
+    view._node("MODIFIED", _node(2, metadata__labels={"zone": "b"}))
+    gc.collect(0)  # where CPython untracks the tuples that hold only untracked objects
+    look = view._looked["n1"]
+    assert look.labels == {"zone": "b"} and look.spec.taints
+    kept = (look, look.status, look.spec, look.spec.taints, *look.spec.taints, look.labels)
+    assert not any(gc.is_tracked(x) for x in (*kept, look.capacity, look.shown))

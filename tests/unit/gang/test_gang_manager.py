@@ -105,6 +105,12 @@ def test_a_reservation_adds_nothing_the_garbage_collector_walks(known: int) -> N
         held = lg.holding(slot.holder)
         assert held is not None and held.amounts == slot.amounts == pods[0].requests
         assert not gc.is_tracked(slot) and not gc.is_tracked(held)
+    # Nor what it knows of its members: each PodInfo, with its constraints, and the member;
+    # none refused anywhere, they share one empty set of exclusions.
+    for m in g.members.values():
+        assert m.constraints is not None
+        assert not any(gc.is_tracked(x) for x in (m, m.pod, m.constraints))
+    assert len({id(m.excluded) for m in g.members.values()}) == 1
     # The places of the members to come share their shape's mapping, here and in the ledger.
     ghosts = list(g.slots.values())[known:]
     assert len({id(s.amounts) for s in ghosts}) <= 1
