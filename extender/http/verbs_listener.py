@@ -98,9 +98,8 @@ _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"u
 
 class Limited:
     """The app, with at most `limit` requests in progress (more are answered 503 at once).
-    Over HTTP/2, no HTTP/1.1 hop-by-hop header in a reply (a protocol error there: a 503
-    says `Connection: close`), and a reply is not ended before its request's body is in.
-    Knows its calls in progress, so a closing listener can end them (`stop_calls`)."""
+    Over HTTP/2, a reply is held to what HTTP/2 asks (`_Http2Call`). Knows its calls in
+    progress, so a closing listener can end them (`stop_calls`)."""
 
     def __init__(self, app: ASGIApp, limit: int, drain_limit: int) -> None:
         self.app = app
@@ -110,8 +109,8 @@ class Limited:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("http_version") == "2":
-            body = _BodyFirst(receive, send, self.drain_limit)
-            receive, send = body.receive, _without_hop_by_hop(body.send)
+            call = _Http2Call(receive, send, self.drain_limit)
+            receive, send = call.receive, call.send
         if len(self.calls) >= self.limit:
             why = f"more than {self.limit} requests in progress"
             await error_response(503, why)(scope, receive, send)
@@ -132,16 +131,25 @@ class Limited:
             task.cancel()
 
 
-class _BodyFirst:
-    """Reads what is left of the request body before the reply's last frame is sent.
+class _Http2Call:
+    """A call's receive and send over HTTP/2, where a reply must differ from HTTP/1.1's:
 
-    hypercorn 0.18 forgets a stream once its reply is complete, and body data arriving for
-    it afterwards raises KeyError in its HTTP/2 handler, which drops the whole connection with
-    every call in flight on it (pgjones/hypercorn#329, fixes unreleased). A reply sent before
-    the body is read is common here: a 503 from a replica stepping down or over the limit, a
-    413. So the rest of the body is read and dropped first, up to `limit` bytes (past that,
-    the reply is sent regardless: a client that sends more than that may lose its connection).
+    - No HTTP/1.1 hop-by-hop header (a protocol error in HTTP/2; a 503 says
+      `Connection: close`).
+    - The rest of the request body is read before the reply's last frame is sent. hypercorn
+      0.18 forgets a stream once its reply is complete, and body data arriving for it
+      afterwards raises KeyError in its HTTP/2 handler, which drops the whole connection with
+      every call in flight on it (pgjones/hypercorn#329, fixes unreleased). A reply sent
+      before the body is read is common here: a 503 from a replica stepping down or over the
+      limit, a 413. So the rest of the body is read and dropped first, up to `limit` bytes
+      (past that, the reply is sent regardless: a client that sends more than that may lose
+      its connection).
+
+    One object with slots, not closures: a call held open (a gang member at the bind
+    barrier) keeps it alive, and the garbage collector walks it in every full collection.
     """
+
+    __slots__ = ("_receive", "_send", "complete", "limit")
 
     def __init__(self, receive: Receive, send: Send, limit: int) -> None:
         self._receive, self._send, self.limit = receive, send, limit
@@ -153,7 +161,11 @@ class _BodyFirst:
         return message
 
     async def send(self, message: Message) -> None:
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
+        kind = message["type"]
+        if kind == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", ()) if k not in _HOP_BY_HOP]
+            message = {**message, "headers": headers}
+        elif kind == "http.response.body" and not message.get("more_body", False):
             dropped = 0
             while not self.complete and dropped <= self.limit:
                 got = await self._receive()
@@ -164,16 +176,6 @@ class _BodyFirst:
     def _note(self, message: Message) -> None:
         if message["type"] == "http.disconnect" or not message.get("more_body", False):
             self.complete = True
-
-
-def _without_hop_by_hop(send: Send) -> Send:
-    async def sending(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            headers = [(k, v) for k, v in message.get("headers", ()) if k not in _HOP_BY_HOP]
-            message = {**message, "headers": headers}
-        await send(message)
-
-    return sending
 
 
 async def serve_while_ready(
