@@ -231,7 +231,7 @@ async def _serve(app: Limited, cfg: Config, pending: Pending, closing: asyncio.E
         try:
             await TCPServer(wrapped, loop, cfg, context, {}, reader, writer)
         except* KeyError as e:
-            # hypercorn's HTTP/2 handler on data for a stream it has closed (see _BodyFirst):
+            # hypercorn's HTTP/2 handler on data for a stream it has closed (see _Http2Call):
             # the connection is gone, the client reconnects; not an error of this service.
             log.warning("an HTTP/2 connection was dropped", extra={"error": repr(e.exceptions)})
 
