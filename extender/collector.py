@@ -14,8 +14,12 @@ collected; the state alive at startup (modules, the service's parts, the ledger'
 containers) is there for the process's life, so that is bounded by the one freeze (as is
 the old generation's garbage at startup, frozen with it).
 
-The state that grows after (holdings, gang places) is kept untracked instead
-(extender.core.ledger.Holding, extender.gang.state.Slot): msgspec Structs with gc=False.
+The state that grows after is kept untracked instead: msgspec Structs with gc=False and
+tuples of them (the ledger's holdings, a gang's places and members, each pod's PodInfo, each
+node's last look and write-back record, the decoded objects they keep). What a full
+collection still walks in a large gang's bind burst is mostly the calls held at the barrier
+(hypercorn's stream, task and queue for each), which is why the service's own part of a held
+call is kept to a few objects (extender.http.edge, extender.http.verbs_listener).
 
 `watch` times the collections that remain (generations 1 and 2) into the service's metrics,
 so that a stall of the event loop can be told apart from a collection: escher_gc_pause_seconds
@@ -23,15 +27,15 @@ and escher_gc_pause_max_seconds. A collection longer than `report_after` is also
 the CPU its thread used meanwhile and the objects it freed: a full collection walks the live
 objects outside the freeze in a few milliseconds (66,000 in 2.3 ms on a 2-core machine), so a
 long one that used little CPU was the process not being run, and one that used it all freed
-garbage (a burst's coroutines and streams) or walked more than it should. The first long
-full collection also logs what the old generation holds (the most common types, and the
-largest containers, whose every entry a collection visits), once per process. Registered by
-extender.server for the process's life, and removed by the callable it returns.
+garbage (a burst's coroutines and streams) or walked more than it should. (What the old
+generation holds was logged once per process too, until that walk was seen holding the loop
+60 ms by itself at 5,000 nodes; what it found is in docs/results/gangs-2026-11-26.md.)
+Registered by extender.server for the process's life, and removed by the callable it
+returns.
 """
 
 from __future__ import annotations
 
-import collections
 import gc
 import logging
 import time
@@ -70,10 +74,9 @@ def watch(metrics: Metrics, report_after: float = 0.05) -> Callable[[], None]:
     by_generation = {g: pause.labels(str(g)) for g in (1, 2)}
     longest = metrics.gc_pause_max
     worst = 0.0
-    described = False
 
     def timed(phase: str, info: dict[str, Any]) -> None:
-        nonlocal worst, described
+        nonlocal worst
         generation = info["generation"]
         if generation == 0:  # every ~700 allocations, short: timing them would cost more
             return
@@ -88,30 +91,14 @@ def watch(metrics: Metrics, report_after: float = 0.05) -> Callable[[], None]:
                 longest.set(took)
             if took > report_after:
                 cpu_ms = round((time.thread_time() - cpu) * 1000, 1)
-                old = gc.get_objects(2)  # what a full one walks
                 extra: dict[str, Any] = {
                     "generation": generation,
                     "ms": round(took * 1000, 1),
                     "cpu_ms": cpu_ms,
                     "collected": info.get("collected", 0),
-                    "old_objects": len(old),
+                    "old_objects": len(gc.get_objects(2)),  # what a full one walks
                 }
-                if generation == 2 and not described:
-                    described = True
-                    extra.update(_described(old))
-                del old
                 log.warning("a garbage collection held the thread", extra=extra)
 
     gc.callbacks.append(timed)
     return lambda: gc.callbacks.remove(timed)
-
-
-def _described(old: list[Any]) -> dict[str, Any]:
-    """The old generation's most common types, and its largest containers by entries."""
-    types = collections.Counter(type(o).__qualname__ for o in old)
-    sized = [(len(o), type(o).__qualname__) for o in old if isinstance(o, dict | list | set)]
-    sized.sort(reverse=True)
-    return {
-        "old_types": dict(types.most_common(8)),
-        "old_largest": [f"{kind} of {n}" for n, kind in sized[:5]],
-    }

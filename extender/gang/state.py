@@ -20,6 +20,8 @@ from extender.core.pod import PodInfo
 from extender.gang.barrier import Barrier
 from extender.gang.spec import GangSpec
 
+NO_NODES: frozenset[str] = frozenset()  # shared by every member kube-scheduler refused nowhere
+
 
 class Phase(StrEnum):
     WAITING = "waiting"  # no places held: members are turned away, with why
@@ -40,7 +42,7 @@ class Member(Struct, gc=False):
     # extender cannot evaluate), and the nodes kube-scheduler refused it since: replaced,
     # never changed in place, so a plan made off the loop can take it as it is.
     feasible: frozenset[str] | None = None
-    excluded: frozenset[str] = frozenset()
+    excluded: frozenset[str] = NO_NODES
 
     @property
     def bound(self) -> bool:
@@ -165,7 +167,7 @@ class GangState:
         kube-scheduler refused its members then may fit next time."""
         self.timeouts += 1
         for m in self.members.values():
-            m.excluded = frozenset()
+            m.excluded = NO_NODES
         lo, hi = backoff
         self.retry_at = now + min(hi, lo * 2 ** (self.timeouts - 1))
 

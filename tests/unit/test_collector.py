@@ -99,6 +99,3 @@ def test_a_long_collection_is_logged_with_its_cpu_and_what_it_freed(
         (r,) = records
         assert r.generation == 2 and r.ms > 0 and r.cpu_ms >= 0  # type: ignore[attr-defined]
         assert r.collected >= 1_000 and r.old_objects > 0  # type: ignore[attr-defined]
-        # The first long full collection says what the old generation holds.
-        assert sum(r.old_types.values()) <= r.old_objects  # type: ignore[attr-defined]
-        assert r.old_types and all(" of " in c for c in r.old_largest)  # type: ignore[attr-defined]
