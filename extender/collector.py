@@ -32,10 +32,19 @@ generation holds was logged once per process too, until that walk was seen holdi
 60 ms by itself at 5,000 nodes; what it found is in docs/results/gangs-2026-11-26.md.)
 Registered by extender.server for the process's life, and removed by the callable it
 returns.
+
+`defer_full` is the last lever: while gang members' bind calls are in flight (a bind burst of
+up to 1,024 members, held at the barrier and then queued for the binder's connections, each
+call tens of hypercorn's objects), CPython's automatic full collections are deferred, so that
+none walks the burst's calls; the young generations are collected as ever, so only garbage
+that outlives them waits. The deferral ends when no member's bind is in flight, or after
+`most` seconds of one busy spell, whichever is first; the next young collection then runs the
+full one, over what is left. Run by extender.server as a task for the process's life.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import time
@@ -102,3 +111,47 @@ def watch(metrics: Metrics, report_after: float = 0.05) -> Callable[[], None]:
 
     gc.callbacks.append(timed)
     return lambda: gc.callbacks.remove(timed)
+
+
+# A generation-2 threshold no count reaches: CPython runs a full collection when generation 1
+# has been collected more than this many times since the last one.
+_NEVER = 1 << 30
+
+
+async def defer_full(
+    busy: Callable[[], bool], most: float, metrics: Metrics, tick: float = 0.1
+) -> None:
+    """Defer automatic full collections while `busy()`, for at most `most` seconds a busy
+    spell (looked at every `tick` seconds), for ever; the usual thresholds are restored
+    when it is cancelled."""
+    usual = gc.get_threshold()
+    deferring = metrics.gc_deferring
+    since: float | None = None  # when this deferral began
+    spent = False  # this busy spell already had its `most`
+
+    def restore(why: str) -> None:
+        nonlocal since
+        gc.set_threshold(*usual)
+        deferring.set(0)
+        if since is not None:
+            took = round(time.monotonic() - since, 2)
+            log.info("full collections deferred", extra={"seconds": took, "until": why})
+        since = None
+
+    try:
+        while True:
+            await asyncio.sleep(tick)
+            if not busy():
+                spent = False
+                if since is not None:
+                    restore("no member was binding")
+            elif since is None:
+                if not spent:
+                    gc.set_threshold(usual[0], usual[1], _NEVER)
+                    deferring.set(1)
+                    since = time.monotonic()
+            elif time.monotonic() - since >= most:
+                restore(f"{most:g}s had passed")
+                spent = True
+    finally:
+        restore("stopped")

@@ -141,6 +141,12 @@ class Metrics:
             "The longest collection (generation 1 or 2) since the service started.",
             registry=r,
         )
+        self.gc_deferring = Gauge(
+            "escher_gc_deferring",
+            "1 while full collections are deferred because bind calls are held at a gang's "
+            "barrier (extender.collector.defer_full), else 0.",
+            registry=r,
+        )
         self.filter_nodes = Histogram(
             "escher_extender_filter_nodes",
             "Nodes named in a filter call (kube-scheduler sends every feasible node, or only a "

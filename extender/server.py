@@ -140,6 +140,11 @@ async def _serve(settings: Settings) -> int:
         await service.stop()
         return 2
     unwatch = collector.watch(service.metrics)
+    background = []
+    if settings.gc_defer_full_seconds > 0:
+        binding = lambda: service.verbs.members_binding > 0  # noqa: E731
+        deferral = collector.defer_full(binding, settings.gc_defer_full_seconds, service.metrics)
+        background.append(asyncio.create_task(deferral))
     stop = asyncio.Event()
     tasks = [asyncio.create_task(s.serve()) for s in servers]
     verbs = _http2_verbs_config(settings)
@@ -163,6 +168,9 @@ async def _serve(settings: Settings) -> int:
             if isinstance(outcome, BaseException):
                 failed = f"{type(outcome).__name__}: {outcome}"
     finally:
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         await service.stop()
         unwatch()
     if failed:

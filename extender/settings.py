@@ -309,6 +309,13 @@ class Settings(BaseSettings):
         "the event loop, then cost what came after startup, not the whole process "
         "(extender.collector)",
     )
+    gc_defer_full_seconds: Seconds = Field(
+        10.0,
+        ge=0,
+        description="while bind calls are held at a gang's barrier, defer the garbage "
+        "collector's full collections, which would walk every held call, for at most this "
+        "long a busy spell (0: never defer; extender.collector)",
+    )
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="DEBUG, INFO, WARNING or ERROR"

@@ -170,6 +170,10 @@ class Verbs:
         self.max_learned_nodes = max_learned_nodes
         # Below kube-scheduler's httpTimeout for the extender, or kube-scheduler gives up first.
         self.gang_wait_seconds = gang_wait_seconds
+        # Gang members' bind calls in flight (at the barrier, or binding after it opened): while
+        # there are, the process defers its full garbage collections, which would walk every
+        # one of a burst's (extender.collector).
+        self.members_binding = 0
         self.filtered = filtered if filtered is not None else FilteredPods(50_000, 64 << 20)
         # Pods turned away for ephemeral resources, woken when one frees (extender mode).
         self.requeue = requeue
@@ -256,16 +260,28 @@ class Verbs:
         ticket = self.gangs.arrive(uid, node)
         if isinstance(ticket, Refused):
             return ExtenderBindingResult(Error=ticket.reason)
-        if isinstance(ticket, Ticket):
-            woken = await ticket.barrier.wait(uid, self.gang_wait_seconds)
-            if woken.wake is not Wake.OPEN:
-                return ExtenderBindingResult(Error=f"{what}: gang {ticket.gang}: {woken.reason}")
-        else:
+        if ticket is None:
             short = self.ledger.hold(
                 uid, node, pod.requests, HolderKind.ASSUMED, priority=pod.priority
             )
             if short is not None:
                 return ExtenderBindingResult(Error=f"{what} no longer fits: {short.detail}")
+            return await self._bind(what, ns, name, uid, node, None)
+        self.members_binding += 1
+        try:
+            return await self._bind(what, ns, name, uid, node, ticket)
+        finally:
+            self.members_binding -= 1
+
+    async def _bind(
+        self, what: str, ns: str, name: str, uid: str, node: str, ticket: Ticket | None
+    ) -> ExtenderBindingResult:
+        """Wait at the gang's barrier (a member), then create the Binding."""
+        assert self.binder is not None
+        if ticket is not None:
+            woken = await ticket.barrier.wait(uid, self.gang_wait_seconds)
+            if woken.wake is not Wake.OPEN:
+                return ExtenderBindingResult(Error=f"{what}: gang {ticket.gang}: {woken.reason}")
         try:
             await self.binder.bind(ns, name, uid, node)
         except BindError as e:

@@ -4,6 +4,7 @@ every later collection's walk, and still alive and reachable."""
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from collections.abc import Iterator
 
@@ -99,3 +100,55 @@ def test_a_long_collection_is_logged_with_its_cpu_and_what_it_freed(
         (r,) = records
         assert r.generation == 2 and r.ms > 0 and r.cpu_ms >= 0  # type: ignore[attr-defined]
         assert r.collected >= 1_000 and r.old_objects > 0  # type: ignore[attr-defined]
+
+
+def test_full_collections_are_deferred_while_busy_for_at_most_a_spell() -> None:
+    """While busy, generation 2's threshold is out of reach (the young ones as ever); it is
+    restored when the spell ends, after `most` seconds of one spell (and not deferred again
+    until a quiet look), and when the deferral is cancelled."""
+    import asyncio
+
+    from extender.metrics import Metrics
+
+    metrics = Metrics()
+    usual = gc.get_threshold()
+    busy = [False]
+
+    def deferred() -> bool:
+        now = gc.get_threshold()
+        on = now[:2] == usual[:2] and now[2] > 1 << 20
+        assert _sample(metrics, "escher_gc_deferring") == (1 if on else 0)
+        return on
+
+    async def until(want: bool) -> float:
+        start = time.monotonic()
+        while deferred() != want:
+            assert time.monotonic() - start < 10, f"never {'deferred' if want else 'restored'}"
+            await asyncio.sleep(0.005)
+        return time.monotonic() - start
+
+    async def scenario() -> None:
+        task = asyncio.create_task(collector.defer_full(lambda: busy[0], 0.3, metrics, 0.01))
+        await asyncio.sleep(0.05)
+        assert not deferred()  # quiet
+        busy[0] = True
+        await until(True)
+        busy[0] = False
+        await until(False)  # the spell ended
+        busy[0] = True
+        await until(True)
+        assert await until(False) >= 0.25  # still busy, past `most`
+        await asyncio.sleep(0.1)
+        assert not deferred()  # that spell had its `most`
+        busy[0] = False
+        await asyncio.sleep(0.05)
+        busy[0] = True
+        await until(True)  # a new spell
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert not deferred()  # cancelled: restored
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        gc.set_threshold(*usual)

@@ -384,6 +384,26 @@ def test_bind_binds_nothing_it_did_not_filter(
     assert binder.bound == []
 
 
+def test_gang_members_bind_calls_are_counted_until_they_are_bound() -> None:
+    """`members_binding` counts gang members' bind calls in flight (the collector defers its
+    full collections while there are any): the first member waits, the second opens it."""
+    binder = Binder()
+    v = verbs(ledger(), binder)
+    gang = {"labels": {"escher.io/gang": "g"}, "annotations": {"escher.io/gang-min": "2"}}
+    places = [(filtered(v, args(pod(u, **gang))).NodeNames or [""])[0] for u in "ab"]
+
+    async def scenario() -> list[int]:
+        first = asyncio.create_task(v.bind(bind_args("a", places[0])))
+        await asyncio.sleep(0.01)
+        seen = [v.members_binding]
+        second = await v.bind(bind_args("b", places[1]))
+        assert second.Error == "" and (await first).Error == ""
+        return [*seen, v.members_binding]
+
+    assert asyncio.run(scenario()) == [1, 0]
+    assert sorted(b[2] for b in binder.bound) == ["a", "b"]
+
+
 def test_bind_without_a_uid_is_a_bad_request() -> None:
     with pytest.raises(BadRequest) as e:
         asyncio.run(verbs(ledger(), Binder()).bind(bind_args("", "n1")))
