@@ -37,9 +37,11 @@ returns.
 up to 1,024 members, held at the barrier and then queued for the binder's connections, each
 call tens of hypercorn's objects), CPython's automatic full collections are deferred, so that
 none walks the burst's calls; the young generations are collected as ever, so only garbage
-that outlives them waits. The deferral ends when no member's bind is in flight, or after
-`most` seconds of one busy spell, whichever is first; the next young collection then runs the
-full one, over what is left. Run by extender.server as a task for the process's life.
+that outlives them waits. The deferral ends when no member's bind is in flight, and the next
+young collection then runs the full one, over what is left. In a spell longer than `most`
+seconds, CPython's schedule is restored whenever `most` seconds have passed without a full
+collection, until one has run: garbage that outlives the young generations is still
+collected at least that often. Run by extender.server as a task for the process's life.
 """
 
 from __future__ import annotations
@@ -121,13 +123,18 @@ _NEVER = 1 << 30
 async def defer_full(
     busy: Callable[[], bool], most: float, metrics: Metrics, tick: float = 0.1
 ) -> None:
-    """Defer automatic full collections while `busy()`, for at most `most` seconds a busy
-    spell (looked at every `tick` seconds), for ever; the usual thresholds are restored
-    when it is cancelled."""
+    """Defer automatic full collections while `busy()` (looked at every `tick` seconds), so
+    that one runs at most every `most` seconds of a busy spell, for ever; the usual
+    thresholds are restored when it is cancelled."""
     usual = gc.get_threshold()
     deferring = metrics.gc_deferring
+    spell: float | None = None  # when the busy spell began
     since: float | None = None  # when this deferral began
-    spent = False  # this busy spell already had its `most`
+    last_full = [float("-inf")]  # when the last full collection ended (any thread's)
+
+    def full(phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            last_full[0] = time.monotonic()
 
     def restore(why: str) -> None:
         nonlocal since
@@ -138,20 +145,25 @@ async def defer_full(
             log.info("full collections deferred", extra={"seconds": took, "until": why})
         since = None
 
+    gc.callbacks.append(full)
     try:
         while True:
             await asyncio.sleep(tick)
+            now = time.monotonic()
             if not busy():
-                spent = False
+                spell = None
                 if since is not None:
                     restore("no member was binding")
-            elif since is None:
-                if not spent:
+                continue
+            if spell is None:
+                spell = now
+            if now - max(spell, last_full[0]) < most:
+                if since is None:  # the spell's first look, or a full collection just ran
                     gc.set_threshold(usual[0], usual[1], _NEVER)
                     deferring.set(1)
-                    since = time.monotonic()
-            elif time.monotonic() - since >= most:
+                    since = now
+            elif since is not None:  # one is due: CPython's thresholds say when
                 restore(f"{most:g}s had passed")
-                spent = True
     finally:
+        gc.callbacks.remove(full)
         restore("stopped")

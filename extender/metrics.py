@@ -143,8 +143,8 @@ class Metrics:
         )
         self.gc_deferring = Gauge(
             "escher_gc_deferring",
-            "1 while full collections are deferred because bind calls are held at a gang's "
-            "barrier (extender.collector.defer_full), else 0.",
+            "1 while the garbage collector's full collections are deferred because gang "
+            "members' bind calls are in flight (extender.collector.defer_full), else 0.",
             registry=r,
         )
         self.filter_nodes = Histogram(
