@@ -13,8 +13,9 @@ context of the listener rather than its certificate. All refuse requests beyond
 `max_concurrency` with 503. With `verbs_http1_port` the verbs also have an HTTP/1.1 listener
 (uvicorn, the same TLS) beside the HTTP/2 one, for the scheduler entries that call one pod
 at a time: deploy/ points filter and prioritize there and keeps bind, whose gang members wait
-at the barrier in calls held open, on HTTP/2. SIGTERM stops them all and then the service.
-Called by extender.cli.
+at the barrier in calls held open, on HTTP/2. The process's garbage collector is set here
+too (extender.collector: the startup freeze, the collections timed, full ones deferred while
+gang members bind). SIGTERM stops them all and then the service. Called by extender.cli.
 """
 
 from __future__ import annotations
@@ -140,11 +141,11 @@ async def _serve(settings: Settings) -> int:
         await service.stop()
         return 2
     unwatch = collector.watch(service.metrics)
-    background = []
+    deferral: asyncio.Task[None] | None = None
     if settings.gc_defer_full_seconds > 0:
         binding = lambda: service.verbs.members_binding > 0  # noqa: E731
-        deferral = collector.defer_full(binding, settings.gc_defer_full_seconds, service.metrics)
-        background.append(asyncio.create_task(deferral))
+        most = settings.gc_defer_full_seconds
+        deferral = asyncio.create_task(collector.defer_full(binding, most, service.metrics))
     stop = asyncio.Event()
     tasks = [asyncio.create_task(s.serve()) for s in servers]
     verbs = _http2_verbs_config(settings)
@@ -168,9 +169,9 @@ async def _serve(settings: Settings) -> int:
             if isinstance(outcome, BaseException):
                 failed = f"{type(outcome).__name__}: {outcome}"
     finally:
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
+        if deferral is not None:
+            deferral.cancel()
+            await asyncio.gather(deferral, return_exceptions=True)
         await service.stop()
         unwatch()
     if failed:
