@@ -24,10 +24,10 @@ call is kept to a few objects (extender.http.edge, extender.http.verbs_listener)
 `watch` times the collections that remain (generations 1 and 2) into the service's metrics,
 so that a stall of the event loop can be told apart from a collection: escher_gc_pause_seconds
 and escher_gc_pause_max_seconds. A collection longer than `report_after` is also logged with
-the CPU its thread used meanwhile and the objects it freed: a full collection walks the live
-objects outside the freeze in a few milliseconds (66,000 in 2.3 ms on a 2-core machine), so a
-long one that used little CPU was the process not being run, and one that used it all freed
-garbage (a burst's coroutines and streams) or walked more than it should. (What the old
+the CPU its thread used meanwhile and the objects it freed: a long one that used little CPU
+was the process not being run, and one that used it all freed garbage or walked many objects
+(66,000 fresh lists take 2.3 ms in an idle interpreter on a 2-core machine; a bind burst's
+66,000, scattered over a loaded machine's memory, took 25-38 ms of CPU). (What the old
 generation holds was logged once per process too, until that walk was seen holding the loop
 60 ms by itself at 5,000 nodes; what it found is in docs/results/gangs-2026-11-26.md.)
 Registered by extender.server for the process's life, and removed by the callable it
