@@ -130,11 +130,12 @@ async def defer_full(
     deferring = metrics.gc_deferring
     spell: float | None = None  # when the busy spell began
     since: float | None = None  # when this deferral began
-    last_full = [float("-inf")]  # when the last full collection ended (any thread's)
+    last_full = float("-inf")  # when the last full collection ended (any thread's)
 
     def full(phase: str, info: dict[str, Any]) -> None:
+        nonlocal last_full
         if phase == "stop" and info["generation"] == 2:
-            last_full[0] = time.monotonic()
+            last_full = time.monotonic()
 
     def restore(why: str) -> None:
         nonlocal since
@@ -157,7 +158,7 @@ async def defer_full(
                 continue
             if spell is None:
                 spell = now
-            if now - max(spell, last_full[0]) < most:
+            if now - max(spell, last_full) < most:
                 if since is None:  # the spell's first look, or a full collection just ran
                     gc.set_threshold(usual[0], usual[1], _NEVER)
                     deferring.set(1)
