@@ -126,6 +126,40 @@ def test_stop_escalates_to_sigkill(tmp_path: Path, started: list[ProcessRecord])
     assert live_group_members(record.pid) == []
 
 
+LEADER_EXITS_ALONE = """
+import ctypes, signal, threading, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+threading.Thread(target=time.sleep, args=(60,)).start()
+print("ready", flush=True)
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+def test_stop_waits_for_a_zombie_leader_to_be_reaped(
+    tmp_path: Path, started: list[ProcessRecord]
+) -> None:
+    # A process whose leader thread has exited shows as a zombie while its other threads run
+    # (a Go binary's do for a moment after SIGTERM): the group looked empty at once, and
+    # stop() returned with the process running, or left unreaped (benchmarks gathered them).
+    record = spawn(
+        "fake",
+        [sys.executable, "-c", LEADER_EXITS_ALONE],
+        log=tmp_path / "fake.log",
+        port=1,
+        health_url="http://127.0.0.1:1/health",
+    )
+    started.append(record)
+    stat = Path(f"/proc/{record.pid}/stat")
+    deadline = time.monotonic() + 5
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":  # the leader thread has exited
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert len(list(Path(f"/proc/{record.pid}/task").iterdir())) == 2  # its other thread runs
+    assert not is_running(record)
+    stop(record, grace=0.3)  # SIGTERM is ignored: SIGKILL ends it
+    assert not Path(f"/proc/{record.pid}").exists()
+
+
 def test_stop_leaves_a_reused_pid_alone(tmp_path: Path, started: list[ProcessRecord]) -> None:
     record = start(tmp_path, "sleep 60")
     started.append(record)

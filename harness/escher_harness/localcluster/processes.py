@@ -172,7 +172,9 @@ def stop(
 
     A group whose leader pid now belongs to another process is left alone. When the leader is
     gone, processes still in its group are ours: Linux does not reuse a pid that is still some
-    group's id.
+    group's id. A child of ours counts as stopped once it is reaped: its leader shows as a
+    zombie while its other threads still run or exit (a Go binary's, or a leader thread that
+    exited alone), and a group that looks empty then was left running or unreaped.
     """
     if not _owns_group(record):
         return
@@ -181,10 +183,7 @@ def stop(
             os.killpg(record.pid, sig)
         deadline = time.monotonic() + wait
         while True:
-            _reap(record.pid)
-            if not _group_members(record.pid):
-                # It may have exited after the waitpid above: reap the zombie it left.
-                _reap(record.pid)
+            if _reaped(record.pid) and not _group_members(record.pid):
                 return
             if time.monotonic() >= deadline:
                 break
@@ -217,10 +216,14 @@ def log_tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _reap(pid: int) -> None:
-    """Reap `pid` if it is an exited child of ours, so it leaves /proc (no zombie stays)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
+def _reaped(pid: int) -> bool:
+    """Reap `pid` if it is an exited child of ours, so it leaves /proc (no zombie stays).
+    False while it is a child of ours that still runs or whose threads are still exiting;
+    True once reaped, or when it is not our child (another process started it)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] != 0
+    except ChildProcessError:
+        return True
 
 
 def _owns_group(record: ProcessRecord) -> bool:
