@@ -8,16 +8,17 @@ escher_event_loop_lag_seconds, with the longest since start in
 escher_event_loop_lag_max_seconds. The lag includes the time the operating system did not
 run the process (a saturated node), which holds the loop the same for whoever waits on it.
 
-Which is it? The process's CPU time says: a lag of 300 ms in a turn during which the process
-used 20 ms of CPU was at most 20 ms of the service's own work, the rest the process waiting
-to be run (or a blocking call, which uses no CPU either). The longest lag so bounded, min(lag,
-CPU used over the turn), is escher_event_loop_held_max_seconds: an upper bound on the longest
-the service's own work held the loop, which a saturated machine does not inflate. A watchdog
-thread looks at the loop's last beat every `interval / 2`: when the loop has been held longer
-than `report_after` seconds it logs (WARNING, once per hold) what the loop's thread is
-running, the frames nearest the callback at the bottom, with the CPU the process used
-meanwhile, and says whether the process was mostly not run. Started by extender.service, in
-every mode.
+Which is it? The loop thread's CPU time says: a lag of 300 ms in a turn during which the
+loop's thread used 20 ms of CPU was at most 20 ms of the service's own work on the loop, the
+rest the thread waiting to be run, for the GIL (a worker thread computing: a gang's plan, an
+ESL's step) or in a blocking call. The longest lag so bounded, min(lag, the loop thread's CPU
+over the turn), is escher_event_loop_held_max_seconds: an upper bound on the longest the
+service's own work held the loop, which neither a saturated machine nor work moved off the
+loop inflates. A watchdog thread looks at the loop's last beat every `interval / 2`: when
+the loop has been held longer than `report_after` seconds it logs (WARNING, once per hold)
+what the loop's thread is running, the frames nearest the callback at the bottom, with the
+CPU that thread used meanwhile, and says whether it was mostly not run. Started by
+extender.service, in every mode.
 """
 
 from __future__ import annotations
@@ -41,11 +42,13 @@ async def watch(metrics: Metrics, interval: float, report_after: float = 0.1) ->
     """Observe the loop's lag every `interval` seconds, for ever; a watchdog thread names
     what holds the loop longer than `report_after`."""
     loop = asyncio.get_running_loop()
-    beat = [(time.monotonic(), time.process_time())]
+    # The loop thread's own CPU clock, readable from the watchdog's thread too.
+    clock = time.pthread_getcpuclockid(threading.get_ident())
+    beat = [(time.monotonic(), time.clock_gettime(clock))]
     stop = threading.Event()
     dog = threading.Thread(
         target=_watchdog,
-        args=(beat, threading.get_ident(), interval / 2, report_after, stop),
+        args=(beat, threading.get_ident(), clock, interval / 2, report_after, stop),
         name="loop-watchdog",
         daemon=True,
     )
@@ -54,9 +57,9 @@ async def watch(metrics: Metrics, interval: float, report_after: float = 0.1) ->
     try:
         while True:
             deadline = loop.time() + interval
-            cpu = time.process_time()
+            cpu = time.clock_gettime(clock)
             await asyncio.sleep(interval)
-            beat[0] = (time.monotonic(), time.process_time())
+            beat[0] = (time.monotonic(), time.clock_gettime(clock))
             lag = max(0.0, loop.time() - deadline)
             held = min(lag, beat[0][1] - cpu)
             metrics.loop_lag.observe(lag)
@@ -73,6 +76,7 @@ async def watch(metrics: Metrics, interval: float, report_after: float = 0.1) ->
 def _watchdog(
     beat: list[tuple[float, float]],
     loop_thread: int,
+    clock: int,
     every: float,
     report_after: float,
     stop: threading.Event,
@@ -84,13 +88,15 @@ def _watchdog(
         if held < report_after or at == reported:
             continue
         reported = at
-        cpu = time.process_time() - cpu_at
+        cpu = time.clock_gettime(clock) - cpu_at
         frame = sys._current_frames().get(loop_thread)
         stack = "".join(traceback.format_stack(frame, limit=FRAMES)) if frame else ""
-        # Less CPU than half the hold: the process mostly waited, to be run or in a call.
+        # Less CPU than half the hold: the loop's thread mostly waited, to be run (the
+        # machine, the GIL) or in a call.
         busy = cpu >= held / 2
+        idle = f"{HELD}, its thread mostly not running (starved, blocked, or the GIL)"
         log.warning(
-            HELD if busy else f"{HELD}, the process mostly not running (starved or blocked)",
+            HELD if busy else idle,
             extra={
                 "held_ms": round(held * 1000, 1),
                 "cpu_ms": round(cpu * 1000, 1),

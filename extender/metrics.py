@@ -121,9 +121,10 @@ class Metrics:
         )
         self.loop_held_max = Gauge(
             "escher_event_loop_held_max_seconds",
-            "The longest lag of the event loop since the service started that the process's "
-            "own work can account for: each lag bounded by the CPU the process used meanwhile "
-            "(an upper bound; the rest of a lag is the process not being run).",
+            "The longest lag of the event loop since the service started that its own work "
+            "can account for: each lag bounded by the CPU the loop's thread used meanwhile (an "
+            "upper bound; the rest of a lag is the thread not being run, or waiting for the GIL "
+            "while a worker thread computes).",
             registry=r,
         )
         self.gc_pause = Histogram(

@@ -93,3 +93,24 @@ def test_a_lag_the_process_did_not_work_through_is_not_counted_as_held(
     (record,) = [r for r in caplog.records if r.getMessage().startswith("the event loop is")]
     assert "mostly not running" in record.getMessage()
     assert record.cpu_ms < 150  # type: ignore[attr-defined]
+
+
+def test_a_worker_threads_cpu_is_not_counted_as_the_loops_work() -> None:
+    """Work moved off the loop (a gang's plan in a worker thread) uses the process's CPU, but
+    it is not the loop's: while the loop only waits, the held figure stays small however busy
+    the worker is."""
+    metrics = Metrics()
+
+    async def scenario() -> None:
+        watcher = asyncio.create_task(watch(metrics, 0.01))
+        await asyncio.sleep(0.03)
+        worker = asyncio.create_task(asyncio.to_thread(burn, 0.3))
+        await asyncio.sleep(0.01)  # the worker starts
+        time.sleep(0.15)  # the loop held, not working: the worker computes meanwhile
+        await worker
+        await asyncio.sleep(0.03)
+        watcher.cancel()
+
+    asyncio.run(scenario())
+    assert sample(metrics, "escher_event_loop_lag_max_seconds") >= 0.1
+    assert sample(metrics, "escher_event_loop_held_max_seconds") < 0.05
