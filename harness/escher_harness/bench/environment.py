@@ -11,7 +11,9 @@
   probe every 50 ms (bench/stall.py's method, paced so it costs the shared cores little),
   the slowest answer. /healthz is O(1) on the loop, so a slow answer is time the loop was
   held (plus the probe's own round trip); a stall shorter than the pacing may be caught
-  only in part.
+  only in part. The probe runs in a process of its own: in a thread of the benchmark's,
+  it waited for the GIL behind the pod watch and the workload's threads, and answers came
+  back up to 96 ms later than the extender's own loop lag said it was held.
 - `keep_logs(processes, dir)`: each component's log (its last 2 MB) before its cluster is
   stopped, so a run's refusals and errors can be read after it.
 The machine is shared and noisy: this is what lets a reader judge a figure. Called by
@@ -21,6 +23,7 @@ escher_harness.bench.gang_bench and escher_harness.bench.throughput.
 from __future__ import annotations
 
 import importlib.metadata
+import multiprocessing
 import os
 import platform
 import re
@@ -29,6 +32,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterable
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +158,9 @@ class LoadSampler:
 
 
 class ExtenderSampler:
-    """Peak RSS and the slowest /healthz answer of the extender at `url`, in a thread, from
-    `__enter__` to `__exit__` (see the module's notes)."""
+    """Peak RSS and the slowest /healthz answer of the extender at `url`, from `__enter__`
+    to `__exit__`: the memory in a thread, the probe in a process of its own (see the
+    module's notes)."""
 
     def __init__(self, url: str, process: ProcessRecord, every: float = 0.05) -> None:
         self.url, self.process, self.every = url, process, every
@@ -163,31 +169,32 @@ class ExtenderSampler:
         self.probes = self.failures = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        ctx = multiprocessing.get_context("spawn")
+        self._probe_stop = ctx.Event()
+        self._results, sink = ctx.Pipe(duplex=False)
+        self._probe = ctx.Process(
+            target=probe_healthz, args=(url, every, self._probe_stop, sink), daemon=True
+        )
 
     def __enter__(self) -> ExtenderSampler:
+        self._probe.start()
         self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
+        self._probe_stop.set()
         self._thread.join(10)
+        if self._results.poll(30):
+            self.worst_healthz, self.probes, self.failures = self._results.recv()
+        self._probe.join(10)
+        if self._probe.is_alive():
+            self._probe.kill()
 
     def _run(self) -> None:
-        last_rss = 0.0
-        with httpx.Client(base_url=self.url, timeout=30) as c:
-            while not self._stop.is_set():
-                now = time.monotonic()
-                if now - last_rss >= 1.0:
-                    self.peak_rss = max(self.peak_rss, rss_bytes(self.process))
-                    last_rss = now
-                start = time.perf_counter()
-                try:
-                    c.get("/healthz")
-                    self.worst_healthz = max(self.worst_healthz, time.perf_counter() - start)
-                    self.probes += 1
-                except httpx.HTTPError:
-                    self.failures += 1
-                self._stop.wait(self.every)
+        while not self._stop.is_set():
+            self.peak_rss = max(self.peak_rss, rss_bytes(self.process))
+            self._stop.wait(1.0)
 
     def summary(self) -> dict[str, float | int]:
         return {
@@ -196,6 +203,23 @@ class ExtenderSampler:
             "healthz_probes": self.probes,
             "healthz_failures": self.failures,
         }
+
+
+def probe_healthz(url: str, every: float, stop: Event, results: Connection) -> None:
+    """GET `url`/healthz every `every` seconds until `stop`, then send (the slowest answer
+    in seconds, answers, failures) to `results`. ExtenderSampler's probe process."""
+    worst, probes, failures = 0.0, 0, 0
+    with httpx.Client(base_url=url, timeout=30) as c:
+        while not stop.is_set():
+            start = time.perf_counter()
+            try:
+                c.get("/healthz")
+                worst = max(worst, time.perf_counter() - start)
+                probes += 1
+            except httpx.HTTPError:
+                failures += 1
+            stop.wait(every)
+    results.send((worst, probes, failures))
 
 
 _LOG_TAIL = 2_000_000  # bytes of each log kept: the end, where a run's trouble is

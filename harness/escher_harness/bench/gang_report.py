@@ -528,8 +528,9 @@ DEFINITIONS = """\
 - **Sched. CPU ms/gang**: kube-scheduler's CPU over the run divided by the gangs submitted.
   **Extender CPU s**: the extender's CPU over the run (extender and pure approaches, dra).
   **Extender peak MiB**: its largest resident set, sampled every second. **Longest stall**:
-  its slowest /healthz answer, probed every 50 ms through the run (the probe's round trip
-  included): how long its event loop was held at most, as a client sees it. **Longest loop
+  its slowest /healthz answer, probed every 50 ms through the run from a process of its own
+  (the probe's round trip included): how long its event loop was held at most, as a client
+  sees it. **Longest loop
   lag**: the extender's own figure, escher_event_loop_lag_max_seconds at the end of the run
   (a timer on its loop every 50 ms, how late it fired): the same, without the probe's round
   trip and the load generator's process, which shares the two cores. **Longest loop held**:
