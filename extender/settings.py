@@ -241,7 +241,8 @@ class Settings(BaseSettings):
         DEFAULT_OFFLOAD.background,
         ge=0,
         description="a gang planned in the background (the gang gate) is planned in a worker "
-        "thread above this many nodes plus members, inline below",
+        "thread above this much work, inline below: nodes times the passes its topology makes "
+        "over them (1 plain, 2 packed, 5 with a required level, 6 preferred), plus members",
     )
     gang_filter_plan_offload_above: int = Field(
         DEFAULT_OFFLOAD.filter,

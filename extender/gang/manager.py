@@ -85,7 +85,7 @@ class GangManager:
     ) -> None:
         self.ledger = ledger
         self.keys = keys
-        # Plans of more nodes plus members than this run in a worker thread.
+        # Plans of more work than this (PlanJob.work) run in a worker thread.
         self.offload = offload
         # The topology levels gangs may name, and the group objects (PodGroups) members may
         # name: what gang_spec reads besides the pod (extender.gang.declarations).

@@ -29,16 +29,20 @@ from extender.gang.topology import Level, Placement
 
 @dataclass(frozen=True, slots=True)
 class Offload:
-    """Above how many nodes plus members a plan runs in a worker thread, by who asks for it.
+    """Above how much work (PlanJob.work: node visits plus members) a plan runs in a worker
+    thread, by who asks for it.
 
-    A plan costs about 0.6 us per node and per member in process (3.5 ms for a gang of 1,024
-    over 5,000 nodes, its first member's whole filter). The gang gate plans in the
+    A plan costs about 0.6 us per node it visits and per member in process (3.5 ms for a
+    gang of 1,024 over 5,000 nodes, its first member's whole filter), and a topology makes it
+    visit the nodes more than once (see `passes`). The gang gate plans in the
     background, up to 64 gangs a turn, beside kube-scheduler's calls: off the loop above
     about a millisecond of planning. A first member's filter runs in kube-scheduler's
-    scheduling cycle, which waits for it and sends no other call meanwhile, so it plans
-    inline up to about 10 ms: in a thread the plan shares the interpreter with whatever the
-    loop serves, and a gang of 1,024's first filter took twice as long
-    (hack/gang-filter-latency.py; docs/results/gangs-planning-2026-11-25.md)."""
+    scheduling cycle, which waits for it, so a plain gang of 1,024 over 5,000 nodes (11,024,
+    packed) plans inline: in a thread the plan shares the interpreter with whatever the loop
+    serves, and that first filter took twice as long (hack/gang-filter-latency.py;
+    docs/results/gangs-planning-2026-11-25.md). A topology plan there (25,000 and more) runs in
+    a thread: inline, in a 5,000-node benchmark, each held the loop 20-30 ms, and the other
+    gangs' bind bursts with it."""
 
     background: int = 2_000
     filter: int = 20_000
@@ -102,8 +106,8 @@ class PlanJob:
 
     @property
     def work(self) -> int:
-        """Roughly what the plan costs: nodes plus members."""
-        return self.ledger.node_count() + len(self.parts) + self.ghosts
+        """Roughly what the plan costs: the nodes times the passes over them, plus members."""
+        return self.ledger.node_count() * passes(self.placement) + len(self.parts) + self.ghosts
 
     def run(self) -> Result:
         """Plan and reserve (any thread)."""
@@ -145,6 +149,16 @@ class PlanJob:
             return views
         seen = set(self.offered)
         return views + [v for n in self.ledger.node_names() if n not in seen and (v := node(n))]
+
+
+def passes(placement: Placement) -> int:
+    """About how many times a plan under `placement` visits each node, by what the planner
+    costs in process against plain first-fit (hack/gang-plan-latency.py, 5,000 nodes, a gang
+    of 1,024: 1.2-2.3 ms plain, 1.8-2.3 packed, 3.1-5.3 a level required, 4.8-6.3 preferred):
+    once for first-fit, once more to group the nodes by the levels it packs along, three more
+    for a required level (grouped, measured, and a plan that fails is made again on empty
+    nodes), four more for a preferred one (grouped, measured, ranked and regrouped)."""
+    return 1 + bool(placement.pack) + 3 * bool(placement.required) + 4 * bool(placement.preferred)
 
 
 def job(

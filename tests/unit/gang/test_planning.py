@@ -13,12 +13,19 @@ from typing import Any
 import pytest
 from builders import Clock
 from test_gang_manager import KEYS, NODES, cluster, gone, member, passed, reserved, upsert
+from test_manager_topology import BLOCK as BLOCK_KEY
+from test_manager_topology import RACK as RACK_KEY
+from test_manager_topology import member as topology_member
+from test_manager_topology import racks
 
 from extender.core.plugins import Verdict
 from extender.gang import planning
 from extender.gang.manager import GangManager
 from extender.gang.planning import Offload
 from extender.gang.state import Outcome, Phase
+from extender.gang.topology import Level, Placement
+
+RACK, BLOCK = Level("rack", RACK_KEY), Level("block", BLOCK_KEY)
 
 
 def offloading(lg: Any = None) -> GangManager:
@@ -207,3 +214,40 @@ def test_where_a_plan_runs_depends_on_its_size_and_who_asks(
         return threaded
 
     assert asyncio.run(scenario()) == (filter_threaded, gate_threaded)
+
+
+@pytest.mark.parametrize(
+    ("placement", "passes"),
+    [
+        (Placement(), 1),  # first-fit
+        (Placement(pack=(RACK,)), 2),  # grouped by the levels packed along
+        (Placement(required=RACK, pack=(RACK,)), 5),
+        (Placement(preferred=RACK, pack=(RACK,)), 6),
+        (Placement(required=BLOCK, preferred=RACK, pack=(BLOCK, RACK)), 9),
+    ],
+)
+def test_a_topology_counts_as_more_passes_over_the_nodes(placement: Placement, passes: int) -> None:
+    assert planning.passes(placement) == passes
+
+
+@pytest.mark.parametrize(
+    ("annotations", "threaded"),
+    [({}, False), ({KEYS.gang_preferred_topology: "rack"}, True)],
+)
+def test_a_plan_under_a_topology_runs_off_the_loop_sooner(
+    annotations: dict[str, str], threaded: bool
+) -> None:
+    """The same gang over the same 8 racked nodes: packed only, it is 8 x 2 + 4 = 20 node
+    visits and members, under 30, and planned inline; preferring a rack, 8 x 6 + 4 = 52, and
+    planned in a worker thread, as a topology plan at 5,000 nodes is."""
+
+    async def scenario() -> bool:
+        lg, _ = racks({"r0": 4, "r1": 4})
+        gm = GangManager(lg, KEYS, clock=Clock(), offload=Offload(background=10**6, filter=30))
+        pods = [topology_member("g", i, 4, **annotations) for i in range(4)]
+        upsert(gm, pods[0])
+        decided = gm.filter(pods[0], sorted(lg.node_names()))
+        assert passed(await verdict_of(decided))
+        return not isinstance(decided, Verdict)
+
+    assert asyncio.run(scenario()) is threaded
