@@ -8,11 +8,13 @@ escher_event_loop_lag_seconds, with the longest since start in
 escher_event_loop_lag_max_seconds. The lag includes the time the operating system did not
 run the process (a saturated node), which holds the loop the same for whoever waits on it.
 
-Which is it? The loop thread's CPU time says: a lag of 300 ms in a turn during which the
-loop's thread used 20 ms of CPU was at most 20 ms of the service's own work on the loop, the
-rest the thread waiting to be run, for the GIL (a worker thread computing: a gang's plan, an
-ESL's step) or in a blocking call. The longest lag so bounded, min(lag, the loop thread's CPU
-over the turn), is escher_event_loop_held_max_seconds: an upper bound on the longest the
+Which is it? The loop thread's CPU time says: a lag of 300 ms during which the loop's
+thread used 20 ms of CPU was at most 20 ms of the service's own work on the loop, the rest
+the thread waiting to be run, for the GIL (a worker thread computing: a gang's plan, an
+ESL's step) or in a blocking call. The watchdog marks the loop thread's CPU soon after the
+timer is due (within `interval / 2`), so the CPU counted is the overdue stretch's, plus that
+margin, not the whole sleep's, in which a busy loop works without being late. The longest
+lag so bounded is escher_event_loop_held_max_seconds: an upper bound on the longest the
 service's own work held the loop, which neither a saturated machine nor work moved off the
 loop inflates. A watchdog thread looks at the loop's last beat every `interval / 2`: when
 the loop has been held longer than `report_after` seconds it logs (WARNING, once per hold)
@@ -29,6 +31,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Any
 
 from extender.metrics import Metrics
 
@@ -45,10 +48,13 @@ async def watch(metrics: Metrics, interval: float, report_after: float = 0.1) ->
     # The loop thread's own CPU clock, readable from the watchdog's thread too.
     clock = time.pthread_getcpuclockid(threading.get_ident())
     beat = [(time.monotonic(), time.clock_gettime(clock))]
+    # The current sleep's deadline (monotonic) and, once the watchdog saw it pass, when it
+    # did and the loop thread's CPU then: [deadline, (seen, cpu) | None].
+    due: list[Any] = [float("inf"), None]
     stop = threading.Event()
     dog = threading.Thread(
         target=_watchdog,
-        args=(beat, threading.get_ident(), clock, interval / 2, report_after, stop),
+        args=(beat, due, threading.get_ident(), clock, interval / 2, report_after, stop),
         name="loop-watchdog",
         daemon=True,
     )
@@ -58,10 +64,19 @@ async def watch(metrics: Metrics, interval: float, report_after: float = 0.1) ->
         while True:
             deadline = loop.time() + interval
             cpu = time.clock_gettime(clock)
+            due_at = time.monotonic() + interval
+            due[:] = [due_at, None]
             await asyncio.sleep(interval)
-            beat[0] = (time.monotonic(), time.clock_gettime(clock))
+            cpu_now = time.clock_gettime(clock)
+            beat[0] = (time.monotonic(), cpu_now)
             lag = max(0.0, loop.time() - deadline)
-            held = min(lag, beat[0][1] - cpu)
+            overdue = due[1]
+            due[:] = [float("inf"), None]
+            work = cpu_now - cpu
+            if overdue is not None:  # what the thread used since the mark, and the margin
+                seen, cpu_seen = overdue
+                work = min(work, cpu_now - cpu_seen + max(0.0, seen - due_at))
+            held = min(lag, work)
             metrics.loop_lag.observe(lag)
             if lag > longest:
                 longest = lag
@@ -75,6 +90,7 @@ async def watch(metrics: Metrics, interval: float, report_after: float = 0.1) ->
 
 def _watchdog(
     beat: list[tuple[float, float]],
+    due: list[Any],
     loop_thread: int,
     clock: int,
     every: float,
@@ -83,6 +99,9 @@ def _watchdog(
 ) -> None:
     reported = 0.0  # the beat of the hold last reported: once per hold
     while not stop.wait(every):
+        deadline, seen = due
+        if seen is None and time.monotonic() >= deadline:
+            due[1] = (time.monotonic(), time.clock_gettime(clock))
         at, cpu_at = beat[0]
         held = time.monotonic() - at
         if held < report_after or at == reported:

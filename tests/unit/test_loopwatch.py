@@ -114,3 +114,24 @@ def test_a_worker_threads_cpu_is_not_counted_as_the_loops_work() -> None:
     asyncio.run(scenario())
     assert sample(metrics, "escher_event_loop_lag_max_seconds") >= 0.1
     assert sample(metrics, "escher_event_loop_held_max_seconds") < 0.05
+
+
+def test_work_done_before_the_timer_was_due_is_not_counted_as_holding_it() -> None:
+    """A busy loop is not a late one: 150 ms of work done while the timer still had time,
+    then 250 ms in which the thread does not run past the deadline, is a lag of which the
+    work accounts for nothing. The watchdog marks the CPU soon after the deadline, so held
+    counts at most that margin (half the interval, 100 ms here), not the 150 ms of the whole
+    sleep."""
+    metrics = Metrics()
+
+    async def scenario() -> None:
+        watcher = asyncio.create_task(watch(metrics, 0.2))
+        await asyncio.sleep(0.01)  # the watcher sleeps: its deadline is about 190 ms away
+        burn(0.15)
+        time.sleep(0.25)
+        await asyncio.sleep(0.05)
+        watcher.cancel()
+
+    asyncio.run(scenario())
+    assert sample(metrics, "escher_event_loop_lag_max_seconds") >= 0.15
+    assert sample(metrics, "escher_event_loop_held_max_seconds") <= 0.1 + 0.01
