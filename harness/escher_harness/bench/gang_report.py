@@ -530,13 +530,14 @@ DEFINITIONS = """\
   **Extender peak MiB**: its largest resident set, sampled every second. **Longest stall**:
   its slowest /healthz answer, probed every 50 ms through the run from a process of its own
   (the probe's round trip included): how long its event loop was held at most, as a client
-  sees it. **Longest loop
-  lag**: the extender's own figure, escher_event_loop_lag_max_seconds at the end of the run
-  (a timer on its loop every 50 ms, how late it fired): the same, without the probe's round
-  trip and the load generator's process, which shares the two cores. **Longest loop held**:
+  sees it. **Longest loop lag**: the extender's own figure,
+  escher_event_loop_lag_max_seconds at the end of the run (a timer on its loop every 50 ms,
+  how late it fired): the same, without the probe's round trip and the load generator's
+  process, which shares the two cores. **Longest loop held**:
   escher_event_loop_held_max_seconds, the longest lag bounded by the CPU the extender's loop
-  thread used meanwhile: at most this much of a lag was the loop's own work, the rest it
-  waited to be run on a saturated machine (or for the GIL, while a worker thread planned). **Longest GC pause**: escher_gc_pause_max_seconds, its
+  thread used while it was late: at most this much of a lag was the loop's own work, the
+  rest it waited to be run on a saturated machine (or for the GIL, while a worker thread
+  planned). **Longest GC pause**: escher_gc_pause_max_seconds, its
   longest collection of generation 1 or 2 (CPython's garbage collector stops the thread
   that triggered it, most often the event loop's).
 - **Replay lag**: the latest any gang was submitted after its planned time (how faithful
