@@ -170,14 +170,18 @@ class ExtenderSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         ctx = multiprocessing.get_context("spawn")
-        self._probe_stop = ctx.Event()
+        self._probe_started, self._probe_stop = ctx.Event(), ctx.Event()
         self._results, sink = ctx.Pipe(duplex=False)
         self._probe = ctx.Process(
-            target=probe_healthz, args=(url, every, self._probe_stop, sink), daemon=True
+            target=probe_healthz,
+            args=(url, every, self._probe_started, self._probe_stop, sink),
+            daemon=True,
         )
 
     def __enter__(self) -> ExtenderSampler:
         self._probe.start()
+        # The run is probed from its start: the probe's interpreter takes a moment to start.
+        self._probe_started.wait(30)
         self._thread.start()
         return self
 
@@ -205,11 +209,13 @@ class ExtenderSampler:
         }
 
 
-def probe_healthz(url: str, every: float, stop: Event, results: Connection) -> None:
+def probe_healthz(url: str, every: float, started: Event, stop: Event, results: Connection) -> None:
     """GET `url`/healthz every `every` seconds until `stop`, then send (the slowest answer
-    in seconds, answers, failures) to `results`. ExtenderSampler's probe process."""
+    in seconds, answers, failures) to `results`; `started` is set once it is about to send
+    the first. ExtenderSampler's probe process."""
     worst, probes, failures = 0.0, 0, 0
     with httpx.Client(base_url=url, timeout=30) as c:
+        started.set()
         while not stop.is_set():
             start = time.perf_counter()
             try:

@@ -74,8 +74,10 @@ def test_the_stall_probe_is_not_held_by_the_benchmarks_own_threads(tmp_path: Pat
     finally:
         processes.stop(server)
     assert summary["healthz_failures"] == 0
-    assert summary["healthz_probes"] >= 20  # every 50 ms through 2.3 s
-    assert summary["longest_stall_ms"] < 250
+    # Every 50 ms through 2.3 s, some 40 answers; a probe held by the GIL made 6. Its
+    # slowest answer in a thread was over the 500 ms slice.
+    assert summary["healthz_probes"] >= 15
+    assert summary["longest_stall_ms"] < 400
     assert summary["peak_rss_mib"] > 0
 
 
