@@ -247,8 +247,8 @@ class Settings(BaseSettings):
     gang_filter_plan_offload_above: int = Field(
         DEFAULT_OFFLOAD.filter,
         ge=0,
-        description="... and one planned in its first member's filter (kube-scheduler waits for "
-        "that call and sends no other meanwhile)",
+        description="... and one planned in its first member's filter (kube-scheduler's "
+        "scheduling cycle waits for that call; its binding cycles, other gangs' binds, do not)",
     )
     gang_lift_interval_seconds: Seconds = Field(
         1.0,
