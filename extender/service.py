@@ -47,6 +47,7 @@ from extender.gang.manager import GangManager
 from extender.gang.planning import Offload
 from extender.gang.plugin import GangFilter
 from extender.gang.state import Phase
+from extender.gang.turns import Turns
 from extender.metrics import Metrics
 from extender.policy import ResourceSpec
 from extender.scheduling import registry
@@ -148,6 +149,7 @@ class Service:
             learn_nodes=not s.kube,
             max_learned_nodes=s.max_learned_nodes,
             gang_wait_seconds=s.gang_wait_seconds,
+            answers=Turns(s.bind_answers_per_turn),
             filtered=filtered,
             requeue=requeue,
         )

@@ -225,6 +225,14 @@ class Settings(BaseSettings):
         description="Bindings in flight at most: a gang's bind burst takes this many API "
         "calls at a time, so its answers come back in loop turns of at most this many",
     )
+    bind_answers_per_turn: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="gang members' bind answers sent in one turn of the event loop at most "
+        "(the rest in the turns after), so that a bind burst's Bindings coming back together "
+        "do not hold the loop for all of their answers",
+    )
     loop_watch_interval_seconds: Seconds = Field(
         0.05,
         gt=0,

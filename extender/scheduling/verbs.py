@@ -38,6 +38,7 @@ from extender.core.quantity import InvalidQuantity
 from extender.gang import Gangs
 from extender.gang.barrier import Wake
 from extender.gang.state import Refused, Ticket
+from extender.gang.turns import Turns
 from extender.scheduling import preemption
 from extender.scheduling.requeue import Requeue
 from extender.wire import (
@@ -156,6 +157,7 @@ class Verbs:
         learn_nodes: bool = False,
         max_learned_nodes: int = 10_000,
         gang_wait_seconds: float = 60.0,
+        answers: Turns | None = None,
         filtered: FilteredPods | None = None,
         requeue: Requeue | None = None,
     ) -> None:
@@ -174,6 +176,9 @@ class Verbs:
         # there are, the process defers its full garbage collections, which would walk every
         # one of a burst's (extender.collector).
         self.members_binding = 0
+        # A bind burst's Bindings come back in waves: their answers go out a few to a turn of
+        # the loop (extender.gang.turns), so that no turn holds it for a whole wave.
+        self.answers = answers if answers is not None else Turns(16)
         self.filtered = filtered if filtered is not None else FilteredPods(50_000, 64 << 20)
         # Pods turned away for ephemeral resources, woken when one frees (extender mode).
         self.requeue = requeue
@@ -288,9 +293,10 @@ class Verbs:
             if ticket is None:
                 self.ledger.release(uid)
             return ExtenderBindingResult(Error=str(e))
+        self.filtered.forget(uid)
         if ticket is not None:
             self.gangs.bound(uid, node)
-        self.filtered.forget(uid)
+            await self.answers.take()
         return ExtenderBindingResult()
 
     # ---- preempt ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from extender.core.pod import Keys, PodInfo, Rejection
 from extender.filters import ephemeral, preference
 from extender.gang.manager import GangManager
 from extender.gang.planning import DEFAULT_OFFLOAD, Offload
+from extender.gang.turns import Turns
 from extender.scheduling import registry
 from extender.scheduling.requeue import Requeue
 from extender.scheduling.verbs import BindError, FilteredPods, Verbs, _filter_reply, weighted_scores
@@ -69,6 +70,7 @@ def verbs(
     binder: Binder | None = None,
     requeue: Requeue | None = None,
     offload: Offload = DEFAULT_OFFLOAD,
+    answers: Turns | None = None,
 ) -> Verbs:
     handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS, offload=offload))
     return Verbs(
@@ -79,6 +81,7 @@ def verbs(
         registry.build_scorers(handle),
         binder,
         requeue=requeue,
+        answers=answers,
     )
 
 
@@ -402,6 +405,37 @@ def test_gang_members_bind_calls_are_counted_until_they_are_bound() -> None:
 
     assert asyncio.run(scenario()) == [1, 0]
     assert sorted(b[2] for b in binder.bound) == ["a", "b"]
+
+
+@pytest.mark.parametrize("per_turn", [1, 2, 3])
+def test_a_gangs_bind_answers_go_out_a_few_to_a_turn_of_the_loop(per_turn: int) -> None:
+    """When the barrier opens, every member's Binding is made and the gang's books kept at
+    once, but their answers leave at most `answers.per_turn` to a turn of the event loop."""
+    binder = Binder()
+    v = verbs(ledger(), binder, answers=Turns(per_turn))
+    gang = {"labels": {"escher.io/gang": "g"}, "annotations": {"escher.io/gang-min": "7"}}
+    members = "abcdefg"
+    places = [(filtered(v, args(pod(u, **gang))).NodeNames or [""])[0] for u in members]
+
+    async def scenario() -> list[int]:
+        turn = 0
+        answered: list[int] = []
+
+        async def member(u: str, node: str) -> None:
+            assert (await v.bind(bind_args(u, node))).Error == ""
+            answered.append(turn)
+
+        tasks = [asyncio.create_task(member(u, n)) for u, n in zip(members, places, strict=True)]
+        while len(answered) < len(members):
+            await asyncio.sleep(0)
+            turn += 1
+        await asyncio.gather(*tasks)
+        return answered
+
+    answered = asyncio.run(scenario())
+    assert len(binder.bound) == len(members)
+    assert max(answered.count(t) for t in answered) <= per_turn
+    assert len(set(answered)) >= -(-len(members) // per_turn)
 
 
 def test_bind_without_a_uid_is_a_bad_request() -> None:
