@@ -319,12 +319,12 @@ class Settings(BaseSettings):
         "(extender.collector)",
     )
     gc_defer_full_seconds: Seconds = Field(
-        60.0,
+        300.0,
         ge=0,
         description="while gang members' bind calls are in flight, defer the garbage "
         "collector's full collections, which would walk every one of them, for at most this "
-        "long a busy spell (a gang of 1,024's take about 30 s at 5,000 nodes; 0: never "
-        "defer; extender.collector)",
+        "long a busy spell (overlapping gangs of up to 1,024 at 5,000 nodes kept members "
+        "binding for 2-3 minutes on end; 0: never defer; extender.collector)",
     )
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
