@@ -158,3 +158,11 @@ def test_plain_verbs_take_no_certificate_even_when_the_policy_api_has_one() -> N
         verbs_port=9, verbs_plain=True,
     )  # fmt: skip
     assert s.verbs_certificate() is None and s.tls_cert_file is not None
+
+
+@pytest.mark.parametrize("value", [0, -1, 1025, "abc", 1.5, None, "1e400"])
+def test_the_answers_a_turn_are_a_whole_number_from_1_to_1024(value: object) -> None:
+    with pytest.raises(ValidationError) as e:
+        Settings(bind_answers_per_turn=value)  # type: ignore[arg-type]
+    assert [err["loc"] for err in e.value.errors()] == [("bind_answers_per_turn",)]
+    assert Settings(bind_answers_per_turn=1).bind_answers_per_turn == 1
