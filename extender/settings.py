@@ -324,7 +324,7 @@ class Settings(BaseSettings):
         description="while gang members' bind calls are in flight, defer the garbage "
         "collector's full collections, which would walk every one of them, for at most this "
         "long a busy spell (overlapping gangs of up to 1,024 at 5,000 nodes kept members "
-        "binding for 2-3 minutes on end; 0: never defer; extender.collector)",
+        "binding for 70-145 s on end; 0: never defer; extender.collector)",
     )
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
