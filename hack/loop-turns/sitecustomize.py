@@ -119,7 +119,25 @@ def _install(out_dir: str, threshold_ms: float) -> None:
     base_events.BaseEventLoop._run_once = timed_run_once  # type: ignore[attr-defined]
 
 
+def _threshold_ms() -> float | None:
+    raw = os.environ.get("ESCHER_LOOP_TURNS_MS", "15")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        print(
+            f"hack/loop-turns: ESCHER_LOOP_TURNS_MS must be a number of ms >= 0, not {raw!r}; "
+            "nothing recorded",
+            file=sys.stderr,
+        )
+        return None
+    return value
+
+
 _DIR = os.environ.get("ESCHER_LOOP_TURNS_DIR")
 _ARGV = getattr(sys, "orig_argv", sys.argv)
 if _DIR and "serve" in _ARGV and "extender" in _ARGV:  # python -m extender serve ...
-    _install(_DIR, float(os.environ.get("ESCHER_LOOP_TURNS_MS", "15")))
+    _ms = _threshold_ms()
+    if _ms is not None:
+        _install(_DIR, _ms)

@@ -18,18 +18,47 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 
 def load(directory: Path, skip: float) -> list[dict[str, Any]]:
+    """The turns recorded in `directory`, each process's first `skip` seconds left out; a
+    line that is not a whole record (a process killed while writing it) is skipped, and
+    counted on stderr."""
     turns: list[dict[str, Any]] = []
+    bad = 0
     for path in sorted(directory.glob("turns-*.jsonl")):
-        records = [json.loads(line) for line in path.read_text().splitlines() if line]
+        records = []
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+                float(record["at"]), float(record["cpu_ms"]), list(record["kinds"])
+            except (ValueError, KeyError, TypeError):
+                bad += 1
+                continue
+            records.append(record)
         if records:
             first = records[0]["at"]
             turns += [r for r in records if r["at"] - first >= skip]
+    if bad:
+        print(f"{bad} malformed line(s) skipped", file=sys.stderr)
     return turns
+
+
+def seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text}")
+    return value
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def short(kind: str, frames: int) -> str:
@@ -44,10 +73,10 @@ def short(kind: str, frames: int) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("directory", type=Path)
-    ap.add_argument("--top", type=int, default=10, help="longest turns shown")
-    ap.add_argument("--skip", type=float, default=10.0, help="start-up seconds left out")
-    ap.add_argument("--kinds", type=int, default=20, help="kinds of callback shown")
-    ap.add_argument("--frames", type=int, default=3, help="innermost frames shown of a task")
+    ap.add_argument("--top", type=positive, default=10, help="longest turns shown")
+    ap.add_argument("--skip", type=seconds, default=10.0, help="start-up seconds left out")
+    ap.add_argument("--kinds", type=positive, default=20, help="kinds of callback shown")
+    ap.add_argument("--frames", type=positive, default=3, help="innermost frames shown of a task")
     args = ap.parse_args()
     turns = load(args.directory, args.skip)
     if not turns:
