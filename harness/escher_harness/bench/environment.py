@@ -11,9 +11,10 @@
   probe every 50 ms (bench/stall.py's method, paced so it costs the shared cores little),
   the slowest answer. /healthz is O(1) on the loop, so a slow answer is time the loop was
   held (plus the probe's own round trip); a stall shorter than the pacing may be caught
-  only in part. The probe runs in a process of its own: in a thread of the benchmark's,
-  it waited for the GIL behind the pod watch and the workload's threads, and answers came
-  back up to 96 ms later than the extender's own loop lag said it was held.
+  only in part. The probe runs in a process and a session of its own: in a thread of the
+  benchmark's, it waited for the GIL behind the pod watch and the workload's threads, and
+  answers came back up to 96 ms later than the extender's own loop lag said it was held;
+  in the benchmark's session it shared that session's CPU share (Linux autogroups).
 - `keep_logs(processes, dir)`: each component's log (its last 2 MB) before its cluster is
   stopped, so a run's refusals and errors can be read after it.
 The machine is shared and noisy: this is what lets a reader judge a figure. Called by
@@ -213,6 +214,10 @@ def probe_healthz(url: str, every: float, started: Event, stop: Event, results: 
     """GET `url`/healthz every `every` seconds until `stop`, then send (the slowest answer
     in seconds, answers, failures) to `results`; `started` is set once it is about to send
     the first. ExtenderSampler's probe process."""
+    # A session of its own, so an autogroup of its own: in the benchmark's session the probe
+    # shared one CPU share with the pod watch and the workload's threads, and its answers
+    # came back late by however long those kept it from being run.
+    os.setsid()
     worst, probes, failures = 0.0, 0, 0
     with httpx.Client(base_url=url, timeout=30) as c:
         started.set()

@@ -1,9 +1,10 @@
 """What a benchmark keeps of a run (escher_harness.bench.environment): each component's log,
 its end when it is long, and nothing for a process whose log is not there; the extender's
-stall probe, which the benchmark's own threads do not slow."""
+stall probe, which the benchmark's own threads do not slow, in a session of its own."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -62,6 +63,9 @@ def test_the_stall_probe_is_not_held_by_the_benchmarks_own_threads(tmp_path: Pat
         sampler = environment.ExtenderSampler(url, server)
         switch = sys.getswitchinterval()
         with sampler:
+            # Its own session, so its own CPU share (autogroup), not the benchmark's.
+            probe = sampler._probe.pid
+            assert probe is not None and os.getsid(probe) == probe != os.getsid(0)
             sys.setswitchinterval(0.5)
             try:
                 hog = threading.Thread(target=_compute, args=(2.0,))
