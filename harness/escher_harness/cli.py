@@ -20,6 +20,7 @@ from escher_harness.localcluster.commands import add_cluster_parser, raise_inter
 from escher_harness.localcluster.config import SCOPES
 from escher_harness.localcluster.cpus import CpuSplit
 from escher_harness.localcluster.errors import ClusterError
+from escher_harness.localcluster.processes import autogroup_nice_refused
 
 
 def add_commands(sub: Any) -> None:
@@ -112,6 +113,8 @@ def _bench_gang(args: argparse.Namespace) -> int:
 
     if args.cpu_split:
         CpuSplit.halves()  # on one CPU: refused here, not in every run
+    if args.extender_nice and (refused := autogroup_nice_refused(args.extender_nice)):
+        raise ClusterError(f"--extender-nice: {refused}")
     which = args.approaches or list(approaches.APPROACHES)
     unknown = [a for a in which if a not in approaches.APPROACHES]
     if unknown:
@@ -130,6 +133,7 @@ def _bench_gang(args: argparse.Namespace) -> int:
             burst=args.burst,
             extender_scope=args.extender_scope,
             cpu_split=args.cpu_split,
+            extender_nice=args.extender_nice,
             rate=args.rate,
             duration=args.duration,
             sizes=args.sizes,
@@ -245,13 +249,24 @@ def _names(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-def _positive_int(text: str) -> int:
+def _whole(text: str) -> int:
     try:
-        n = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _positive_int(text: str) -> int:
+    n = _whole(text)
     if n < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return n
+
+
+def _nice(text: str) -> int:
+    n = _whole(text)
+    if not -20 <= n <= 19:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a nice value (-20..19)")
     return n
 
 
@@ -367,6 +382,14 @@ def _add_bench(sub: Any) -> None:
         action="store_true",
         help="run kube-scheduler and the extender on half of the CPUs, the rest of the "
         "cluster and the load generator on the other half (default: all share every CPU)",
+    )
+    g.add_argument(
+        "--extender-nice",
+        type=_nice,
+        metavar="N",
+        help="the extender's CPU share, as its CPU request would set it: its session's "
+        "autogroup nice, -20..19 (default 0: the share of every other process; -5: about 3x, "
+        "-10: about 9x; below 0 needs CAP_SYS_NICE)",
     )
     g.set_defaults(func=_guarded(_bench_gang))
     s = kinds.add_parser("esl", help="soft constraints and bin-packing: scores vs timeouts")

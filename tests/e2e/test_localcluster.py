@@ -288,17 +288,32 @@ def allowed_cpus(pid: int) -> frozenset[int]:
     return frozenset(os.sched_getaffinity(pid))
 
 
-def test_a_cpu_split_runs_the_schedulers_apart_and_a_restart_keeps_it(
+def autogroup_nice(pid: int) -> int:
+    """The nice of a process's session's autogroup, from /proc (independent of the code under
+    test)."""
+    return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+
+
+def test_a_cpu_split_and_the_extenders_share_are_kept_by_a_restart(
     local_cluster: ClusterFactory,
 ) -> None:
+    """The schedulers run apart from the rest, the extender at its own share (a positive nice
+    needs no privilege: its share is smaller, which the test does not mind), and a restarted
+    component keeps both."""
     split = CpuSplit.halves()
-    info = local_cluster(nodes=1, mode="extender", cpu_split=split)
+    info = local_cluster(nodes=1, mode="extender", cpu_split=split, extender_nice=3)
     expected = {name: split.rest for name in info.pids}
     expected.update(extender=split.scheduling, **{"kube-scheduler": split.scheduling})
     assert {name: allowed_cpus(pid) for name, pid in info.pids.items()} == expected
+    nices = {name: 3 if name == "extender" else 0 for name in info.pids}
+    assert {name: autogroup_nice(pid) for name, pid in info.pids.items()} == nices
     with api_client(info.kubeconfig) as api:
         core = client.CoreV1Api(api)
         assert wait_bound(core, create_pod(core)) in info.nodes
         restarted = restart_component(info.dir, "kube-scheduler")
         assert allowed_cpus(restarted.pids["kube-scheduler"]) == split.scheduling
+        assert autogroup_nice(restarted.pids["kube-scheduler"]) == 0
+        restarted = restart_component(info.dir, "extender")
+        assert allowed_cpus(restarted.pids["extender"]) == split.scheduling
+        assert autogroup_nice(restarted.pids["extender"]) == 3
         assert wait_bound(core, create_pod(core)) in info.nodes

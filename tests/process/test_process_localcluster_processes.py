@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from escher_harness.localcluster import ClusterError, down, status
+from escher_harness.localcluster import ClusterError, down, processes, status
 from escher_harness.localcluster.clusterdir import ClusterDir, State
 from escher_harness.localcluster.processes import (
     ProcessRecord,
@@ -212,6 +212,55 @@ def test_a_process_started_on_cpus_runs_there_and_its_record_says_so(
     anywhere = start(tmp_path, "sleep 60", name="anywhere")
     started.append(anywhere)
     assert os.sched_getaffinity(anywhere.pid) == before and anywhere.cpus == ()
+
+
+def autogroup(pid: int) -> str:
+    """A process's autogroup line, from /proc (independent of the code under test)."""
+    return Path(f"/proc/{pid}/autogroup").read_text().strip()
+
+
+def test_a_process_given_a_share_has_its_sessions_autogroup_at_that_nice(
+    tmp_path: Path, started: list[ProcessRecord]
+) -> None:
+    """Positive, so that it needs no privilege; its own session, so nobody else's share."""
+    record = spawn(
+        "fake", ["/bin/sleep", "60"], log=tmp_path / "l.log", port=1, health_url="", nice=7
+    )
+    started.append(record)
+    assert autogroup(record.pid).endswith(" nice 7") and record.nice == 7
+    assert autogroup(record.pid) != autogroup(os.getpid())
+    assert ProcessRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+    plain = start(tmp_path, "sleep 60", name="plain")
+    started.append(plain)
+    assert autogroup(plain.pid).endswith(" nice 0") and plain.nice == 0
+
+
+@pytest.mark.parametrize(
+    ("nice", "enabled", "reason"),
+    [
+        (20, "1", "a nice is in -20..19, not 20"),
+        (-21, "1", "a nice is in -20..19, not -21"),
+        (5, "0", "an autogroup nice needs Linux's autogroups"),
+    ],
+)
+def test_a_share_that_cannot_be_given_fails_the_start_and_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nice: int, enabled: str, reason: str
+) -> None:
+    switch = tmp_path / "sched_autogroup_enabled"
+    switch.write_text(enabled)
+    monkeypatch.setattr(processes, "_AUTOGROUPS", switch)
+    marker = f"marker={tmp_path}"
+    with pytest.raises(ClusterError, match=f"cannot start fake: {reason}"):
+        spawn(
+            "fake",
+            ["/bin/sh", "-c", "sleep 60", marker],
+            log=tmp_path / "l.log",
+            port=1,
+            health_url="",
+            nice=nice,
+        )
+    ps = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
+    assert marker not in ps
 
 
 def test_spawn_failure_is_a_cluster_error(tmp_path: Path) -> None:

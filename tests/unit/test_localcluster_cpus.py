@@ -1,16 +1,18 @@
 """Where the local control plane's processes run (escher_harness.localcluster.cpus): which
 half each component gets, how the CPUs are halved, and that the thread starting a process
-gets its own CPUs back. That a started process runs where it was put is
-tests/process/test_process_localcluster_processes.py's; a whole cluster split,
+gets its own CPUs back; and the extender's CPU share (ClusterSpec.extender_nice) only as a
+nice value. That a started process runs where it was put, at its share, is
+tests/process/test_process_localcluster_processes.py's; a whole cluster split and shared,
 tests/e2e/test_localcluster.py's."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
-from escher_harness.localcluster import ClusterError
+from escher_harness.localcluster import ClusterError, ClusterSpec
 from escher_harness.localcluster.cpus import CpuSplit, starting_on
 
 SPLIT = CpuSplit(scheduling=frozenset({2, 3}), rest=frozenset({0, 1}))
@@ -68,3 +70,10 @@ def test_the_starting_thread_gets_its_own_cpus_back() -> None:
     assert os.sched_getaffinity(0) == before
     with starting_on(None):
         assert os.sched_getaffinity(0) == before
+
+
+@pytest.mark.parametrize("nice", [-21, 20, 100])
+def test_an_extender_share_that_is_not_a_nice_value_is_refused(tmp_path: Any, nice: int) -> None:
+    with pytest.raises(ClusterError, match=f"extender_nice must be in -20..19, not {nice}"):
+        ClusterSpec(dir=tmp_path, extender_nice=nice)
+    assert ClusterSpec(dir=tmp_path, extender_nice=-20).extender_nice == -20

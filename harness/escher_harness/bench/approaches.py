@@ -114,6 +114,10 @@ class Footing:
     # kube-scheduler and the extender on CPUs of their own, apart from the API server and
     # the load generator (escher_harness.localcluster.cpus); False: all share every CPU.
     cpu_split: bool = False
+    # The extender's CPU share, as its CPU request would set it: its session's autogroup
+    # nice (escher_harness.localcluster.processes.set_autogroup_nice); 0: the same share as
+    # every other process. Approaches without an extender have nothing it applies to.
+    extender_nice: int = 0
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,7 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
         "node_pods": str(footing.node_pods),
         "node_topology": footing.topology,
         "cpu_split": CpuSplit.halves() if footing.cpu_split else None,
+        "extender_nice": footing.extender_nice,
     }
     if approach in _EXTENDER:
         return localcluster.ClusterSpec(

@@ -59,6 +59,18 @@ _CPUS = {
 }
 
 
+def _shares(nice: int) -> str:
+    """The footing's CPU shares (--extender-nice) in words."""
+    if not nice:
+        return "Every process has the same share of a saturated CPU (its session's)."
+    # Linux's weight per nice step is 1.25x (sched_prio_to_weight).
+    return (
+        f"The extender's session at autogroup nice {nice} (--extender-nice): about "
+        f"{1.25**-nice:.1f}x the share of a saturated CPU that each other process has, as a "
+        "larger CPU request gives its pod's cgroup."
+    )
+
+
 def _scheduler_cpu_per_gang(r: Run) -> float | None:
     cpu = (r.get("cpu_seconds") or {}).get("kube-scheduler")
     gangs = r.get("gangs_submitted")
@@ -623,7 +635,7 @@ coscheduling: scheduler-plugins' build of it), kwok as the kubelets of {f["nodes
 percentageOfNodesToScore {f["percentage_of_nodes_to_score"]} for all. kwok's client has no
 rate limit (kwok's own default). The extender approaches call the extender
 {_SCOPES[f.get("extender_scope", "every-pod")]}.
-{_CPUS[bool(f.get("cpu_split"))]}
+{_CPUS[bool(f.get("cpu_split"))]} {_shares(int(f.get("extender_nice") or 0))}
 Order: approaches interleaved, the first one rotating each repetition ({order}).
 
 Versions: {versions}. Machine: {env["machine"]["cores"]} cores, {env["machine"]["platform"]};

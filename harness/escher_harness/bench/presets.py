@@ -205,10 +205,12 @@ def customised(
     burst: int | None = None,
     extender_scope: Scope | None = None,
     cpu_split: bool = False,
+    extender_nice: int | None = None,
     **scenario_fields: Any,
 ) -> Preset:
     """`preset` with the command line's changes: which scenarios, the nodes, repetitions, the
-    seed, the API budget, the extender approaches' scope, the CPU split, and scenario fields
+    seed, the API budget, the extender approaches' scope, the CPU split, the extender's CPU
+    share, and scenario fields
     (rate, sizes, ...) set on every scenario kept."""
     chosen = preset.scenarios
     if scenarios:
@@ -231,6 +233,8 @@ def customised(
         footing = replace(footing, extender_scope=extender_scope)
     if cpu_split:
         footing = replace(footing, cpu_split=True)
+    if extender_nice is not None:
+        footing = replace(footing, extender_nice=extender_nice)
     return replace(
         preset,
         footing=footing,

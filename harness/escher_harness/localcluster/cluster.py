@@ -163,6 +163,10 @@ class ClusterSpec:
     # Pin kube-scheduler and the extender to CPUs of their own, apart from the rest of the
     # cluster (escher_harness.localcluster.cpus). None: every process on every CPU.
     cpu_split: CpuSplit | None = None
+    # The extender's CPU share (its replicas' too): its session's autogroup nice, as a pod's
+    # CPU request sets its cgroup's weight (processes.set_autogroup_nice). 0: the same share
+    # as every other process; -5: about 3x; no effect without an extender.
+    extender_nice: int = 0
     # How often the service proxy asks each replica's /readyz.
     proxy_poll: float = 0.2
     # Budget in seconds for all components to become ready (node creation not included; kwok
@@ -199,6 +203,8 @@ class ClusterSpec:
             )
         if self.gang_gate and self.mode != "extender":
             raise ClusterError("gang_gate holds gangs for the extender: it needs mode extender")
+        if not -20 <= self.extender_nice <= 19:
+            raise ClusterError(f"extender_nice must be in -20..19, not {self.extender_nice}")
         if self.proxy_poll <= 0:
             raise ClusterError(f"proxy_poll must be > 0, not {self.proxy_poll}")
         if self.client_qps is not None and self.client_qps <= 0:
@@ -455,6 +461,7 @@ def start_component(dir: Path, name: str, *, timeout: float = 60.0) -> ClusterIn
         env=_environment(cdir),
         extra_env=old.env,
         cpus=frozenset(old.cpus) or None,
+        nice=old.nice,
     )
     records = tuple(new if p.name == name else p for p in state.processes)
     cdir.write_state(State(created_dir=state.created_dir, processes=records))
@@ -618,6 +625,7 @@ def _start(
                 health_url=health_url,
                 env=environment,
                 cpus=spec.cpu_split.of(name) if spec.cpu_split else None,
+                nice=spec.extender_nice if name == "extender" or is_replica(name) else 0,
                 **kw,
             )
             records.append(record)

@@ -2,8 +2,9 @@
 
 Called by cluster.up (spawn, is_running, exit_code), cluster.down (stop) and cluster.status
 (is_running, rss_bytes). Each process runs in its own session, so its whole process group can
-be signalled; a ProcessRecord carries the pid and its start time (from /proc/<pid>/stat), so a
-pid reused by an unrelated process is never signalled.
+be signalled and its CPU share set apart from the others' (set_autogroup_nice); a
+ProcessRecord carries the pid and its start time (from /proc/<pid>/stat), so a pid reused by
+an unrelated process is never signalled.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class ProcessRecord:
     env: Mapping[str, str] = field(default_factory=dict)
     # The CPUs it was started on (ClusterSpec.cpu_split), empty: any; a restart keeps them.
     cpus: tuple[int, ...] = ()
+    # Its session's autogroup nice (ClusterSpec.extender_nice), 0: as every other; a restart
+    # keeps it.
+    nice: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -54,6 +58,7 @@ class ProcessRecord:
             "health_token": self.health_token,
             "env": dict(self.env),
             "cpus": list(self.cpus),
+            "nice": self.nice,
         }
 
     @classmethod
@@ -69,6 +74,7 @@ class ProcessRecord:
             health_token=data.get("health_token"),
             env=dict(data.get("env") or {}),
             cpus=tuple(int(c) for c in data.get("cpus") or ()),
+            nice=int(data.get("nice") or 0),
         )
 
 
@@ -91,10 +97,11 @@ def spawn(
     env: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
     cpus: frozenset[int] | None = None,
+    nice: int = 0,
 ) -> ProcessRecord:
     """Start argv in a new session, stdin from /dev/null, stdout and stderr to `log`, with
     `env` (default: this process's) and `extra_env` on top, which the record keeps, on
-    `cpus` (default: this thread's)."""
+    `cpus` (default: this thread's), its session's autogroup at `nice`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     # posix_spawn rather than subprocess.Popen: no Popen object whose finaliser would warn
     # about a child that is meant to outlive it (the CLI's `up` returns with the cluster running).
@@ -103,6 +110,14 @@ def spawn(
             pid = _spawn(argv, {**(os.environ if env is None else env), **(extra_env or {})}, log)
     except OSError as e:
         raise ClusterError(f"cannot start {name} ({argv[0]}): {e.strerror}") from None
+    if nice:
+        try:
+            set_autogroup_nice(pid, nice)
+        except ClusterError as e:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise ClusterError(f"cannot start {name}: {e}") from None
     stat = _read_stat(pid)
     return ProcessRecord(
         name=name,
@@ -116,7 +131,49 @@ def spawn(
         health_token=health_token,
         env=dict(extra_env or {}),
         cpus=tuple(sorted(cpus or ())),
+        nice=nice,
     )
+
+
+_AUTOGROUPS = Path("/proc/sys/kernel/sched_autogroup_enabled")
+_CAP_SYS_NICE = 23
+
+
+def autogroup_nice_refused(nice: int) -> str | None:
+    """Why this process could not give a session `nice` (None: it can)."""
+    if not -20 <= nice <= 19:
+        return f"a nice is in -20..19, not {nice}"
+    try:
+        enabled = _AUTOGROUPS.read_text().strip() == "1"
+    except OSError:
+        enabled = False
+    if not enabled:
+        return (
+            f"an autogroup nice needs Linux's autogroups ({_AUTOGROUPS} is not 1): "
+            "without them, sessions do not get CPU shares of their own"
+        )
+    if nice < 0:
+        status = Path("/proc/self/status").read_text()
+        caps = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff:")), "0")
+        if not int(caps, 16) >> _CAP_SYS_NICE & 1:
+            return f"an autogroup nice below 0 ({nice}) needs CAP_SYS_NICE"
+    return None
+
+
+def set_autogroup_nice(pid: int, nice: int) -> None:
+    """Give the session of `pid` (one it leads: spawn's) the CPU share of `nice`.
+
+    Linux shares a saturated CPU between sessions (autogroups), each weighted by its
+    autogroup's nice, whatever the nice of its processes; so this, not setpriority, is what
+    sets a component's share against the others, as a pod's CPU request sets its cgroup's
+    weight."""
+    refused = autogroup_nice_refused(nice)
+    if refused:
+        raise ClusterError(refused)
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError as e:
+        raise ClusterError(f"cannot set the autogroup nice to {nice}: {e.strerror}") from None
 
 
 def _spawn(argv: Sequence[str], env: Mapping[str, str], log: Path) -> int:

@@ -1,6 +1,7 @@
 """The bench command lines (escher_harness.cli): the one recorded in a gang report is the one
 given; bench extender's percentage of nodes to score is a whole number from 0 to 100; a CPU
-split on one CPU is refused before anything runs."""
+split on one CPU, and an extender share that cannot be given, are refused before anything
+runs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from escher_harness import cli
+from escher_harness.localcluster import processes
 
 
 @pytest.mark.parametrize(
@@ -81,3 +83,32 @@ def test_a_cpu_split_on_one_cpu_is_refused_before_anything_runs(
     assert args.func(args) == 1
     assert "a CPU split needs 2 CPUs or more; this process may use 1" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text", ["-21", "20", "x", "1.5"])
+def test_an_extender_nice_out_of_range_is_refused_by_the_parser(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_commands(parser.add_subparsers(dest="command"))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "gang", "--quick", "--out", "o", "--extender-nice", text])
+    assert "--extender-nice" in capsys.readouterr().err
+
+
+def test_an_extender_share_that_cannot_be_given_is_refused_before_anything_runs(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    off = tmp_path / "sched_autogroup_enabled"
+    off.write_text("0\n")
+    monkeypatch.setattr(processes, "_AUTOGROUPS", off)
+    out = tmp_path / "out"
+    parser = argparse.ArgumentParser()
+    cli.add_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(
+        ["bench", "gang", "--quick", "--extender-nice", "-5", "--out", str(out)]
+    )
+    assert args.extender_nice == -5
+    assert args.func(args) == 1
+    assert "--extender-nice: an autogroup nice needs Linux's autogroups" in capsys.readouterr().err
+    assert not out.exists()

@@ -138,6 +138,16 @@ def test_the_report_gives_median_min_and_max_over_repetitions(
     assert "**3 repetition(s)**" in report
     for png in ("latency_cdf.png", "partial_gangs.png", "completions.png"):
         assert (tmp_path / png).stat().st_size > 0
+    assert "Every process has the same share of a saturated CPU" in report
+
+
+def test_the_report_says_the_extender_ran_at_a_larger_share(
+    campaign: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    gang_bench.run(tmp_path, presets.customised(_small(), extender_nice=-5), WHICH)
+    report = (tmp_path / "report.md").read_text()
+    assert "autogroup nice -5 (--extender-nice): about 3.1x the share" in report
+    assert "Every process has the same share" not in report
 
 
 def test_a_topology_campaign_reports_free_whole_domains(

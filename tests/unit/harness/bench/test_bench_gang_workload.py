@@ -189,6 +189,8 @@ def test_the_command_line_changes_a_preset() -> None:
     assert presets.customised(presets.STANDARD).footing.extender_scope == "split"
     assert not presets.customised(presets.STANDARD).footing.cpu_split
     assert presets.customised(presets.STANDARD, cpu_split=True).footing.cpu_split
+    assert presets.customised(presets.STANDARD).footing.extender_nice == 0
+    assert presets.customised(presets.STANDARD, extender_nice=-5).footing.extender_nice == -5
     assert (p.repeat, p.seed) == (5, 11)
     s = p.scenarios[0]
     assert (s.rate, s.sizes, s.deadline) == (0.5, "2", presets.STANDARD.scenarios[1].deadline)
@@ -215,6 +217,16 @@ def test_a_cpu_split_footing_splits_every_approachs_cluster_alike(tmp_path: Any)
     assert {s.cpu_split for s in specs} == {CpuSplit.halves()}
     shared = approaches.Footing(nodes=16, node_cpu="8", node_memory="32Gi")
     assert approaches.cluster_spec("native", tmp_path, shared).cpu_split is None
+
+
+def test_the_extenders_share_reaches_every_approachs_cluster(tmp_path: Any) -> None:
+    """Every cluster spec carries it; only a cluster with an extender has a process it
+    applies to (localcluster.up)."""
+    footing = approaches.Footing(nodes=16, node_cpu="8", node_memory="32Gi", extender_nice=-5)
+    specs = [approaches.cluster_spec(a, tmp_path, footing) for a in approaches.APPROACHES]
+    assert {s.extender_nice for s in specs} == {-5}
+    plain = approaches.Footing(nodes=16, node_cpu="8", node_memory="32Gi")
+    assert approaches.cluster_spec("extender", tmp_path, plain).extender_nice == 0
 
 
 @pytest.mark.parametrize("scope", ["split", "every-pod"])
