@@ -16,8 +16,11 @@ not a pod being deleted. So freed room alone brings the gang back only when one 
 to last fail at filter (NodeResourcesFit does react to deletions) and then re-activates its
 siblings: in 8 of 14 runs here, within 8 s. Otherwise the gang waits for the next pod creation
 (then it is bound within 0.2 s) or for kube-scheduler's flush of pods unschedulable for 5
-minutes (measured: bound 318 s after room was freed). So for coscheduling the test creates one
-unrelated pod after freeing room, as any busy cluster would.
+minutes (measured: bound 318 s after room was freed). One pod creation is not always enough
+either: in one CI run of many, after the one creation three members timed out at permit (10 s)
+while the fourth was not tried again, and nothing else arrived for 60 s. So for coscheduling the
+test creates an unrelated pod every ARRIVAL_EVERY seconds after freeing room, as any busy
+cluster would, until the gang is bound.
 """
 
 from __future__ import annotations
@@ -66,6 +69,10 @@ GANG = 4
 # (after it has tried every member) to place part of a gang that does not fit would have.
 HOLD_SECONDS = 8.0
 BIND_TIMEOUT = 60.0
+# How often a pod arrives while a coscheduling gang waits for one (see the module docstring):
+# longer than the permit wait (10 s), so each arrival finds the last try's members rejected
+# and waiting for the next event.
+ARRIVAL_EVERY = 12.0
 
 
 @dataclass(frozen=True)
@@ -241,9 +248,25 @@ def test_gang_that_cannot_fit_binds_no_member_until_room_is_freed(
     assert bound(placements) == {}, placements
 
     workload.delete(fillers)
-    if not peer.retries_on_freed_room:
-        workload.create(
-            pod_manifest("arrival", requests={"cpu": "100m"}, scheduler_name=cluster.scheduler_name)
-        )
-    placements = workload.wait(gang.pods, timeout=BIND_TIMEOUT)
+    if peer.retries_on_freed_room:
+        placements = workload.wait(gang.pods, timeout=BIND_TIMEOUT)
+    else:
+        placements = wait_with_arrivals(workload, cluster, gang.pods)
     assert len(set(bound(placements).values())) == GANG, placements
+
+
+def wait_with_arrivals(
+    workload: Workload, cluster: ClusterInfo, names: tuple[str, ...]
+) -> dict[str, Placement]:
+    """Wait until every one of `names` is bound, creating an unrelated pod (no requests, so it
+    takes no room from the gang) every ARRIVAL_EVERY seconds meanwhile, as a busy cluster
+    would; the placements at BIND_TIMEOUT if they are not all bound by then."""
+    deadline = time.monotonic() + BIND_TIMEOUT
+    arrivals = 0
+    while True:
+        workload.create(pod_manifest(f"arrival-{arrivals}", scheduler_name=cluster.scheduler_name))
+        arrivals += 1
+        wait = min(ARRIVAL_EVERY, deadline - time.monotonic())
+        placements = workload.wait(names, timeout=max(wait, 0.0))
+        if len(bound(placements)) == len(names) or time.monotonic() >= deadline:
+            return placements
