@@ -230,8 +230,9 @@ class Settings(BaseSettings):
         ge=1,
         le=1024,
         description="gang members' bind answers sent in one turn of the event loop at most "
-        "(the rest in the turns after), so that a bind burst's Bindings coming back together "
-        "do not hold the loop for all of their answers",
+        "(the rest in the turns after), so that a bind burst's Bindings coming back together, "
+        "or a gang's held members refused together, do not hold the loop for all of their "
+        "answers",
     )
     loop_watch_interval_seconds: Seconds = Field(
         0.05,

@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from extender import wire
 from extender.http import errors
 from extender.http.errors import NotReady
+from extender.logs import Sampled
 from extender.metrics import Metrics
 from extender.scheduling.verbs import Verbs
 
@@ -62,6 +63,8 @@ class VerbEndpoints:
         self._scored = m.decisions.labels("prioritize", "scored")
         self._bound = m.decisions.labels("bind", "bound")
         self._refused = m.decisions.labels("bind", "refused")
+        # A gang's held members are refused together when its reservation expires.
+        self._refusals = Sampled(log, "bind refused")
         self._kept = m.decisions.labels("preempt", "kept")
         self._dropped = m.decisions.labels("preempt", "dropped")
         self.routes: dict[str, tuple[Decide, Any]] = {
@@ -130,13 +133,8 @@ class VerbEndpoints:
         result = await self.verbs.bind(args)
         if result.Error:
             self._refused.inc()
-            log.info(
-                "bind refused",
-                extra={
-                    "pod": f"{args.PodNamespace}/{args.PodName}",
-                    "node": args.Node,
-                    "reason": result.Error,
-                },
+            self._refusals.info(
+                pod=f"{args.PodNamespace}/{args.PodName}", node=args.Node, reason=result.Error
             )
         else:
             self._bound.inc()

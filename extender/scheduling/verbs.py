@@ -286,6 +286,9 @@ class Verbs:
         if ticket is not None:
             woken = await ticket.barrier.wait(uid, self.gang_wait_seconds)
             if woken.wake is not Wake.OPEN:
+                # A cancelled barrier (the reservation expired) wakes every held member at
+                # once: their refusals go out a few to a turn, as the bound members' answers.
+                await self.answers.take()
                 return ExtenderBindingResult(Error=f"{what}: gang {ticket.gang}: {woken.reason}")
         try:
             await self.binder.bind(ns, name, uid, node)

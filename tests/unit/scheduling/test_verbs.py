@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import builders
 import msgspec
 import pytest
+from builders import Clock
 
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.objects import Pod
@@ -71,8 +73,9 @@ def verbs(
     requeue: Requeue | None = None,
     offload: Offload = DEFAULT_OFFLOAD,
     answers: Turns | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Verbs:
-    handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS, offload=offload))
+    handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS, clock=clock, offload=offload))
     return Verbs(
         lg,
         KEYS,
@@ -408,32 +411,50 @@ def test_gang_members_bind_calls_are_counted_until_they_are_bound() -> None:
 
 
 @pytest.mark.parametrize("per_turn", [1, 2, 3])
-def test_a_gangs_bind_answers_go_out_a_few_to_a_turn_of_the_loop(per_turn: int) -> None:
+@pytest.mark.parametrize("ending", ["opened", "expired"])
+def test_a_gangs_bind_answers_go_out_a_few_to_a_turn_of_the_loop(
+    per_turn: int, ending: str
+) -> None:
     """When the barrier opens, every member's Binding is made and the gang's books kept at
-    once, but their answers leave at most `answers.per_turn` to a turn of the event loop."""
+    once, but their answers leave at most `answers.per_turn` to a turn of the event loop; so
+    do the refusals of the members held when the gang's reservation expires, all woken at
+    once."""
     binder = Binder()
-    v = verbs(ledger(), binder, answers=Turns(per_turn))
-    gang = {"labels": {"escher.io/gang": "g"}, "annotations": {"escher.io/gang-min": "7"}}
+    clock = Clock()
+    v = verbs(ledger(), binder, answers=Turns(per_turn), clock=clock)
     members = "abcdefg"
+    size = len(members) if ending == "opened" else len(members) + 1  # one never comes
+    gang = {
+        "labels": {"escher.io/gang": "g"},
+        "annotations": {"escher.io/gang-min": str(size), "escher.io/gang-timeout": "5"},
+    }
     places = [(filtered(v, args(pod(u, **gang))).NodeNames or [""])[0] for u in members]
 
-    async def scenario() -> list[int]:
+    async def scenario() -> tuple[list[int], list[str]]:
         turn = 0
         answered: list[int] = []
+        errors: list[str] = []
 
         async def member(u: str, node: str) -> None:
-            assert (await v.bind(bind_args(u, node))).Error == ""
+            errors.append((await v.bind(bind_args(u, node))).Error)
             answered.append(turn)
 
         tasks = [asyncio.create_task(member(u, n)) for u, n in zip(members, places, strict=True)]
+        if ending == "expired":
+            await asyncio.sleep(0)  # every member is at the barrier
+            clock.now += 10
+            assert v.gangs.expire() == 1
         while len(answered) < len(members):
             await asyncio.sleep(0)
             turn += 1
         await asyncio.gather(*tasks)
-        return answered
+        return answered, errors
 
-    answered = asyncio.run(scenario())
-    assert len(binder.bound) == len(members)
+    answered, errors = asyncio.run(scenario())
+    if ending == "opened":
+        assert len(binder.bound) == len(members) and errors == [""] * len(members)
+    else:
+        assert binder.bound == [] and all("expired after 5s" in e for e in errors), errors
     assert max(answered.count(t) for t in answered) <= per_turn
     assert len(set(answered)) >= -(-len(members) // per_turn)
 
