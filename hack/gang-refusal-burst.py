@@ -14,10 +14,9 @@ in that window; then the median [min-max] over repetitions.
 
     .venv/bin/python hack/gang-refusal-burst.py [--size 1024] [--reps 3] [--timeout 45]
 
-Run it with PYTHONPATH naming two checkouts in turn to compare them (the extender process
-is started with this interpreter and inherits PYTHONPATH), from a directory that is neither:
-`python -m extender` puts the working directory first on sys.path, so the extender would run
-the code there, whatever PYTHONPATH says.
+Run it with PYTHONPATH naming two checkouts in turn to compare them: the extender process is
+started with this interpreter, inherits PYTHONPATH, and (with -P) does not look in the
+working directory first.
 """
 
 from __future__ import annotations

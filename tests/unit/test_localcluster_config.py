@@ -235,6 +235,7 @@ def test_extender_command() -> None:
     )
     assert command == [
         sys.executable,
+        "-P",
         "-m",
         "extender",
         "serve",

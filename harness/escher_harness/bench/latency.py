@@ -162,7 +162,7 @@ class Server:
     def __init__(self, log: Path, flags: Sequence[str] = STANDALONE) -> None:
         self.port = allocate_ports({"extender": None})["extender"]
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "extender", "serve", "--port", str(self.port), *flags]
+        cmd = [sys.executable, "-P", "-m", "extender", "serve", "--port", str(self.port), *flags]
         self._log = log.open("wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30

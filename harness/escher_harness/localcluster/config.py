@@ -395,9 +395,11 @@ def extender_command(
     With `verbs_port`, kube-scheduler's verbs are served there only: with `verbs_tls` over TLS,
     to the holder of the client certificate the CA signed, else over plain HTTP on loopback
     (deploy/'s sidecar layout); the policy API stays plain HTTP. Over TLS the verbs speak
-    HTTP/2 unless `verbs_http2` is False, and with `verbs_http1_port` over HTTP/1.1 there too."""
+    HTTP/2 unless `verbs_http2` is False, and with `verbs_http1_port` over HTTP/1.1 there too.
+    With -P: `-m` would put the working directory first on sys.path, and the extender would
+    run whatever code is there (another checkout's) instead of this installation's."""
     command = [
-        sys.executable, "-m", "extender", "serve",
+        sys.executable, "-P", "-m", "extender", "serve",
         "--host", "127.0.0.1",
         "--port", str(port),
         "--kubeconfig", str(kubeconfig),
