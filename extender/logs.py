@@ -2,10 +2,10 @@
 `Sampled`, a record that may come in bursts.
 
 `configure` is called once by extender.cli before the service starts; modules log with the
-stdlib logging module and pass structured fields with `extra=`. A handler writes each record
-on the event loop's thread, and formatting and writing one is a tenth of a millisecond or
-more: a record written per pod of a burst (a gang's 1,024 refused binds when its reservation
-expires) holds the loop for all of them, so such a record is `Sampled` (extender.http.verbs).
+stdlib logging module and pass structured fields with `extra=`. A record written per pod of a
+burst (a gang's 1,024 refused binds when its reservation expires, or a client sending bad
+binds as fast as it can) is a flood for whoever reads the log and written on the event loop's
+thread, so such a record is `Sampled` (extender.http.verbs).
 """
 
 from __future__ import annotations
