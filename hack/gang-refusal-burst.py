@@ -125,6 +125,11 @@ def main() -> int:
         "--timeout", type=float, default=45.0, help="the gang's reservation, seconds (< 60)"
     )
     a = parser.parse_args()
+    if a.size < 1 or a.reps < 1:
+        parser.error("--size and --reps must be at least 1")
+    # Finite and under the members' wait at bind (60 s), so the expiry is what wakes them.
+    if not 0 < a.timeout < 60:
+        parser.error(f"--timeout must be in (0, 60), not {a.timeout}")
     rows = []
     for rep in range(a.reps):
         with tempfile.TemporaryDirectory(prefix="refusal-burst-") as d:
