@@ -18,7 +18,7 @@ from typing import Any
 
 from escher_harness.localcluster.commands import add_cluster_parser, raise_interrupt
 from escher_harness.localcluster.config import SCOPES
-from escher_harness.localcluster.cpus import CpuSplit
+from escher_harness.localcluster.cpus import SIDES, CpuSplit
 from escher_harness.localcluster.errors import ClusterError
 from escher_harness.localcluster.processes import autogroup_nice_refused
 
@@ -112,7 +112,7 @@ def _bench_gang(args: argparse.Namespace) -> int:
     from escher_harness.bench import approaches, gang_bench, presets
 
     if args.cpu_split:
-        CpuSplit.halves()  # on one CPU: refused here, not in every run
+        CpuSplit.halves(args.cpu_split)  # on one CPU: refused here, not in every run
     if args.extender_nice and (refused := autogroup_nice_refused(args.extender_nice)):
         raise ClusterError(f"--extender-nice: {refused}")
     which = args.approaches or list(approaches.APPROACHES)
@@ -379,9 +379,12 @@ def _add_bench(sub: Any) -> None:
     )
     g.add_argument(
         "--cpu-split",
-        action="store_true",
-        help="run kube-scheduler and the extender on half of the CPUs, the rest of the "
-        "cluster and the load generator on the other half (default: all share every CPU)",
+        nargs="?",
+        const="scheduling",
+        choices=SIDES,
+        help="run kube-scheduler and the extender (scheduling, the value without one) or the "
+        "extender alone (extender) on half of the CPUs, the rest of the cluster and the load "
+        "generator on the other half (default: all share every CPU)",
     )
     g.add_argument(
         "--extender-nice",

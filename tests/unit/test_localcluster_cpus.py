@@ -16,25 +16,29 @@ from escher_harness.localcluster import ClusterError, ClusterSpec
 from escher_harness.localcluster.cpus import CpuSplit, starting_on
 
 SPLIT = CpuSplit(scheduling=frozenset({2, 3}), rest=frozenset({0, 1}))
+ALONE = CpuSplit(scheduling=frozenset({2, 3}), rest=frozenset({0, 1}), side="extender")
 
 
 @pytest.mark.parametrize(
-    ("component", "side"),
+    ("component", "side", "alone"),
     [
-        ("kube-scheduler", "scheduling"),
-        ("extender", "scheduling"),
-        ("extender-0", "scheduling"),
-        ("extender-12", "scheduling"),
-        ("etcd", "rest"),
-        ("kube-apiserver", "rest"),
-        ("kwok", "rest"),
-        ("kube-controller-manager", "rest"),
-        ("extender-proxy", "rest"),
-        ("kube-scheduler-2", "rest"),
+        ("kube-scheduler", "scheduling", "rest"),
+        ("extender", "scheduling", "scheduling"),
+        ("extender-0", "scheduling", "scheduling"),
+        ("extender-12", "scheduling", "scheduling"),
+        ("etcd", "rest", "rest"),
+        ("kube-apiserver", "rest", "rest"),
+        ("kwok", "rest", "rest"),
+        ("kube-controller-manager", "rest", "rest"),
+        ("extender-proxy", "rest", "rest"),
+        ("kube-scheduler-2", "rest", "rest"),
     ],
 )
-def test_the_schedulers_and_the_extender_get_the_scheduling_half(component: str, side: str) -> None:
+def test_the_split_side_gets_its_half(component: str, side: str, alone: str) -> None:
+    """The scheduling side: kube-scheduler and the extender; the extender side: the extender
+    (and its replicas) alone."""
     assert SPLIT.of(component) == getattr(SPLIT, side)
+    assert ALONE.of(component) == getattr(ALONE, alone)
 
 
 @pytest.mark.parametrize(
@@ -51,6 +55,8 @@ def test_the_cpus_this_process_may_use_are_halved(
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: allowed)
     assert CpuSplit.halves() == CpuSplit(frozenset(scheduling), frozenset(rest))
+    alone = CpuSplit(frozenset(scheduling), frozenset(rest), side="extender")
+    assert CpuSplit.halves("extender") == alone
 
 
 def test_one_cpu_cannot_be_split(monkeypatch: pytest.MonkeyPatch) -> None:

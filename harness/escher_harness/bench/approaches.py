@@ -60,7 +60,7 @@ from escher_harness.bench.loc import loc
 from escher_harness.bench.puregang import GangRequest, PureGang
 from escher_harness.bench.scenario import GangArrival
 from escher_harness.localcluster.config import Scope
-from escher_harness.localcluster.cpus import CpuSplit
+from escher_harness.localcluster.cpus import CpuSplit, Side
 from escher_harness.localcluster.fakenodes import Topology
 from escher_harness.localcluster.kwok import RUN_TIME_ANNOTATION, format_run_time
 from escher_harness.localcluster.paths import REPO_ROOT, cache_dir, scheduler_config_dir
@@ -111,9 +111,10 @@ class Footing:
     # HTTP/1.1 listener, bind over HTTP/2), or "every-pod" (every pod every exchange over
     # HTTP/2, as every gang campaign before this field existed was measured).
     extender_scope: Scope = "split"
-    # kube-scheduler and the extender on CPUs of their own, apart from the API server and
-    # the load generator (escher_harness.localcluster.cpus); False: all share every CPU.
-    cpu_split: bool = False
+    # kube-scheduler and the extender ("scheduling"), or the extender alone ("extender"), on
+    # CPUs of their own, apart from the API server and the load generator
+    # (escher_harness.localcluster.cpus); None: all share every CPU.
+    cpu_split: Side | None = None
     # The extender's CPU share, as its CPU request would set it: its session's autogroup
     # nice (escher_harness.localcluster.processes.set_autogroup_nice); 0: the same share as
     # every other process. Approaches without an extender have nothing it applies to.
@@ -175,7 +176,7 @@ def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.Clu
         "percentage_of_nodes_to_score": footing.percentage_of_nodes_to_score,
         "node_pods": str(footing.node_pods),
         "node_topology": footing.topology,
-        "cpu_split": CpuSplit.halves() if footing.cpu_split else None,
+        "cpu_split": CpuSplit.halves(footing.cpu_split) if footing.cpu_split else None,
         "extender_nice": footing.extender_nice,
     }
     if approach in _EXTENDER:

@@ -41,6 +41,7 @@ from typing import Any
 import httpx
 
 from escher_harness.localcluster.binaries import bin_dir
+from escher_harness.localcluster.cpus import starting_on
 from escher_harness.localcluster.paths import REPO_ROOT
 from escher_harness.localcluster.processes import ProcessRecord, rss_bytes
 
@@ -163,8 +164,17 @@ class ExtenderSampler:
     to `__exit__`: the memory in a thread, the probe in a process of its own (see the
     module's notes)."""
 
-    def __init__(self, url: str, process: ProcessRecord, every: float = 0.05) -> None:
+    def __init__(
+        self,
+        url: str,
+        process: ProcessRecord,
+        every: float = 0.05,
+        cpus: frozenset[int] | None = None,
+    ) -> None:
         self.url, self.process, self.every = url, process, every
+        # The probe runs on the extender's CPUs (a CPU split's): on the other half it would
+        # measure how long that half kept it from reading the answer.
+        self.cpus = cpus
         self.peak_rss = 0
         self.worst_healthz = 0.0
         self.probes = self.failures = 0
@@ -180,7 +190,8 @@ class ExtenderSampler:
         )
 
     def __enter__(self) -> ExtenderSampler:
-        self._probe.start()
+        with starting_on(self.cpus):
+            self._probe.start()
         # The run is probed from its start: the probe's interpreter takes a moment to start.
         self._probe_started.wait(30)
         self._thread.start()

@@ -156,7 +156,11 @@ def run_one(
             )
             extender = next((p for p in info.processes if p.name == "extender"), None)
             sampler = (
-                environment.ExtenderSampler(info.extender_url, extender)
+                environment.ExtenderSampler(
+                    info.extender_url,
+                    extender,
+                    cpus=spec.cpu_split.of(extender.name) if spec.cpu_split else None,
+                )
                 if info.extender_url and extender
                 else None
             )

@@ -52,11 +52,21 @@ _SCOPES = {
     "every-pod": "for every pod, every exchange, over HTTP/2 (scope every-pod)",
 }
 # Where the processes ran (--cpu-split, escher_harness.localcluster.cpus).
-_CPUS = {
-    False: "Every process may run on every CPU.",
-    True: "CPUs split (--cpu-split): kube-scheduler and the extender on one half of the "
-    "machine's CPUs, the rest of the cluster and the load generator on the other.",
+# Results from before the extender's own half recorded True for the scheduling side.
+_CPUS: dict[str | None, str] = {
+    None: "Every process may run on every CPU.",
+    "scheduling": "CPUs split (--cpu-split): kube-scheduler and the extender on one half of "
+    "the machine's CPUs, the rest of the cluster and the load generator on the other.",
+    "extender": "CPUs split (--cpu-split extender): the extender and the /healthz probe on "
+    "one half of the machine's CPUs, the rest of the cluster (kube-scheduler too) and the "
+    "load generator on the other.",
 }
+
+
+def _split(recorded: object) -> str | None:
+    if recorded is True:
+        return "scheduling"
+    return recorded if isinstance(recorded, str) and recorded in _CPUS else None
 
 
 def _shares(nice: int) -> str:
@@ -635,7 +645,7 @@ coscheduling: scheduler-plugins' build of it), kwok as the kubelets of {f["nodes
 percentageOfNodesToScore {f["percentage_of_nodes_to_score"]} for all. kwok's client has no
 rate limit (kwok's own default). The extender approaches call the extender
 {_SCOPES[f.get("extender_scope", "every-pod")]}.
-{_CPUS[bool(f.get("cpu_split"))]} {_shares(int(f.get("extender_nice") or 0))}
+{_CPUS[_split(f.get("cpu_split"))]} {_shares(int(f.get("extender_nice") or 0))}
 Order: approaches interleaved, the first one rotating each repetition ({order}).
 
 Versions: {versions}. Machine: {env["machine"]["cores"]} cores, {env["machine"]["platform"]};

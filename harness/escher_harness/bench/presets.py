@@ -28,6 +28,7 @@ from typing import Any
 from escher_harness.bench.approaches import Footing
 from escher_harness.bench.scenario import Scenario
 from escher_harness.localcluster.config import Scope
+from escher_harness.localcluster.cpus import Side
 from escher_harness.localcluster.fakenodes import Topology
 
 
@@ -204,7 +205,7 @@ def customised(
     qps: float | None = None,
     burst: int | None = None,
     extender_scope: Scope | None = None,
-    cpu_split: bool = False,
+    cpu_split: Side | None = None,
     extender_nice: int | None = None,
     **scenario_fields: Any,
 ) -> Preset:
@@ -232,7 +233,7 @@ def customised(
     if extender_scope is not None:
         footing = replace(footing, extender_scope=extender_scope)
     if cpu_split:
-        footing = replace(footing, cpu_split=True)
+        footing = replace(footing, cpu_split=cpu_split)
     if extender_nice is not None:
         footing = replace(footing, extender_nice=extender_nice)
     return replace(

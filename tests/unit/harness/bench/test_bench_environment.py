@@ -1,6 +1,7 @@
 """What a benchmark keeps of a run (escher_harness.bench.environment): each component's log,
 its end when it is long, and nothing for a process whose log is not there; the extender's
-stall probe, which the benchmark's own threads do not slow, in a session of its own."""
+stall probe, which the benchmark's own threads do not slow, in a session of its own and on
+the extender's CPUs."""
 
 from __future__ import annotations
 
@@ -83,6 +84,23 @@ def test_the_stall_probe_is_not_held_by_the_benchmarks_own_threads(tmp_path: Pat
     assert summary["healthz_probes"] >= 15
     assert summary["longest_stall_ms"] < 400
     assert summary["peak_rss_mib"] > 0
+
+
+def test_the_stall_probe_runs_on_the_cpus_it_is_given(tmp_path: Path) -> None:
+    """With the extender on CPUs of its own (a CPU split), the probe runs there too, and the
+    benchmark's thread that started it keeps its own CPUs."""
+    before = os.sched_getaffinity(0)
+    one = frozenset({max(before)})
+    port = allocate_ports({"nobody": None})["nobody"]  # refused: counted as failures
+    sampler = environment.ExtenderSampler(
+        f"http://127.0.0.1:{port}", record("extender", tmp_path / "x"), cpus=one
+    )
+    with sampler:
+        probe = sampler._probe.pid
+        assert probe is not None and os.sched_getaffinity(probe) == one
+        assert os.sched_getaffinity(0) == before
+        time.sleep(0.2)
+    assert sampler.summary()["healthz_failures"] > 0
 
 
 def _compute(seconds: float) -> None:

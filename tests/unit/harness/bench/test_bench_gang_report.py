@@ -150,6 +150,31 @@ def test_the_report_says_the_extender_ran_at_a_larger_share(
     assert "Every process has the same share" not in report
 
 
+@pytest.mark.parametrize(
+    ("side", "said"),
+    [
+        (None, "Every process may run on every CPU."),
+        ("scheduling", "kube-scheduler and the extender on one half"),
+        ("extender", "(--cpu-split extender): the extender and the /healthz probe on one half"),
+    ],
+)
+def test_the_report_says_where_the_processes_ran(
+    campaign: list[dict[str, Any]], tmp_path: Path, side: Any, said: str
+) -> None:
+    gang_bench.run(tmp_path, presets.customised(_small(), cpu_split=side), WHICH)
+    assert said in " ".join((tmp_path / "report.md").read_text().split())
+
+
+@pytest.mark.parametrize(
+    ("recorded", "split"),
+    [(True, "scheduling"), (False, None), (None, None), ("extender", "extender"), ("x", None)],
+)
+def test_a_split_recorded_before_the_extenders_own_half_reads_as_the_scheduling_side(
+    recorded: object, split: str | None
+) -> None:
+    assert gang_report._split(recorded) == split
+
+
 def test_a_topology_campaign_reports_free_whole_domains(
     campaign: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

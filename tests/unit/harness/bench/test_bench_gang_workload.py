@@ -188,7 +188,9 @@ def test_the_command_line_changes_a_preset() -> None:
     assert p.footing.extender_scope == "every-pod"
     assert presets.customised(presets.STANDARD).footing.extender_scope == "split"
     assert not presets.customised(presets.STANDARD).footing.cpu_split
-    assert presets.customised(presets.STANDARD, cpu_split=True).footing.cpu_split
+    for side in ("scheduling", "extender"):
+        footing = presets.customised(presets.STANDARD, cpu_split=side).footing
+        assert footing.cpu_split == side
     assert presets.customised(presets.STANDARD).footing.extender_nice == 0
     assert presets.customised(presets.STANDARD, extender_nice=-5).footing.extender_nice == -5
     assert (p.repeat, p.seed) == (5, 11)
@@ -211,10 +213,11 @@ def test_every_approach_gets_the_same_footing(tmp_path: Any) -> None:
     assert {s.percentage_of_nodes_to_score for s in specs.values()} == {100}
 
 
-def test_a_cpu_split_footing_splits_every_approachs_cluster_alike(tmp_path: Any) -> None:
-    split = approaches.Footing(nodes=16, node_cpu="8", node_memory="32Gi", cpu_split=True)
+@pytest.mark.parametrize("side", ["scheduling", "extender"])
+def test_a_cpu_split_footing_splits_every_approachs_cluster_alike(tmp_path: Any, side: Any) -> None:
+    split = approaches.Footing(nodes=16, node_cpu="8", node_memory="32Gi", cpu_split=side)
     specs = [approaches.cluster_spec(a, tmp_path, split) for a in approaches.APPROACHES]
-    assert {s.cpu_split for s in specs} == {CpuSplit.halves()}
+    assert {s.cpu_split for s in specs} == {CpuSplit.halves(side)}
     shared = approaches.Footing(nodes=16, node_cpu="8", node_memory="32Gi")
     assert approaches.cluster_spec("native", tmp_path, shared).cpu_split is None
 
