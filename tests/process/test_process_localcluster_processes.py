@@ -300,6 +300,28 @@ def test_down_stops_a_half_started_cluster(tmp_path: Path, started: list[Process
     down(cdir.root)  # idempotent
 
 
+@pytest.mark.parametrize(
+    ("name", "terminated"), [("etcd", True), ("extender", True), ("kube-apiserver", False)]
+)
+def test_down_kills_only_the_api_server_without_a_sigterm(
+    tmp_path: Path, started: list[ProcessRecord], name: str, terminated: bool
+) -> None:
+    cdir = ClusterDir(tmp_path / "c")
+    write_files(cdir)
+    mark, armed = tmp_path / "terminated", tmp_path / "armed"
+    script = f"trap 'touch {mark}; exit 0' TERM; touch {armed}; while :; do sleep 0.05; done"
+    record = start(tmp_path, script, name)
+    started.append(record)
+    deadline = time.monotonic() + 10
+    while not armed.exists():  # a SIGTERM before the trap is set would look like a SIGKILL
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    cdir.write_state(State(created_dir=True, processes=(record,)))
+    down(cdir.root)
+    assert not is_running(record)
+    assert mark.exists() == terminated
+
+
 def test_down_with_dead_and_reused_pids(tmp_path: Path, started: list[ProcessRecord]) -> None:
     cdir = ClusterDir(tmp_path / "c")
     write_files(cdir)

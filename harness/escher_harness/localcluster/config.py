@@ -266,6 +266,10 @@ def etcd_command(binary: Path, *, data_dir: Path, client_port: int, peer_port: i
         f"--initial-cluster=escher={peer}",
         # A throw-away cluster: durability buys nothing, fsync costs node-creation time.
         "--unsafe-no-fsync",
+        # One member elects itself after an election timeout (1 s by default, the bulk of its
+        # start-up); with no peers there is no one to lose an election to, so shorten it.
+        "--heartbeat-interval=10",
+        "--election-timeout=100",
     ]
 
 
