@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -122,9 +123,12 @@ def cluster_of(mode: str) -> dict[str, str]:
     return {"mode": mode, "scope": "every-pod"} if mode == "extender" else {"mode": mode}
 
 
-def submitted_pods(monkeypatch: Any, approach: str, job: Any) -> tuple[bool, list[dict[str, Any]]]:
+def submitted_pods(
+    monkeypatch: Any, approach: str, job: Any, scheduler_config: str = "extender-split.yaml"
+) -> tuple[bool, list[dict[str, Any]]]:
     """What escher_harness.bench.approaches.submit returns for `job` under `approach`, and the
-    manifests it would have created, with no cluster: every member is seen bound at once."""
+    manifests it would have created, with no cluster: every member is seen bound at once. The
+    cluster runs scheduler-config/`scheduler_config` (deploy/'s split by default)."""
     from escher_harness.bench import approaches
 
     created: list[dict[str, Any]] = []
@@ -134,6 +138,15 @@ def submitted_pods(monkeypatch: Any, approach: str, job: Any) -> tuple[bool, lis
         def bound(self, names: Any, timeout: float) -> int:
             return len(names)
 
-    info = type("Info", (), {"resource_domain": "escher.io"})()
+    config = Path(__file__).resolve().parents[1] / "scheduler-config" / scheduler_config
+    info = type(
+        "Info",
+        (),
+        {
+            "resource_domain": "escher.io",
+            "scheduler_name": "default-scheduler",
+            "paths": {"scheduler_config": config},
+        },
+    )()
     env = approaches.Env(info, None, Watch(), lambda k, g: None)  # type: ignore[arg-type]
     return approaches.submit(approach, env, job), created

@@ -243,27 +243,37 @@ def problems(
                 "are bound at its budget, not kube-scheduler's; give both the same",
             )
         )
+    out.extend(_sampling(config))
+    return out
+
+
+def _sampling(config: Mapping[str, Any]) -> Iterator[Problem]:
+    """No profile looks at every feasible node: said once, where the share is set. The pods
+    the extender decides need one that does (deploy/'s <name>-all-nodes, where the marker
+    policy moves them): kube-scheduler stops looking after a share of the feasible nodes, and
+    a gang member's reserved node, or a preference's one node, may not be among those sent.
+    The other profiles may sample (kube-scheduler's default): NodeResourcesFit finds a rare
+    ephemeral resource whatever the share, since the share counts feasible nodes."""
     top = config.get("percentageOfNodesToScore")
     profiles = config.get("profiles") or [{}]
-    for i, profile in enumerate(profiles if isinstance(profiles, Sequence) else [{}]):
-        own = profile.get("percentageOfNodesToScore") if isinstance(profile, Mapping) else None
-        pct = own if own is not None else top
-        if pct != 100:
-            where = (
-                f"profiles[{i}].percentageOfNodesToScore"
-                if own is not None
-                else ("percentageOfNodesToScore")
-            )
-            out.append(
-                Problem(
-                    where,
-                    f"{'adaptive' if pct in (None, 0) else pct}: kube-scheduler stops looking "
-                    "after a share of the feasible nodes, so a gang member's reserved node is "
-                    "often not among those it sends, and the member waits for a retry; 100 "
-                    "sends them all",
-                )
-            )
-    return out
+    if not isinstance(profiles, Sequence) or isinstance(profiles, str | bytes):
+        profiles = [{}]
+    own = [p.get("percentageOfNodesToScore") if isinstance(p, Mapping) else None for p in profiles]
+    shares = [o if o is not None else top for o in own]
+    if 100 in shares:
+        return
+    set_at = [i for i, o in enumerate(own) if o is not None]
+    where = (
+        f"profiles[{set_at[0]}].percentageOfNodesToScore" if set_at else "percentageOfNodesToScore"
+    )
+    pct = own[set_at[0]] if set_at else top
+    yield Problem(
+        where,
+        f"{'adaptive' if pct in (None, 0) else pct}: no profile looks at every feasible node. "
+        "kube-scheduler stops looking after a share of them, so a gang member's reserved node "
+        "is often not among those it sends, and the member waits for a retry; the profile the "
+        "extender's pods go to (deploy/'s <name>-all-nodes) needs 100",
+    )
 
 
 def _marker_prefix(keys: Keys) -> str:

@@ -279,7 +279,9 @@ def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender(
     [rule] = policy["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
     conditions = {c["name"]: c["expression"] for c in policy["matchConditions"]}
-    assert conditions["for-escher-scheduler"] == 'object.spec.schedulerName == "escher-scheduler"'
+    assert conditions["for-escher-scheduler"] == (
+        'object.spec.schedulerName in ["escher-scheduler", "escher-scheduler-all-nodes"]'
+    )
     variables = {v["name"]: v["expression"] for v in policy["variables"]}
     # Gang members (by label, or naming a native PodGroup) get the gang and bind markers,
     # pods with a preference the score marker; an ephemeral request alone is no reason to
@@ -304,8 +306,17 @@ def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender(
     for key in (*KEYS.labels(), KEYS.prefer, KEYS.pack):
         assert f'"{key}"' in marked, key
     assert native in marked and "variables." not in marked
+    # ... only when it is on the profile that looks at every node already.
+    assert marked.startswith('object.spec.schedulerName != "escher-scheduler-all-nodes" ||')
     [mutation] = policy["mutations"]
-    assert mutation["jsonPatch"]["expression"].count("variables.markers.map") == 2
+    patch = " ".join(mutation["jsonPatch"]["expression"].split())
+    assert patch.count("variables.markers.map") == 2
+    # Every marked pod moves to the profile that looks at every node, which the scheduler's
+    # configuration has (test_the_extender_pods_profile_looks_at_every_node).
+    assert patch.startswith(
+        '[JSONPatch{op: "replace", path: "/spec/schedulerName", '
+        'value: "escher-scheduler-all-nodes"}]'
+    )
     assert "marker-policy.yaml" in kustomization("extender")["resources"]
 
 
@@ -317,7 +328,10 @@ def test_an_admission_policy_holds_gang_members_at_the_gang_gate_when_the_switch
     [rule] = policy["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
     conditions = {c["name"]: c["expression"] for c in policy["matchConditions"]}
-    assert conditions["for-escher-scheduler"] == 'object.spec.schedulerName == "escher-scheduler"'
+    # Either profile: the marker policy may have moved the member before this policy runs.
+    assert conditions["for-escher-scheduler"] == (
+        'object.spec.schedulerName in ["escher-scheduler", "escher-scheduler-all-nodes"]'
+    )
     for key in KEYS.labels():
         assert f'"{key}"' in conditions["a-gang-member"], key
     assert f'"{KEYS.gate}"' in conditions["not-held-already"]
@@ -371,7 +385,33 @@ def test_the_scheduler_is_a_kube_scheduler_with_its_own_lease(mode: str) -> None
 def test_the_scheduler_config_is_a_second_profile_named_escher_scheduler(mode: str) -> None:
     config = scheduler_config(mode)
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
-    assert [p["schedulerName"] for p in config["profiles"]] == ["escher-scheduler"]
+    # Extender mode adds the profile of the pods the extender decides, the marker policy's.
+    names = ["escher-scheduler", *(["escher-scheduler-all-nodes"] if mode == "extender" else [])]
+    assert [p["schedulerName"] for p in config["profiles"]] == names
+    # Every pod that needs no exchange is placed with kube-scheduler's own sampling.
+    assert "percentageOfNodesToScore" not in config
+    assert "percentageOfNodesToScore" not in config["profiles"][0]
+
+
+@pytest.mark.parametrize("mode", ["extender", "sidecar"])
+def test_the_extender_pods_profile_looks_at_every_node(mode: str) -> None:
+    """The profile the marker policy moves gang members and preferences to exists in the
+    scheduler's configuration and looks at every feasible node; the policies of the overlay
+    know both names."""
+    config = scheduler_config(mode)
+    docs = overlay("extender")  # the sidecar overlay takes the extender overlay's policies
+    marker = find(docs, "MutatingAdmissionPolicy", "escher-extender-marker")["spec"]
+    [mutation] = marker["mutations"]
+    [target] = re.findall(
+        r'path: "/spec/schedulerName",\s*value: "([^"]+)"', mutation["jsonPatch"]["expression"]
+    )
+    shares = {p["schedulerName"]: p.get("percentageOfNodesToScore") for p in config["profiles"]}
+    assert shares == {"escher-scheduler": None, target: 100}
+    assert problems(config, KEYS, gang_wait_seconds=60.0) == []
+    gate = find(docs, "MutatingAdmissionPolicy", "escher-extender-gang-gate")["spec"]
+    for policy in (marker, gate):
+        [condition] = [c for c in policy["matchConditions"] if c["name"] == "for-escher-scheduler"]
+        assert all(f'"{name}"' in condition["expression"] for name in shares)
     # In-cluster: kube-scheduler uses its ServiceAccount, no kubeconfig file.
     assert "clientConnection" not in config
 
@@ -379,7 +419,11 @@ def test_the_scheduler_config_is_a_second_profile_named_escher_scheduler(mode: s
 def test_the_extender_mode_config_is_the_local_split_one_plus_https_to_the_service() -> None:
     deployed = scheduler_config("extender")
     local = yaml.safe_load((REPO / "scheduler-config" / "extender-split.yaml").read_text())
-    assert deployed["percentageOfNodesToScore"] == local["percentageOfNodesToScore"] == 100
+    assert (
+        [p.get("percentageOfNodesToScore") for p in deployed["profiles"]]
+        == [p.get("percentageOfNodesToScore") for p in local["profiles"]]
+        == [None, 100]
+    )
     assert [p.get("pluginConfig") for p in deployed["profiles"]] == [
         p.get("pluginConfig") for p in local["profiles"]
     ]
@@ -642,7 +686,9 @@ def test_the_sidecar_config_is_the_split_one_over_the_pods_loopback() -> None:
     the extender container's plain verbs listener on the pod's loopback."""
     deployed = scheduler_config("sidecar")
     local = yaml.safe_load((REPO / "scheduler-config" / "extender-split.yaml").read_text())
-    assert deployed["percentageOfNodesToScore"] == local["percentageOfNodesToScore"]
+    assert [p.get("percentageOfNodesToScore") for p in deployed["profiles"]] == [
+        p.get("percentageOfNodesToScore") for p in local["profiles"]
+    ]
     assert [{k: v for k, v in e.items() if k != "urlPrefix"} for e in deployed["extenders"]] == [
         {k: v for k, v in e.items() if k != "urlPrefix"} for e in local["extenders"]
     ]

@@ -483,3 +483,32 @@ def test_the_verbs_can_be_http1_over_mutual_tls(tmp_path: Path) -> None:
     for listener in ({"verbs_http2": False}, {"verbs_http1": False}):
         with pytest.raises(ClusterError, match="verbs_http1 are the verbs' listeners"):
             ClusterSpec(dir=tmp_path, mode="pure", **listener)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("module", ["markers", "gangate"])
+def test_a_local_clusters_policies_name_its_own_profiles(module: str) -> None:
+    """deploy/'s policies, as a local cluster runs them: escher-scheduler and
+    escher-scheduler-all-nodes become the cluster's profile and the split template's second
+    profile, which looks at every feasible node."""
+    from escher_harness.localcluster import gangate, markers
+
+    build = {
+        "markers": lambda: markers.manifests("default-scheduler", "escher.io"),
+        "gangate": lambda: gangate.manifests("default-scheduler"),
+    }[module]
+    [policy] = [m.body for m in build() if m.body["kind"] == "MutatingAdmissionPolicy"]
+    spec = policy["spec"]
+    text = str([*spec["matchConditions"], *spec["mutations"]])
+    assert '"escher-scheduler' not in text
+    [condition] = [c for c in spec["matchConditions"] if c["name"] == "for-escher-scheduler"]
+    assert condition["expression"] == (
+        'object.spec.schedulerName in ["default-scheduler", "default-scheduler-all-nodes"]'
+    )
+    split = config.split_config("escher.io")
+    shares = {p["schedulerName"]: p.get("percentageOfNodesToScore") for p in split["profiles"]}
+    assert shares == {
+        "default-scheduler": None,
+        config.all_nodes_scheduler_name("default-scheduler"): 100,
+    }
+    if module == "markers":
+        assert '"default-scheduler-all-nodes"' in str(spec["mutations"])

@@ -47,11 +47,13 @@ gang from its name alone, the same way for every approach. Called by the locustf
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
 from kubernetes import client
 
 from escher_harness import localcluster
@@ -59,7 +61,7 @@ from escher_harness import peers as peer_gangs
 from escher_harness.bench.loc import loc
 from escher_harness.bench.puregang import GangRequest, PureGang
 from escher_harness.bench.scenario import GangArrival
-from escher_harness.localcluster.config import Scope
+from escher_harness.localcluster.config import Scope, all_nodes_scheduler_name
 from escher_harness.localcluster.cpus import CpuSplit, Side
 from escher_harness.localcluster.fakenodes import Topology
 from escher_harness.localcluster.kwok import RUN_TIME_ANNOTATION, format_run_time
@@ -101,8 +103,10 @@ class Footing:
     # high enough that no token bucket decides a result.
     client_qps: float = 1000.0
     client_burst: int = 2000
-    # Every feasible node is scored (the extender needs it; the others get it too).
-    percentage_of_nodes_to_score: int = 100
+    # kube-scheduler's percentageOfNodesToScore: None, each approach as it ships (the peers
+    # and pure kube-scheduler's adaptive default; the extender's profiles as deploy/'s:
+    # escher_harness.bench.sampling); a number equalises it for every approach.
+    percentage_of_nodes_to_score: int | None = None
     node_pods: int = 110
     # Nodes labelled into zones, blocks and racks (None: no topology labels).
     topology: Topology | None = None
@@ -162,6 +166,16 @@ class Env:
     pods: dict[str, tuple[str, ...]] = field(default_factory=dict)  # gang -> its pods now
     # What the run noticed for the report, e.g. the pure runner's ignored ESL parameters.
     notes: dict[str, str] = field(default_factory=dict)
+
+    @functools.cached_property
+    def marked_scheduler_name(self) -> str:
+        """The schedulerName of a pod created with its markers: the profile that looks at
+        every node, where the cluster has one (split scope), so the marker policy skips it."""
+        path = self.info.paths.get("scheduler_config")
+        config = yaml.safe_load(path.read_text()) if path is not None else None
+        names = {p.get("schedulerName") for p in (config or {}).get("profiles") or []}
+        wanted = all_nodes_scheduler_name(self.info.scheduler_name)
+        return wanted if wanted in names else self.info.scheduler_name
 
 
 def cluster_spec(approach: str, dir: Path, footing: Footing) -> localcluster.ClusterSpec:
@@ -248,6 +262,7 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
         labels, annotations = {}, {}
         gates: tuple[str, ...] = ()
         limits: dict[str, str] | None = None
+        scheduler = env.info.scheduler_name
         if approach in _EXTENDER:
             domain = env.info.resource_domain
             labels = {f"{domain}/gang": a.name}
@@ -268,6 +283,8 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
             if approach == "extender-marked":
                 keys = Keys.for_domain(domain)
                 limits = dict.fromkeys((keys.gang_marker, keys.bind_marker), "0")
+                # Marked and on the profile that looks at every node: the policy skips it.
+                scheduler = env.marked_scheduler_name
         names = tuple(f"{a.name}-{i}" for i in range(a.size))
         work = Workload(env.api)
         for n in names:
@@ -279,6 +296,7 @@ def submit(approach: str, env: Env, job: GangJob) -> bool:
                     labels=labels,
                     annotations=annotations,
                     scheduling_gates=gates,
+                    scheduler_name=scheduler,
                 )
             )
         env.on_event("created", a.name)

@@ -33,6 +33,7 @@ SCOPES: Final[tuple[Scope, ...]] = ("split", "every-pod")
 
 DEFAULT_RESOURCE_DOMAIN: Final = "escher.io"
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
+ALL_NODES_SUFFIX: Final = "-all-nodes"
 SCHEDULER_API_VERSION: Final = "kubescheduler.config.k8s.io/v1"
 SCHEDULER_KIND: Final = "KubeSchedulerConfiguration"
 # What an extender's urlPrefix says in a template (or a user's copy of one) until the launcher
@@ -240,6 +241,12 @@ def point_extenders(
                     "certFile": str(tls.client_cert),
                     "keyFile": str(tls.client_key),
                 }
+
+
+def all_nodes_scheduler_name(name: str) -> str:
+    """The profile that the marker policy moves the extender's pods to (split scope): it looks
+    at every feasible node (scheduler-config/extender-split.yaml)."""
+    return f"{name}{ALL_NODES_SUFFIX}"
 
 
 def scheduler_name(config: Mapping[str, Any]) -> str:

@@ -20,6 +20,8 @@ import yaml
 from kubernetes import client, utils
 
 _CRD_API_VERSION = "apiextensions.k8s.io/v1"
+# The schedulerName deploy/'s policies are written for.
+DEPLOY_SCHEDULER_NAME = "escher-scheduler"
 
 
 class ManifestError(Exception):
@@ -134,10 +136,18 @@ def in_domain(manifests: Iterable[Manifest], domain: str) -> tuple[Manifest, ...
 
 
 def for_scheduler(body: Mapping[str, Any], scheduler_name: str) -> dict[str, Any]:
-    """A copy of one of deploy/'s pod admission policies whose `for-escher-scheduler`
-    condition names `scheduler_name` (a local cluster's pods use its profile's name)."""
+    """A copy of one of deploy/'s pod admission policies for a local cluster whose pods use
+    `scheduler_name`: every quoted name starting `"escher-scheduler` in its conditions and
+    mutations names `scheduler_name`'s instead, so deploy/'s escher-scheduler-all-nodes (the
+    profile the marker policy moves the extender's pods to) becomes `<scheduler_name>-all-nodes`."""
     out: dict[str, Any] = copy.deepcopy(dict(body))
-    for condition in out["spec"].get("matchConditions", []):
-        if condition["name"] == "for-escher-scheduler":
-            condition["expression"] = f'object.spec.schedulerName == "{scheduler_name}"'
+    spec = out["spec"]
+    expressions = [
+        *spec.get("matchConditions", []),
+        *(m["jsonPatch"] for m in spec.get("mutations", []) if "jsonPatch" in m),
+    ]
+    for entry in expressions:
+        entry["expression"] = entry["expression"].replace(
+            f'"{DEPLOY_SCHEDULER_NAME}', f'"{scheduler_name}'
+        )
     return out

@@ -69,11 +69,12 @@ def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
          "no entry scores"),
         (changed(SPLIT, "extenders.0.managedResources.0.name", KEYS.score_marker), "extenders",
          "no entry manages scheduling.escher.io/gang"),
-        (changed(SPLIT, "percentageOfNodesToScore", ...), "percentageOfNodesToScore",
+        # No profile looks at every node: gang members' reserved nodes go unsent.
+        (changed(SPLIT, "profiles.1.percentageOfNodesToScore", ...), "percentageOfNodesToScore",
          "adaptive"),
         (changed(EVERY_POD, "percentageOfNodesToScore", 50), "percentageOfNodesToScore", "50"),
-        (changed(SPLIT, "profiles.0.percentageOfNodesToScore", 30),
-         "profiles[0].percentageOfNodesToScore", "30"),
+        (changed(SPLIT, "profiles.1.percentageOfNodesToScore", 30),
+         "profiles[1].percentageOfNodesToScore", "30"),
         ({"extenders": "x"}, "extenders", "must be a list"),
         # Wrongly typed: said where, never a traceback, never silently skipped.
         (changed(SPLIT, "extenders.0.managedResources", KEYS.gang_marker),
@@ -119,6 +120,26 @@ def test_one_entry_cannot_both_filter_and_wait_at_bind(timeout: str, where: str,
     config["extenders"] = [gang, score]
     found = problems(config, KEYS, gang_wait_seconds=WAIT)
     assert [p.where for p in found if says in p.message] == [where], found
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # The shipped split: one profile samples, the extender's looks at every node.
+        SPLIT,
+        # One profile for every pod, looking at every node (the layout before the split's).
+        {**changed(SPLIT, "profiles", [{"schedulerName": "default-scheduler"}]),
+         "percentageOfNodesToScore": 100},
+        # The share set at the top, sampled where a profile says so.
+        {**changed(SPLIT, "profiles.0.percentageOfNodesToScore", 20),
+         "percentageOfNodesToScore": 100},
+    ],
+    ids=["split", "one-profile-every-node", "top-level-100"],
+)  # fmt: skip
+def test_a_profile_that_samples_is_no_mistake_beside_one_that_looks_at_every_node(
+    config: dict[str, Any],
+) -> None:
+    assert problems(config, KEYS, gang_wait_seconds=WAIT) == []
 
 
 def test_another_extender_and_a_configuration_without_this_one_are_left_alone() -> None:

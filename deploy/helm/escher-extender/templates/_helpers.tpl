@@ -31,6 +31,14 @@ cluster-scoped objects may take it as their name.
 {{- .Values.scheduler.name | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/*
+The profile of the pods the extender decides (scope split): the marker policy moves gang
+members and pods with a preference there; it looks at every feasible node.
+*/}}
+{{- define "escher-extender.allNodesSchedulerName" -}}
+{{- printf "%s-all-nodes" (.Values.scheduler.name | trunc 53 | trimSuffix "-") }}
+{{- end }}
+
 {{- define "escher-extender.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}

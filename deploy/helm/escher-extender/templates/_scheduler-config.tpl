@@ -21,14 +21,24 @@ leaderElection:
   # Its own lease: it never competes with the default scheduler for kube-system/kube-scheduler.
   resourceNamespace: {{ .Release.Namespace }}
   resourceName: {{ $scheduler }}
-{{- if eq .Values.mode "extender" }}
-# Every feasible node is sent to the extender (scheduler-config/extender.yaml says why).
+{{- if and (eq .Values.mode "extender") (eq .Values.scope "every-pod") }}
+# Every pod goes to the extender: every feasible node is sent to it
+# (scheduler-config/extender.yaml says why).
 percentageOfNodesToScore: 100
 {{- end }}
 profiles:
   # NodeResourcesFit checks the ephemeral resources written back to the nodes like any
-  # extended resource; in extender mode the extender's ledger has the last word.
+  # extended resource; in extender mode the extender's ledger has the last word for the pods
+  # it is sent. With scope split, this profile keeps kube-scheduler's adaptive sampling: the
+  # pods that need no exchange are placed as kube-scheduler alone places them.
   - schedulerName: {{ $scheduler }}
+{{- if and (eq .Values.mode "extender") (eq .Values.scope "split") }}
+  # The pods the extender decides (gang members, preferences), moved here by the marker
+  # policy: every feasible node is looked at, so a gang member's reserved node, or the one
+  # node of a rare preference, is always among those sent to the extender.
+  - schedulerName: {{ include "escher-extender.allNodesSchedulerName" . }}
+    percentageOfNodesToScore: 100
+{{- end }}
 {{- if eq .Values.mode "extender" }}
 extenders:
   # The verbs' own ports: over mutual TLS to the Service, or in the sidecar layout over plain

@@ -210,6 +210,10 @@ def test_every_approach_gets_the_same_footing(tmp_path: Any) -> None:
         for s in specs.values()
     }
     assert alike == {(16, "8", "32Gi", True, 1000.0, 2000)}
+    # Each approach samples nodes as it ships (its own configuration) unless equalised.
+    assert {s.percentage_of_nodes_to_score for s in specs.values()} == {None}
+    equal = approaches.Footing(16, "8", "32Gi", percentage_of_nodes_to_score=100)
+    specs = {a: approaches.cluster_spec(a, tmp_path, equal) for a in approaches.APPROACHES}
     assert {s.percentage_of_nodes_to_score for s in specs.values()} == {100}
 
 
@@ -244,21 +248,34 @@ def test_the_extender_approaches_call_the_extender_as_the_footing_says(
     assert [s.gang_gate for s in specs] == [False, False, True, True]
 
 
+MARKERS = {"scheduling.escher.io/gang": "0", "scheduling.escher.io/bind": "0"}
+
+
 @pytest.mark.parametrize(
-    ("approach", "limits"),
+    ("approach", "config", "limits", "scheduler"),
     [
-        ("extender-adaptive", None),  # marked by deploy/'s policy at creation
-        ("extender-marked", {"scheduling.escher.io/gang": "0", "scheduling.escher.io/bind": "0"}),
+        # Marked (and moved to the all-nodes profile) by deploy/'s policy at creation.
+        ("extender-adaptive", "extender-split.yaml", None, "default-scheduler"),
+        # Created marked, on the profile that looks at every node: the policy skips it.
+        ("extender-marked", "extender-split.yaml", MARKERS, "default-scheduler-all-nodes"),
+        # Every pod every exchange: one profile, no other name to take.
+        ("extender-marked", "extender.yaml", MARKERS, "default-scheduler"),
     ],
-)
+)  # fmt: skip
 def test_marked_members_are_created_with_their_markers(
-    monkeypatch: pytest.MonkeyPatch, approach: str, limits: dict[str, str] | None
+    monkeypatch: pytest.MonkeyPatch,
+    approach: str,
+    config: str,
+    limits: dict[str, str] | None,
+    scheduler: str,
 ) -> None:
     a = scenario.GangArrival(0.0, "g00001", 3, "1", "1Gi", 1.0)
-    completed, created = submitted_pods(monkeypatch, approach, approaches.GangJob(a, 60, 10))
+    job = approaches.GangJob(a, 60, 10)
+    completed, created = submitted_pods(monkeypatch, approach, job, config)
     assert completed
     assert len(created) == 3
     for pod in created:
+        assert pod["spec"]["schedulerName"] == scheduler
         resources = pod["spec"]["containers"][0]["resources"]
         assert resources.get("limits") == limits
         assert resources["requests"] == {"cpu": "1", "memory": "1Gi"}
