@@ -134,6 +134,7 @@ def _bench_gang(args: argparse.Namespace) -> int:
             extender_scope=args.extender_scope,
             cpu_split=args.cpu_split,
             extender_nice=args.extender_nice,
+            percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
             rate=args.rate,
             duration=args.duration,
             sizes=args.sizes,
@@ -316,8 +317,9 @@ def _add_bench(sub: Any) -> None:
     e.add_argument(
         "--percentage-of-nodes-to-score",
         type=_percentage,
-        help="kube-scheduler's percentageOfNodesToScore in every mode (default 100: every "
-        "node; 0: its adaptive default)",
+        help="equalise kube-scheduler's percentageOfNodesToScore for every mode (0: its "
+        "adaptive default; 100: every node), to isolate the exchanges (default: each mode as "
+        "it ships: adaptive for none, pure and dra, deploy/'s profiles for the extender)",
     )
     e.add_argument(
         "--qps", type=float, help="API budget of every client, burst twice it (default 1000)"
@@ -371,6 +373,13 @@ def _add_bench(sub: Any) -> None:
     g.add_argument("--deadline", type=_positive_float, help="seconds before a gang is given up")
     g.add_argument("--qps", type=_positive_float, help="every scheduler's client qps (1000)")
     g.add_argument("--burst", type=_positive_int, help="every scheduler's client burst (2000)")
+    g.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=_percentage,
+        help="equalise kube-scheduler's percentageOfNodesToScore for every approach (0: its "
+        "adaptive default; 100: every node), to isolate the exchanges (default: each approach "
+        "as it ships)",
+    )
     g.add_argument(
         "--extender-scope",
         choices=SCOPES,

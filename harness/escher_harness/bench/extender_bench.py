@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from escher_harness.bench import extender_summary, latency, memory, throughput
+from escher_harness.bench import extender_summary, latency, memory, sampling, throughput
 from escher_harness.localcluster.binaries import find_binaries
 
 
@@ -56,9 +56,9 @@ class Config:
     # the pods waiting in each.
     wake_trials: int = 5
     wake_pods: int = 10
-    # kube-scheduler's percentageOfNodesToScore in every mode: 100 (every node, as deploy/'s
-    # extender profile needs for gangs) or 0 (its adaptive default: about 42% at 1,000 nodes).
-    percentage_of_nodes_to_score: int = 100
+    # kube-scheduler's percentageOfNodesToScore: None, each mode as it ships
+    # (escher_harness.bench.sampling); a number equalises it for every mode (0: adaptive).
+    percentage_of_nodes_to_score: int | None = None
 
 
 def quick() -> Config:
@@ -187,6 +187,7 @@ def _report(results: Mapping[str, Any]) -> str:
         f"machine: {json.dumps(results['machine'])}",
         f"parameters: {json.dumps(results['parameters'])}",
         _budgets(results["parameters"]),
+        sampling.sentence(results["parameters"].get("percentage_of_nodes_to_score", 100)),
     ]
     if results["latency"]:
         parts.append(

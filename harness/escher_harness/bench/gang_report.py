@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from escher_harness.bench import sampling
 from escher_harness.bench.stats import spread
 
 Run = Mapping[str, Any]
@@ -641,8 +642,8 @@ not complete by its deadline is deleted.
 A fresh local control plane per run: etcd, kube-apiserver, kube-scheduler (for
 coscheduling: scheduler-plugins' build of it), kwok as the kubelets of {f["nodes"]} nodes of
 {f["node_cpu"]} cpu / {f["node_memory"]}. Every scheduler's clientConnection is qps
-{f["client_qps"]:g} / burst {f["client_burst"]} and so is the extender's own client;
-percentageOfNodesToScore {f["percentage_of_nodes_to_score"]} for all. kwok's client has no
+{f["client_qps"]:g} / burst {f["client_burst"]} and so is the extender's own client.
+{sampling.sentence(f.get("percentage_of_nodes_to_score", 100))} kwok's client has no
 rate limit (kwok's own default). The extender approaches call the extender
 {_SCOPES[f.get("extender_scope", "every-pod")]}.
 {_CPUS[_split(f.get("cpu_split"))]} {_shares(int(f.get("extender_nice") or 0))}

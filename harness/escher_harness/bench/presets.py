@@ -207,11 +207,12 @@ def customised(
     extender_scope: Scope | None = None,
     cpu_split: Side | None = None,
     extender_nice: int | None = None,
+    percentage_of_nodes_to_score: int | None = None,
     **scenario_fields: Any,
 ) -> Preset:
     """`preset` with the command line's changes: which scenarios, the nodes, repetitions, the
     seed, the API budget, the extender approaches' scope, the CPU split, the extender's CPU
-    share, and scenario fields
+    share, an equalised percentageOfNodesToScore, and scenario fields
     (rate, sizes, ...) set on every scenario kept."""
     chosen = preset.scenarios
     if scenarios:
@@ -236,6 +237,8 @@ def customised(
         footing = replace(footing, cpu_split=cpu_split)
     if extender_nice is not None:
         footing = replace(footing, extender_nice=extender_nice)
+    if percentage_of_nodes_to_score is not None:
+        footing = replace(footing, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
     return replace(
         preset,
         footing=footing,

@@ -1,8 +1,9 @@
 """kube-scheduler's scheduling throughput (pods/s) on the local control plane, in one mode.
 
 One run starts the real control plane (kwok off: bound pods stay Pending, so nothing but
-scheduling is measured) with every scheduler and the extender on the same API budget and
-`percentageOfNodesToScore`, warms it up, and then for each workload:
+scheduling is measured) with every scheduler and the extender on the same API budget, each
+mode sampling nodes as it ships unless the benchmark equalises `percentageOfNodesToScore`
+(escher_harness.bench.sampling), warms it up, and then for each workload:
 
 1. stops kube-scheduler and creates all the pods, so pod creation does not pace scheduling;
 2. starts kube-scheduler again (its metrics start from zero) and records when each pod is
@@ -80,7 +81,9 @@ Mode = Literal[
     "dra",
 ]
 Kind = Literal["plain", "ephemeral", "prefer", "gang"]
-MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender")
+# The default comparison, each as it ships: kube-scheduler alone, pure, and the extender as
+# deploy/ runs it (extender-split); `extender`, every pod every exchange, is an option.
+MODES: Final[tuple[Mode, ...]] = ("none", "pure", "extender-split")
 # extender-http: extender mode with kube-scheduler calling the verbs over plain HTTP on loopback
 # instead of mutual TLS (what deploy/ and the embedded cluster run), to measure what TLS costs.
 # extender-split: extender mode as deploy/ runs it (ClusterSpec.split): each exchange only for
@@ -127,7 +130,8 @@ class Setup:
     pods: int
     qps: float = 1000.0
     burst: int = 2000
-    percentage_of_nodes_to_score: int = 100
+    # None: each mode's own shipped share (escher_harness.bench.sampling).
+    percentage_of_nodes_to_score: int | None = None
     bound_timeout: float = 600.0
     # Where to write a py-spy profile of the extender's measured window (extender mode).
     profile_dir: Path | None = None

@@ -37,6 +37,32 @@ def test_the_recorded_command_is_the_one_given(given: list[str], recorded: str) 
 
 
 @pytest.mark.parametrize(
+    ("given", "expected"), [([], None), (["--percentage-of-nodes-to-score", "100"], 100)]
+)
+@pytest.mark.parametrize("bench", ["gang", "extender"])
+def test_each_bench_compares_as_shipped_unless_told_to_equalise(
+    monkeypatch: pytest.MonkeyPatch, bench: str, given: list[str], expected: int | None
+) -> None:
+    """None: every approach samples nodes as its own configuration says (as it ships)."""
+    from escher_harness.bench import extender_bench, gang_bench
+
+    seen: list[int | None] = []
+    monkeypatch.setattr(
+        gang_bench,
+        "run",
+        lambda out, p, *a, **k: seen.append(p.footing.percentage_of_nodes_to_score),
+    )
+    monkeypatch.setattr(
+        extender_bench, "run", lambda out, cfg: seen.append(cfg.percentage_of_nodes_to_score)
+    )
+    parser = argparse.ArgumentParser()
+    cli.add_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", bench, "--out", "o", *given])
+    args.func(args)
+    assert seen == [expected]
+
+
+@pytest.mark.parametrize(
     ("text", "ok"),
     [("0", 0), ("100", 100), ("42", 42), ("-1", None), ("101", None), ("x", None), ("5.5", None)],
 )
