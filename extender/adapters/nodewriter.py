@@ -1,16 +1,20 @@
 """The write-back's engine: keeps what each node shows of the ledger equal to the ledger.
 
 The ledger decides ephemeral resources in memory; a NodeWriter makes each node's set
-(NodeView.shown: the capacities, or what bound pods hold where that is more, after a
-decrease raced with kube-scheduler's own binds) durable in the cluster, where kube-scheduler
-reads it. Where it goes is the subclass's: Node status in the pure and extender modes
+(NodeView.shown: the capacities, or what bound pods hold where that is more, after a decrease
+raced with kube-scheduler's own binds) durable in the cluster, where kube-scheduler reads it.
+Where it goes is the subclass's: Node status in the pure and extender modes
 (extender.adapters.writeback.WriteBack), ResourceSlices in the dra mode
-(extender.adapters.slices.SlicePublisher). This holds what they share: changes are
-coalesced (one write per node with its full desired set), written concurrently, one at a time
-per node (in order), and retried per node with exponential backoff for as long as the node
-exists; the policy API awaits `wait_durable` to answer only once a change is in the cluster;
-it writes only while `may_write()` (this replica leads, or runs alone), and on stepping down
-drops what it has not written and takes the cluster's last known values back (abandon).
+(extender.adapters.slices.SlicePublisher). This holds what they share: changes are coalesced
+(one write per node with its full desired set), written concurrently, one at a time per node
+(in order), and retried per node with exponential backoff for as long as the node exists. A
+change of the ledger (a policy's) is written before background work (checking every node on
+becoming the leader, the markers' first write, re-asserting drift), and no more writes are
+taken than can run at once, so a policy change waits for at most the writes already in flight,
+never behind a pass over every node (5,000 nodes at 50 QPS take 100 s); the policy API awaits
+`wait_durable` to answer only once a change is in the cluster; it writes only while
+`may_write()` (this replica leads, or runs alone), and on stepping down drops what it has not
+written and takes the cluster's last known values back (abandon).
 
 The ledger notifies it of changes (from any thread: the record is taken under a lock, the
 wake-up goes to the event loop); the subclass reports drift (the cluster shows something else)
@@ -48,10 +52,14 @@ class _Dirty:
     first_version: int
     # Monotonic time of the earliest unwritten change (for the lag metric).
     since: float
+    # A change of the ledger, which a caller may be waiting for (written first), not
+    # background work (drift, checks).
+    urgent: bool = False
 
     def merge(self, other: _Dirty) -> None:
         self.first_version = min(self.first_version, other.first_version)
         self.since = min(self.since, other.since)
+        self.urgent = self.urgent or other.urgent
 
 
 class Deposed(Exception):
@@ -72,6 +80,8 @@ class NodeWriter(ABC):
         self._may_write = may_write
         self._lock = threading.Lock()  # _pending: written by the ledger's listener
         self._pending: dict[str, _Dirty] = {}
+        # The pending nodes with a change of the ledger (an ordered set): written first.
+        self._urgent: dict[str, None] = {}
         self._in_flight: dict[str, _Dirty] = {}
         self._retry_at: dict[str, float] = {}
         self._backoff: dict[str, float] = {}
@@ -118,7 +128,7 @@ class NodeWriter(ABC):
         now = time.monotonic()
         with self._lock:
             for n in nodes:
-                self._note(n, _Dirty(version, now))
+                self._note(n, _Dirty(version, now, urgent=True))
         self._poke()
 
     def _poke(self) -> None:
@@ -132,6 +142,8 @@ class NodeWriter(ABC):
             self._pending[node] = rec
         else:
             old.merge(rec)
+        if rec.urgent:
+            self._urgent[node] = None
 
     def drifted(self, node: str) -> None:
         """The cluster shows something else than the ledger for `node` (someone else changed
@@ -149,6 +161,7 @@ class NodeWriter(ABC):
         with self._lock:
             nodes = self._pending.keys() | self._in_flight.keys()
             self._pending.clear()
+            self._urgent.clear()
         for node in nodes:
             self._mirror(node)
         self._progressed()
@@ -228,10 +241,22 @@ class NodeWriter(ABC):
         """Write for ever (until cancelled)."""
         self._loop = asyncio.get_running_loop()
         coalesce = self._settings.writeback_coalesce_seconds
-        gate = asyncio.Semaphore(_CONCURRENCY)
         tasks: set[asyncio.Task[None]] = set()
+        slot = asyncio.Event()  # a write finished: its slot is free
+
+        def finished(t: asyncio.Task[None]) -> None:
+            tasks.discard(t)
+            slot.set()
+
         while True:
-            batch, next_at = self._take_ready(time.monotonic())
+            free = _CONCURRENCY - len(tasks)
+            if not free:
+                slot.clear()
+                await slot.wait()
+                continue
+            # No more than can run now: what is noted meanwhile, a policy's change above all,
+            # is taken at the next free slot, not after a whole pass over the nodes.
+            batch, next_at = self._take_ready(time.monotonic(), free)
             if not batch:
                 self._wake.clear()
                 timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
@@ -242,31 +267,34 @@ class NodeWriter(ABC):
                     await asyncio.sleep(coalesce)
                 continue
             for node, rec in batch:
-                await gate.acquire()
                 task = asyncio.create_task(self._write(node, rec))
                 tasks.add(task)
-
-                def finished(t: asyncio.Task[None]) -> None:
-                    tasks.discard(t)
-                    gate.release()
-
                 task.add_done_callback(finished)
 
-    def _take_ready(self, now: float) -> tuple[list[tuple[str, _Dirty]], float | None]:
-        """The nodes that may be written now (moved to in-flight), and when the next one
-        backing off may be."""
+    def _take_ready(
+        self, now: float, limit: int = _CONCURRENCY
+    ) -> tuple[list[tuple[str, _Dirty]], float | None]:
+        """Up to `limit` nodes that may be written now, changes of the ledger first (moved to
+        in-flight), and when the next one backing off may be."""
         ready: list[tuple[str, _Dirty]] = []
         next_at: float | None = None
         if not self._may_write():
             return ready, now + 0.5  # look again soon: leadership may come
         with self._lock:
-            for node in list(self._pending):
-                if node in self._in_flight:
-                    continue  # one write per node at a time keeps its writes in order
-                at = self._retry_at.get(node, 0.0)
-                if at > now:
-                    next_at = at if next_at is None else min(next_at, at)
-                    continue
+            chosen: dict[str, None] = {}
+            for names in (self._urgent, self._pending):
+                for node in names:
+                    if len(chosen) >= limit:
+                        break
+                    if node in self._in_flight or node in chosen:
+                        continue  # one write per node at a time keeps its writes in order
+                    at = self._retry_at.get(node, 0.0)
+                    if at > now:
+                        next_at = at if next_at is None else min(next_at, at)
+                        continue
+                    chosen[node] = None
+            for node in chosen:
+                self._urgent.pop(node, None)
                 rec = self._pending.pop(node)
                 self._in_flight[node] = rec
                 ready.append((node, rec))
@@ -304,6 +332,7 @@ class NodeWriter(ABC):
             # the one read before it; a drift report (version 0) stands.
             if newer is not None and 0 < newer.first_version <= version:
                 del self._pending[node]
+                self._urgent.pop(node, None)
         if wrote:
             self._metrics.writeback_lag_seconds.observe(time.monotonic() - rec.since)
         self._progressed()

@@ -262,15 +262,7 @@ def writeback_idle(info: localcluster.ClusterInfo, timeout: float = 300.0) -> No
     writes its markers to every node once at start (5,000 node patches at 5,000 nodes), which
     must not fall into the first measured window."""
     deadline = time.monotonic() + timeout
-    while (text := _extender_metrics(info)) is not None:
-        pending = next(
-            (
-                float(line.split()[-1])
-                for line in text.splitlines()
-                if line.startswith("escher_writeback_pending_nodes ")
-            ),
-            0.0,
-        )
+    while (pending := extender_metric(info, "escher_writeback_pending_nodes")) is not None:
         if not pending:
             return
         if time.monotonic() > deadline:
@@ -482,6 +474,16 @@ def _scheduler_cycle(info: localcluster.ClusterInfo, pods: int) -> dict[str, Any
         "client_rate_limiter_wait_s": round(throttled.sum, 3),
         "client_requests": int(throttled.count),  # every request passes the bucket
     }
+
+
+def extender_metric(info: localcluster.ClusterInfo, name: str) -> float | None:
+    """The value of the extender's unlabelled metric `name` now (0 if it has none yet); None
+    without an extender."""
+    text = _extender_metrics(info)
+    if text is None:
+        return None
+    prefix = name + " "
+    return next((float(ln.split()[-1]) for ln in text.splitlines() if ln.startswith(prefix)), 0.0)
 
 
 def _extender_metrics(info: localcluster.ClusterInfo) -> str | None:

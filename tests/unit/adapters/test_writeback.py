@@ -53,13 +53,17 @@ class Setup:
 
 @contextlib.asynccontextmanager
 async def running(
-    tmp_path: Path, advertised: dict[str, int] | None = None, **settings: float
+    tmp_path: Path,
+    advertised: dict[str, int] | None = None,
+    nodes: tuple[str, ...] = NODES,
+    qps: float = 1000,
+    **settings: float,
 ) -> AsyncIterator[Setup]:
     cluster = Cluster()
-    for n in NODES:
+    for n in nodes:
         cluster.add_node(n)
     ledger = Ledger("escher.io")
-    for n in NODES:
+    for n in nodes:
         ledger.upsert_node(n, {}, {"cpu": 4000, "pods": 110}, {}, ())
     config = Settings(
         writeback_coalesce_seconds=settings.pop("coalesce", 0.05),
@@ -67,9 +71,9 @@ async def running(
         writeback_backoff_max_seconds=0.4,
     )
     metrics, leading = Metrics(), [True]
-    async with connected(cluster, tmp_path) as api:
+    async with connected(cluster, tmp_path, qps=qps) as api:
         wb = WriteBack(api, ledger, config, metrics, lambda: leading[0], advertised)
-        for n in NODES:  # as the cluster view reports each node at start
+        for n in nodes:  # as the cluster view reports each node at start
             wb.node_seen(n, cluster.node(n)["metadata"]["resourceVersion"], {}, {})
         task = asyncio.create_task(wb.run())
         try:
@@ -138,6 +142,34 @@ def test_advertised_markers_go_on_every_node_beside_the_domains_keys_never_into_
         assert view is not None and dict(view.ephemeral) == {R: 2}
 
     scenario(tmp_path, body, {marker: 1_000_000})
+
+
+def test_a_policy_change_goes_before_a_pass_over_every_node(tmp_path: Path) -> None:
+    """The markers' first write to every node (background) is under way at the client's QPS
+    when a policy changes the last node: its write is taken at the next free slot, not after
+    the pass (issue 58: at 5,000 nodes and 50 QPS that was 100 s)."""
+    marker = "scheduling.escher.io/gang"
+    nodes = tuple(f"n{i:03}" for i in range(120))
+
+    async def run() -> None:
+        async with running(tmp_path, {marker: 1_000_000}, nodes, qps=100, coalesce=0) as s:
+            s.writeback.verify_all()
+            while len(s.cluster.requests) < 20:  # the pass has started
+                await asyncio.sleep(0.01)
+            s.ledger.set_capacity(R, {nodes[-1]: 2})
+            assert await s.writeback.wait_durable(s.ledger.version, [nodes[-1]], 10)
+            patched = [
+                r.url.path.split("/")[4]
+                for r in s.cluster.requests
+                if r.method == "PATCH" and r.url.path.endswith("/status")
+            ]
+            # Past what was in flight when it was noted (16 writes at most), and far from
+            # last: the pass had most of its 120 nodes to go.
+            assert patched.index(nodes[-1]) < 20 + 2 * 16, patched.index(nodes[-1])
+            assert len(s.writeback.pending_nodes()) > 30
+            assert s.patches(nodes[-1])[0]["status"]["capacity"][R] == "2"
+
+    asyncio.run(run())
 
 
 def test_a_conflict_reads_the_node_again_and_leaves_other_writers_keys_alone(
