@@ -671,13 +671,17 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
     """Extender mode: the admission policy marks gang members (scheduling.escher.io/gang:
     filter, preempt; scheduling.escher.io/bind: bind) and pods with a preference
     (scheduling.escher.io/score: prioritize), and kube-scheduler (managedResources) sends each
-    only those exchanges; a plain pod is scheduled and bound without a single exchange. A pod
-    created with its markers is sent the same and not patched (the API server's count of the
-    policy's patches). Pure mode marks nothing."""
+    only those exchanges; a plain pod is scheduled and bound without a single exchange. Every
+    pod it marks is moved to the profile that looks at every node, escher-scheduler-all-nodes;
+    a plain pod stays on escher-scheduler, which samples. A pod created with its markers on
+    that profile is sent the same and not patched (the API server's count of the policy's
+    patches); one created with its markers on escher-scheduler is moved. Pure mode marks
+    nothing."""
     api = api_client(env.info.kubeconfig)
     work, core = Workload(api), client.CoreV1Api(api)
     n = next(_names)
     escher = env.info.scheduler_name
+    all_nodes = f"{escher}-all-nodes"
     gang_marker, bind_marker, score_marker = KEYS.markers
     gang = {"escher.io/gang": f"solo-{n}"}
     one = {"escher.io/gang-min": "1"}
@@ -702,9 +706,15 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
         f"other-{n}": pod_manifest(
             f"other-{n}", labels={"escher.io/gang": f"o-{n}"}, scheduler_name="nobody"
         ),
-        # Created with its markers, as a job template may name them: admitted untouched.
+        # Created with its markers and profile, as a job template may name them: untouched.
         f"marked-{n}": pod_manifest(
             f"marked-{n}", requests={"cpu": "100m"}, labels={"escher.io/gang": f"m-{n}"},
+            annotations=one, limits=dict.fromkeys([gang_marker, bind_marker], "0"),
+            scheduler_name=all_nodes,
+        ),
+        # ... with its markers on escher-scheduler: moved to the profile (one patch).
+        f"moved-{n}": pod_manifest(
+            f"moved-{n}", requests={"cpu": "100m"}, labels={"escher.io/gang": f"v-{n}"},
             annotations=one, limits=dict.fromkeys([gang_marker, bind_marker], "0"),
             scheduler_name=escher,
         ),
@@ -734,6 +744,9 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
         after = calls(env.metrics())
         return {v: after[v] > before[v] for v in after}
 
+    def profile(name: str) -> str:
+        return str(core.read_namespaced_pod(name, "default").spec.scheduler_name)
+
     def markers(name: str) -> dict[str, dict[str, str]]:
         resources = core.read_namespaced_pod(name, "default").spec.containers[0].resources
         return {
@@ -747,6 +760,7 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
         gang_member = {"filter": True, "prioritize": False, "bind": True}
         assert exchanges(f"plain-{n}") == none
         assert markers(f"plain-{n}") == {"limits": {}, "requests": {}}
+        assert profile(f"plain-{n}") == escher
         for name, marks, sent in (
             (f"gang-{n}", [gang_marker, bind_marker], gang_member),
             (f"prefer-{n}", [score_marker], {"filter": False, "prioritize": True, "bind": False}),
@@ -759,12 +773,15 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
             want = dict.fromkeys(marks, "0") if extender else {}
             assert markers(name) == {"limits": want, "requests": want}, name
             assert patches() - before == (1 if extender else 0), name
+            assert profile(name) == (all_nodes if extender else escher), name
         if extender:  # a pod carrying its markers is sent the same and not patched
-            before = patches()
-            assert exchanges(f"marked-{n}") == gang_member
             want = dict.fromkeys([gang_marker, bind_marker], "0")
-            assert markers(f"marked-{n}") == {"limits": want, "requests": want}
-            assert patches() == before
+            for name, patched_once in ((f"marked-{n}", False), (f"moved-{n}", True)):
+                before = patches()
+                assert exchanges(name) == gang_member, name
+                assert markers(name) == {"limits": want, "requests": want}, name
+                assert patches() - before == (1 if patched_once else 0), name
+                assert profile(name) == all_nodes, name
         # Last: a Coscheduling member waits for its PodGroup, retried (filtered) meanwhile.
         work.create(pods[f"cos-{n}"])
         want = dict.fromkeys([gang_marker, bind_marker], "0") if extender else {}
