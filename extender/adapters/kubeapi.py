@@ -8,7 +8,9 @@ and TLS runs in the event loop's own transport. aiohttp rather than httpx: its C
 the loop's TLS transport take a Binding POST at about half httpx's client-side cost on the
 bind burst of a gang (httpx goes through anyio's TLS stream and a few thousand Python calls
 a request). Requests other than watches share a token bucket (qps, burst), the same budget
-kube-scheduler's clientConnection gives itself.
+kube-scheduler's clientConnection gives itself; requests made under `background()` (the
+write-back's passes over every node) take a token only when no other request waits for one,
+so a pass of 5,000 node patches never holds up a policy's write or a bind.
 
 Every failure is an ApiError, and `reason` maps it to a short, bounded label for metrics and
 logs: this module is the one place that reads the API server's Status objects. Used by the
@@ -20,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -76,24 +79,51 @@ def status_message(body: bytes, fallback: str) -> str:
     return status.message or status.reason or fallback
 
 
+_BACKGROUND: ContextVar[bool] = ContextVar("kubeapi_background", default=False)
+
+
+@contextmanager
+def background() -> Iterator[None]:
+    """The requests this task makes inside yield the token bucket to every other request
+    (asyncio gives each task its own copy of the context, so only this task's)."""
+    token = _BACKGROUND.set(True)
+    try:
+        yield
+    finally:
+        _BACKGROUND.reset(token)
+
+
 class _Bucket:
-    """A token bucket: `qps` tokens a second, at most `burst` saved up."""
+    """A token bucket: `qps` tokens a second, at most `burst` saved up. A background taker
+    takes a token only while no other taker waits for one."""
 
     def __init__(self, qps: float, burst: int) -> None:
         self.qps = qps
         self.burst = float(burst)
         self.tokens = float(burst)
         self.at = time.monotonic()
+        self.waiting = 0  # takers other than background ones, waiting for a token
 
-    async def take(self) -> None:
+    async def take(self, background: bool = False) -> None:
+        if background:
+            await self._take(lambda: not self.waiting)
+            return
+        self.waiting += 1
+        try:
+            await self._take(lambda: True)
+        finally:
+            self.waiting -= 1
+
+    async def _take(self, allowed: Callable[[], bool]) -> None:
         while True:
             now = time.monotonic()
             self.tokens = min(self.burst, self.tokens + (now - self.at) * self.qps)
             self.at = now
-            if self.tokens >= 1:
+            if self.tokens >= 1 and allowed():
                 self.tokens -= 1
                 return
-            await asyncio.sleep((1 - self.tokens) / self.qps)
+            # Until the next token, or (a background taker yielding) a token's time.
+            await asyncio.sleep((1 - self.tokens if self.tokens < 1 else 1) / self.qps)
 
 
 class KubeAPI:
@@ -179,7 +209,7 @@ class KubeAPI:
         what: str = "",
     ) -> bytes:
         """One call; the body of a 2xx reply, else ApiError."""
-        await self._bucket.take()
+        await self._bucket.take(_BACKGROUND.get())
         limit = _TIMEOUT if timeout is None else aiohttp.ClientTimeout(timeout, sock_connect=5.0)
         try:
             # A request is built only once a connection of the pool is its to take: a burst of

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.adapters.informer import Informer
-from extender.adapters.kubeapi import ApiError
+from extender.adapters.kubeapi import ApiError, background
 from extender.core.ledger import Ledger
 from extender.metrics import Metrics
 from extender.settings import Settings
@@ -304,7 +304,10 @@ class NodeWriter(ABC):
         # The ledger's version first: the node's state read after it is at least that new.
         version = self._ledger.version
         try:
-            wrote = await self._converge(node)
+            # Background work (drift, a pass over every node) yields the API budget to the
+            # requests that someone waits for: a policy's change, a bind.
+            with contextlib.nullcontext() if rec.urgent else background():
+                wrote = await self._converge(node)
         except ApiError as e:
             if e.status == 404:
                 self._done(node, rec, version, wrote=False)

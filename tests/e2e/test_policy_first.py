@@ -5,10 +5,10 @@ patches at 5,000 nodes, 100 s at its default 50 QPS). A resource set meanwhile u
 behind that pass: its PUT answered 202 (not durable in time) and its pods stayed Pending for a
 minute and more (issue 58). Here the pass takes about 15 s (300 nodes at 20 QPS), the resource
 goes on the two last nodes in the pass's order, and it must be on both (the PUTs durable)
-within a third of the pass's time, and its pods bound, while the pass is still under way (the
-positive control: the pending count shows the pass was running before and after). Without the
-ordering the PUTs waited for the whole pass (checked by reverting it). The 5,000-node case is
-measured with `cluster up --nodes 5000` (docs/operations.md).
+within 2 s, and its pods bound, while the pass is still under way (the positive control: the
+pending count shows the pass was running before and after). Without the ordering the first
+PUT was not durable in time (checked by reverting it). The 5,000-node case is measured with
+`cluster up --nodes 5000` (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from extender.esl.client import PolicyClient
 
 NODES, QPS = 300, 20.0
 PASS_SECONDS = NODES / QPS  # the markers' first pass, one patch per node
+# Both PUTs durable within this (issue 58's target at 5,000 nodes; a tenth of the pass here).
+# Measured 0.41 s; 5.4 s with the order alone, while the pass's writes still took the API
+# budget's tokens as often as the policy's; never durable (202) before either.
+TARGET_SECONDS = 2.0
 
 pytestmark = [
     pytest.mark.e2e,
@@ -68,7 +72,7 @@ def test_a_resource_set_during_the_markers_first_pass_is_on_its_nodes_at_once(
         f"nodes pending {before:g} before, {after:g} after"
     )
     assert shown == dict.fromkeys(last, "3")
-    assert answered < PASS_SECONDS / 3
+    assert answered < TARGET_SECONDS
     on = [p.node for p in placed.values()]
     assert set(on) == set(last) and all(on.count(n) <= 3 for n in last), on
     assert after > 0, "the pass ended first: the ordering was not shown"

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from fakeapi import FakeAPI, Stream
 
-from extender.adapters.kubeapi import ApiError, KubeAPI
+from extender.adapters.kubeapi import _BACKGROUND, ApiError, KubeAPI, _Bucket, background
 
 
 def test_a_request_carries_its_path_query_body_and_token(tmp_path: Path) -> None:
@@ -170,3 +170,48 @@ def test_a_burst_of_watch_events_lets_the_loop_turn_between_batches(tmp_path: Pa
     assert [json.loads(line) for line in got] == events
     points = sorted({0, *turns, len(events)})
     assert max(b - a for a, b in itertools.pairwise(points)) <= 64
+
+
+def test_background_requests_yield_the_token_bucket_to_the_others() -> None:
+    """Ten background takers wait for tokens at 50 a second when one other request comes:
+    it takes the next token (or the one after: one may be taken as it arrives); without
+    background() it takes its chance among them (the control: over five tries, at least one
+    placed it later)."""
+
+    async def order(marked: bool) -> list[str]:
+        bucket = _Bucket(qps=50, burst=1)
+        await bucket.take()  # the burst spent: every taker below waits
+        got: list[str] = []
+
+        async def taker(name: str, in_background: bool) -> None:
+            await bucket.take(in_background)
+            got.append(name)
+
+        takers = [asyncio.create_task(taker(f"b{i}", marked)) for i in range(10)]
+        await asyncio.sleep(0.005)  # they all wait
+        takers.append(asyncio.create_task(taker("policy", False)))
+        await asyncio.gather(*takers)
+        return got
+
+    assert asyncio.run(order(marked=True)).index("policy") <= 1
+    assert max(asyncio.run(order(marked=False)).index("policy") for _ in range(5)) > 1
+
+
+def test_background_is_the_tasks_own() -> None:
+    async def run() -> tuple[bool, bool]:
+        inside = asyncio.Event()
+        seen: list[bool] = []
+
+        async def worker() -> None:
+            with background():
+                inside.set()
+                await asyncio.sleep(0.01)
+                seen.append(_BACKGROUND.get())
+
+        task = asyncio.create_task(worker())
+        await inside.wait()
+        other = _BACKGROUND.get()  # another task, while the worker is inside
+        await task
+        return other, seen[0]
+
+    assert asyncio.run(run()) == (False, True)
