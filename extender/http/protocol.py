@@ -7,7 +7,9 @@ would stay open for as long as its client liked. This protocol makes every conne
 in its listener's Pending set from its accept (from its handshake's end, over TLS) until its
 first request's headers are complete, and again from the first byte of each later request
 until its headers are: past the set's timeout it answers 408 and closes, and past its size
-the oldest waiting connection is closed.
+the oldest waiting connection is closed. A request answered before its body has come in closes its
+connection once answered: nothing would read the rest, and a trickle of it would hold the
+connection for as long as its client liked.
 
 Over TLS the handshake waits in the same set first (extender.http.tls), which is why uvicorn
 is given no certificate but this factory a TLS context. The body's read time is bounded in
@@ -60,6 +62,14 @@ def protocol(pending: Pending, tls: ssl.SSLContext | None) -> Callable[..., asyn
         def on_message_complete(self) -> None:
             super().on_message_complete()
             self._in_request = False
+
+        def on_response_complete(self) -> None:
+            if self._in_request and not self.transport.is_closing():
+                # Answered before its body came in (a 404 or 413 from the edge, a route that
+                # reads none): nothing will read the rest, whose bytes no timer bounds; the
+                # connection closes once the answer is written.
+                self.transport.close()
+            super().on_response_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
             pending.done(self)

@@ -23,14 +23,19 @@ and kube-scheduler's next connection reaches the leader.
 
 Limits, as on the other listener: requests in progress beyond `max_concurrency` are answered
 503 (and one connection carries at most STREAMS_PER_CONNECTION of them); a connection's TLS
-handshake must be done within `header_timeout_seconds`, and handshaking connections are
-bounded in number (extender.http.pending), which is why `_serve` wraps each connection in
-extender.http.tls rather than let hypercorn's `serve` start a TLS server, which hides a
-connection until its handshake completes; once it is done the client has shown
-kube-scheduler's certificate. Headers are at most hypercorn's 16 KiB; bodies are bounded by
-the edge (extender.http.edge). An idle connection is closed after IDLE_SECONDS, Go's own
-idle timeout, so kube-scheduler rather than the server decides when its connection is idle.
-Started by extender.server.
+handshake and its first request's headers must be done within `header_timeout_seconds` of its
+accept, and so must each later request's headers over HTTP/1.1 from their first byte
+(`_Timed`), and connections waiting for them are bounded in number (extender.http.pending),
+which is why `_serve` wraps each connection in extender.http.tls rather than let hypercorn's
+`serve` start a TLS server, which hides a connection until its handshake completes. hypercorn
+itself bounds only an idle connection (keep_alive_timeout, 90 s), and a connection sending a
+request's headers a byte at a time counts as idle. Over HTTP/2 only the first request is
+timed: kube-scheduler's client pings a connection it has not heard from for a while, and
+those bytes begin no request; past its first request the connection has shown
+kube-scheduler's certificate and a well-formed request. Headers are at most hypercorn's 16
+KiB; bodies are bounded by the edge (extender.http.edge). An idle connection is closed after
+IDLE_SECONDS, Go's own idle timeout, so kube-scheduler rather than the server decides when its
+connection is idle. Started by extender.server.
 """
 
 from __future__ import annotations
@@ -40,13 +45,14 @@ import contextlib
 import functools
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsIndex
 
 from hypercorn.asyncio.tcp_server import TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.config import Config
+from hypercorn.events import Event, Updated
 from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -223,13 +229,16 @@ async def _serve(app: Limited, cfg: Config, pending: Pending, closing: asyncio.E
     async def connected(
         handshake: Handshake, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        handshake.done()
+        # The handshake's wait goes on until the first request's headers are in (_Timed).
         task = asyncio.current_task()
         assert task is not None
         connections[task] = writer
         task.add_done_callback(lambda done: connections.pop(done, None))
+        ssl_object = writer.get_extra_info("ssl_object")
+        http2 = ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2"
+        assert isinstance(reader, _Reader)
         try:
-            await TCPServer(wrapped, loop, cfg, context, {}, reader, writer)
+            await _Timed(handshake, pending, reader, not http2, wrapped, loop, cfg, context, writer)
         except* KeyError as e:
             # hypercorn's HTTP/2 handler on data for a stream it has closed (see _Http2Call):
             # the connection is gone, the client reconnects; not an error of this service.
@@ -238,7 +247,7 @@ async def _serve(app: Limited, cfg: Config, pending: Pending, closing: asyncio.E
     def accepted() -> asyncio.BaseProtocol:
         # What asyncio.start_server(ssl=...) builds (its reader limit too), with the
         # handshake in `pending`.
-        reader = asyncio.StreamReader(limit=2**16, loop=loop)
+        reader = _Reader(limit=2**16, loop=loop)
         return secured(
             lambda handshake: asyncio.StreamReaderProtocol(
                 reader, functools.partial(connected, handshake), loop=loop
@@ -256,6 +265,57 @@ async def _serve(app: Limited, cfg: Config, pending: Pending, closing: asyncio.E
         server.close()
         await server.wait_closed()
         await _close(connections, app, cfg.graceful_timeout)
+
+
+class _Reader(asyncio.StreamReader):
+    """A connection's stream, telling `arrived` (once set) of each piece of data."""
+
+    arrived: Callable[[], None] | None = None
+
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        if self.arrived is not None and data:
+            self.arrived()
+        super().feed_data(data)
+
+
+class _Timed(TCPServer):
+    """hypercorn's connection, its requests' headers held to the Pending set's timeout.
+
+    It waits in `pending` (as `waiter`, the connection's Handshake, which aborts it) from its
+    accept until its first request's headers are in: hypercorn's Updated(idle=False), sent
+    once a request (HTTP/1.1) or a stream (HTTP/2) is created. With `each_request`
+    (HTTP/1.1), once idle again it waits anew from the first byte of its next request."""
+
+    def __init__(
+        self,
+        waiter: Handshake,
+        pending: Pending,
+        reader: _Reader,
+        each_request: bool,
+        app: Any,
+        loop: asyncio.AbstractEventLoop,
+        cfg: Config,
+        context: WorkerContext,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        super().__init__(app, loop, cfg, context, {}, reader, writer)
+        self._waiter, self._pending, self._each_request = waiter, pending, each_request
+        self._idle = False  # between requests, not waiting for one's headers yet
+        reader.arrived = self._arrived
+
+    def _arrived(self) -> None:
+        if self._idle:
+            self._idle = False
+            self._pending.wait(self._waiter)
+
+    async def protocol_send(self, event: Event) -> None:
+        if isinstance(event, Updated):
+            if not event.idle:
+                self._idle = False
+                self._pending.done(self._waiter)
+            elif self._each_request:
+                self._idle = True
+        await super().protocol_send(event)
 
 
 async def _close(

@@ -1,18 +1,23 @@
 """Slow clients against a real `escher-extender serve`, on every listener it can run.
 
 Each listener is attacked at once by connections that never finish what they began: one
-that sends nothing, one that trickles a TLS ClientHello (on TLS listeners) or its request
-headers (on the plain one) a byte a second, one that sends a request, gets its answer and
-then keeps the connection alive with a CR LF a second, and one that trickles a request body.
+that sends nothing, one that trickles a TLS ClientHello (on TLS listeners), and, over the
+listener's own transport (TLS done, with kube-scheduler's certificate where the verbs ask for
+one), one that trickles its request headers a byte a second, one that sends a request, gets
+its answer and then keeps the connection alive with a CR LF a second, one that trickles a
+request body and, on the HTTP/2 listener, one that trickles HTTP/2's connection preface.
 Meanwhile a real client (kube-scheduler's certificate on the verbs listeners) must be
 answered, and every slow connection must be closed within the timeout it is held to (the
-header timeout for the first three, the body timeout for the last, which gets its 408) plus
-a margin for a loaded machine. Then a flood of silent connections, four times the pending
-limit: the real client is still answered, and the surplus is closed at once as evicted.
+header timeout, the body timeout for the body, which gets its 408) plus a margin for a loaded
+machine. Then a flood of silent connections, four times the pending limit: the real client is
+still answered, and the surplus is closed at once as evicted.
 
-A process per listener configuration, with timeouts of a few seconds (the same code as the
-defaults, faster). The HTTP/2 verbs listener is hypercorn, the others uvicorn; both do the
-TLS handshake inside extender.http.pending's bound.
+The listeners are every one deploy/ and the chart open: the policy API (plain and TLS), the
+verbs' HTTP/2 listener (hypercorn) and, beside it, their HTTP/1.1 listener (--verbs-http1-port,
+uvicorn), each with and without a client CA; and the verbs on one HTTP/1.1 listener
+(--no-verbs-http2). A process per listener configuration, with timeouts of a few seconds (the
+same code as the defaults, faster). Both servers do the TLS handshake inside
+extender.http.pending's bound, and so do the headers.
 """
 
 from __future__ import annotations
@@ -44,16 +49,27 @@ SLOW_FOR = BODY_TIMEOUT + MARGIN + 3.0  # how long each slow client keeps trying
 class Listener:
     name: str
     tls: bool  # the attacked port speaks TLS
-    verbs: bool  # the attacked port is the verbs' (mutual TLS: a client certificate)
-    http2: bool = True
+    verbs: bool  # the attacked port is the verbs'
+    http2: bool = True  # verbs_port serves HTTP/2 (hypercorn)
+    http1_port: bool = False  # the attacked port is --verbs-http1-port, beside HTTP/2's
+    client_ca: bool = True  # the verbs ask for a client certificate (mutual TLS)
+
+    @property
+    def hypercorn(self) -> bool:
+        return self.verbs and self.http2 and not self.http1_port
 
 
 LISTENERS = [
     Listener("api-plain", tls=False, verbs=False),
     Listener("api-tls", tls=True, verbs=False),
     Listener("verbs-http2", tls=True, verbs=True),
+    Listener("verbs-http2-no-client-ca", tls=True, verbs=True, client_ca=False),
+    # deploy/'s filter and prioritize listener
+    Listener("verbs-http1-port", tls=True, verbs=True, http1_port=True),
+    Listener("verbs-http1-port-no-client-ca", tls=True, verbs=True, http1_port=True,
+             client_ca=False),
     Listener("verbs-http1", tls=True, verbs=True, http2=False),
-]
+]  # fmt: skip
 
 
 @dataclass
@@ -62,11 +78,19 @@ class Served:
     listener: Listener
     pki: Pki
 
-    def context(self, client: bool) -> ssl.SSLContext:
+    def context(self, client: bool, alpn: str = "http/1.1") -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki.ca))
         if client:
             ctx.load_cert_chain(str(self.pki.client_cert), str(self.pki.client_key))
+        ctx.set_alpn_protocols([alpn])
         return ctx
+
+    def transport(self, alpn: str = "http/1.1") -> ssl.SSLContext | None:
+        """How an attacker past the handshake talks to the port (None: plain), with the
+        client certificate where the port asks for one."""
+        if not self.listener.tls:
+            return None
+        return self.context(self.listener.verbs and self.listener.client_ca, alpn)
 
     def real_client(self) -> int:
         scheme = "https" if self.listener.tls else "http"
@@ -85,7 +109,7 @@ def served(
 ) -> Iterator[Served]:
     listener: Listener = request.param
     pki = make_pki(tmp_path_factory.mktemp("pki"))
-    ports = allocate_ports({"api": None, "verbs": None})
+    ports = allocate_ports({"api": None, "verbs": None, "verbs_http1": None})
     cert = [
         "--verbs-tls-cert-file",
         str(pki.server_cert),
@@ -100,15 +124,19 @@ def served(
         "ESCHER_MAX_PENDING_CONNECTIONS": str(PENDING),
         "ESCHER_VERBS_HTTP2": str(listener.http2).lower(),
     }
+    if listener.client_ca:
+        cert += ["--verbs-client-ca-file", str(pki.ca)]
+    if listener.http1_port:
+        cert += ["--verbs-http1-port", str(ports["verbs_http1"])]
     proc = subprocess.Popen(
         [sys.executable, "-m", "extender", "serve", "--mode", "standalone",
-         "--port", str(ports["api"]), "--verbs-port", str(ports["verbs"]),
-         "--verbs-client-ca-file", str(pki.ca), *cert],
+         "--port", str(ports["api"]), "--verbs-port", str(ports["verbs"]), *cert],
         env={**__import__("os").environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    it = Served(ports["verbs"] if listener.verbs else ports["api"], listener, pki)
+    port = "verbs_http1" if listener.http1_port else "verbs" if listener.verbs else "api"
+    it = Served(ports[port], listener, pki)
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -137,26 +165,45 @@ def _client_hello() -> bytes:
 
 REQUEST = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 64 + b"\r\n\r\n"
 BODY = b"PUT /v1/resources/r HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+# HTTP/2's client connection preface: what a client sends before its first request's HEADERS.
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes.fromhex("000000040000000000")
 
 
-def _attacks(listener: Listener) -> dict[str, tuple[bytes, list[bytes], float]]:
-    """name -> (sent at once, then one piece a second, the timeout it is held to)."""
-    out = {"silent": (b"", [], HEADER_TIMEOUT)}
+@dataclass(frozen=True)
+class Attack:
+    first: bytes  # sent at once
+    pieces: list[bytes]  # then one a second
+    timeout: float  # what it is held to
+    transport: ssl.SSLContext | None = None  # TLS done first (None: the raw socket)
+
+
+def _attacks(served: Served) -> dict[str, Attack]:
+    listener = served.listener
+    out = {"silent": Attack(b"", [], HEADER_TIMEOUT)}
     if listener.tls:
-        out["handshake-trickled"] = (b"", [bytes([b]) for b in _client_hello()], HEADER_TIMEOUT)
-    else:  # on TLS listeners only a client with the certificate gets this far
-        out["headers-trickled"] = (b"", [bytes([b]) for b in REQUEST], HEADER_TIMEOUT)
-        out["keep-alive-trickled"] = (REQUEST, [b"\r\n"] * 60, HEADER_TIMEOUT)
-        out["body-trickled"] = (BODY, [b" "] * 99, BODY_TIMEOUT)
+        out["handshake-trickled"] = Attack(
+            b"", [bytes([b]) for b in _client_hello()], HEADER_TIMEOUT
+        )
+    # Past the handshake: only a client the port accepts (its certificate on the verbs).
+    tls = served.transport()
+    out["headers-trickled"] = Attack(b"", [bytes([b]) for b in REQUEST], HEADER_TIMEOUT, tls)
+    out["keep-alive-trickled"] = Attack(REQUEST, [b"\r\n"] * 60, HEADER_TIMEOUT, tls)
+    out["body-trickled"] = Attack(BODY, [b" "] * 99, BODY_TIMEOUT, tls)
+    if listener.hypercorn:
+        out["h2-preface-trickled"] = Attack(
+            b"", [bytes([b]) for b in H2_PREFACE], HEADER_TIMEOUT, served.transport("h2")
+        )
     return out
 
 
-def _attack(
-    port: int, first: bytes, pieces: list[bytes], closed: dict[str, float], name: str
-) -> None:
-    s = socket.create_connection(("127.0.0.1", port))
-    s.settimeout(0.25)
+def _attack(port: int, attack: Attack, closed: dict[str, float], name: str) -> None:
     began = time.monotonic()
+    s: socket.socket = socket.create_connection(("127.0.0.1", port))
+    if attack.transport is not None:
+        s.settimeout(10)
+        s = attack.transport.wrap_socket(s, server_hostname="127.0.0.1")
+    s.settimeout(0.25)
+    first, pieces = attack.first, attack.pieces
     s.sendall(first)
     sent = began
     pieces = list(pieces)
@@ -182,11 +229,11 @@ def _attack(
 def test_slow_clients_are_closed_in_time_while_a_real_client_is_served(
     served: Served, tally: Counter[str]
 ) -> None:
-    attacks = _attacks(served.listener)
+    attacks = _attacks(served)
     closed: dict[str, float] = {}
     threads = [
-        threading.Thread(target=_attack, args=(served.port, first, pieces, closed, name))
-        for name, (first, pieces, _) in attacks.items()
+        threading.Thread(target=_attack, args=(served.port, attack, closed, name))
+        for name, attack in attacks.items()
     ]
     for t in threads:
         t.start()
@@ -195,9 +242,9 @@ def test_slow_clients_are_closed_in_time_while_a_real_client_is_served(
     for t in threads:
         t.join()
     tally["slowloris: slow connections"] += len(attacks)
-    for name, (_, _, timeout) in attacks.items():
+    for name, attack in attacks.items():
         assert name in closed, f"{name}: still open after {SLOW_FOR:g}s"
-        assert closed[name] <= timeout + MARGIN, f"{name}: closed after {closed[name]:.1f}s"
+        assert closed[name] <= attack.timeout + MARGIN, f"{name}: closed after {closed[name]:.1f}s"
 
 
 def _closed(s: socket.socket) -> bool:

@@ -333,7 +333,15 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
 
     # The scheduler's configuration.
     config = scheduler_config(docs, scheduler)
-    assert [p["schedulerName"] for p in config["profiles"]] == [scheduler]
+    # Split: a second profile, looking at every node, for the pods the extender decides (the
+    # marker policy moves them there); the scheduler's own samples as kube-scheduler does.
+    split = values["mode"] == "extender" and values["scope"] == "split"
+    profiles = {scheduler: None, **({f"{scheduler}-all-nodes": 100} if split else {})}
+    assert {p["schedulerName"]: p.get("percentageOfNodesToScore") for p in config["profiles"]} == (
+        profiles
+    )
+    every_pod = values["mode"] == "extender" and values["scope"] == "every-pod"
+    assert config.get("percentageOfNodesToScore") == (100 if every_pod else None)
     assert config["leaderElection"]["resourceName"] == scheduler
     own = api["scheduler"]
     assert config["clientConnection"] == {
@@ -564,8 +572,8 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         }
     for policy in kinds(docs, "MutatingAdmissionPolicy"):
         conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
-        expected = f'object.spec.schedulerName == "{scheduler}"'
-        assert conditions["for-escher-scheduler"] == expected
+        names = ", ".join(f'"{p["schedulerName"]}"' for p in config["profiles"])
+        assert conditions["for-escher-scheduler"] == f"object.spec.schedulerName in [{names}]"
         # As deploy/'s: none runs again after its own patch (docs/deployment.md, the cost).
         assert policy["spec"]["reinvocationPolicy"] == "Never", policy["metadata"]["name"]
 
@@ -985,6 +993,28 @@ def test_the_api_budgets_default_equal_and_each_can_be_set() -> None:
     )
 
 
+@pytest.mark.parametrize("layout", ["service", "sidecar"])
+def test_the_slow_client_bounds_reach_the_extender(
+    layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """connections.* become the extender's settings, on every listener it opens; the
+    defaults are the extender's own."""
+    defaults = Settings.model_fields
+    for given, want in (
+        ({}, (defaults["header_timeout_seconds"].default, defaults["body_timeout_seconds"].default,
+              defaults["max_pending_connections"].default)),
+        ({"headerTimeoutSeconds": 2.5, "bodyTimeoutSeconds": 7, "maxPending": 40},
+         (2.5, 7.0, 40)),
+    ):  # fmt: skip
+        docs = render({"layout": layout, "connections": given})
+        env = {e["name"]: e.get("value") for e in container(docs, RELEASE)["env"]}
+        for name in ("HEADER_TIMEOUT_SECONDS", "BODY_TIMEOUT_SECONDS", "MAX_PENDING_CONNECTIONS"):
+            monkeypatch.setenv(f"ESCHER_{name}", str(env[f"ESCHER_{name}"]))
+        args = serve_args(docs)
+        got = (args.header_timeout_seconds, args.body_timeout_seconds, args.max_pending_connections)
+        assert got == want
+
+
 def test_another_resource_domain_reaches_every_key_that_names_it() -> None:
     docs = render({"resourceDomain": "example.com"})
     assert serve_args(docs).resource_domain == "example.com"
@@ -1147,11 +1177,11 @@ def test_the_token_is_generated_or_taken_from_an_existing_secret() -> None:
     docs = render()
     token = find(docs, "Secret", f"{RELEASE}-token")
     assert len(base64.b64decode(token["data"]["token"])) >= 32
-    (env,) = container(docs, RELEASE)["env"]
+    (env,) = [e for e in container(docs, RELEASE)["env"] if e["name"] == "ESCHER_TOKEN"]
     assert env["valueFrom"]["secretKeyRef"] == {"name": f"{RELEASE}-token", "key": "token"}
     docs = render({"token": {"existingSecret": "mine"}})
     assert not [d for d in kinds(docs, "Secret") if d["metadata"]["name"].endswith("-token")]
-    (env,) = container(docs, RELEASE)["env"]
+    (env,) = [e for e in container(docs, RELEASE)["env"] if e["name"] == "ESCHER_TOKEN"]
     assert env["valueFrom"]["secretKeyRef"] == {"name": "mine", "key": "token"}
 
 

@@ -538,8 +538,15 @@ def test_the_extender_runs_in_its_mode_with_flags_the_cli_accepts(mode: str) -> 
     }
     # The policy API's token from a Secret, through the ESCHER_TOKEN setting; not a flag.
     assert parsed.token is None
-    (env,) = container["env"]
-    assert env["name"] == "ESCHER_TOKEN" and "secretKeyRef" in env["valueFrom"]
+    token, *bounds = container["env"]
+    assert token["name"] == "ESCHER_TOKEN" and "secretKeyRef" in token["valueFrom"]
+    # The slow-client bounds, shown with the extender's own defaults (what the chart's
+    # connections.* set).
+    defaults = Settings.model_fields
+    assert {e["name"]: e["value"] for e in bounds} == {
+        f"ESCHER_{name.upper()}": f"{defaults[name].default:g}"
+        for name in ("header_timeout_seconds", "body_timeout_seconds", "max_pending_connections")
+    }
     assert spec["serviceAccountName"] == EXTENDER_SA[1]
 
 

@@ -69,6 +69,13 @@ the scheduler's pod (layout sidecar, extender mode: the verbs on the pod's loopb
         secretKeyRef:
           name: {{ include "escher-extender.tokenSecret" . }}
           key: token
+    # Slow clients, on every listener (connections; docs/deployment.md, "Slow clients").
+    - name: ESCHER_HEADER_TIMEOUT_SECONDS
+      value: {{ .Values.connections.headerTimeoutSeconds | quote }}
+    - name: ESCHER_BODY_TIMEOUT_SECONDS
+      value: {{ .Values.connections.bodyTimeoutSeconds | quote }}
+    - name: ESCHER_MAX_PENDING_CONNECTIONS
+      value: {{ .Values.connections.maxPending | quote }}
   ports:
     # In the sidecar layout `https` is kube-scheduler's port of the pod.
     - name: {{ $port }}
