@@ -7,9 +7,8 @@ every other pod goes through no exchange (tests/e2e/test_deploy.py proves the po
 deploy/ installs it). Here: a plain pod and a pod that only requests an ephemeral resource
 are placed and bound by kube-scheduler alone, the second held to the written-back resource by
 NodeResourcesFit;
-gang members are filtered and bound by the extender; a pod waiting for an ephemeral
-resource, in every class, is bound within seconds of the resource being set (the markers,
-which the extender advertises on every node, keep kube-scheduler's queueing hints working);
+gang members are filtered and bound by the extender (a pod waiting for an ephemeral
+resource is bound within seconds of it, in every class and mode: tests/e2e/test_wake.py);
 pods that need no exchange keep being scheduled while the extender is down; and what the
 split gives up, a gang's reserved place taken by a pod the extender never saw, costs the
 gang time, never its all-or-nothing or a node's capacity.
@@ -38,8 +37,6 @@ pytestmark = [
 ]
 
 _names = itertools.count()
-# How soon a pod waiting for an ephemeral resource must be bound once it is set (issue 29).
-WAKE_SECONDS = 5.0
 # When the decrease starts after its round's pods, seconds: across the window in which it
 # sees fewer pods allocated than kube-scheduler is binding (a few ms to a few tens of ms
 # here, by the machine's load).
@@ -193,51 +190,6 @@ def test_a_reserved_place_taken_by_an_unmarked_pod_delays_the_gang_and_breaks_no
         assert len({placed[m].node for m in members}) == 3
     finally:
         work.delete([*members, intruder])
-
-
-@pytest.mark.parametrize("kind", ["ephemeral", "prefer", "gang"])
-def test_a_pod_waiting_for_an_ephemeral_resource_is_bound_within_seconds_of_it(
-    cluster: localcluster.ClusterInfo, kind: str
-) -> None:
-    """ESCHER's main use: the pod exists first, parked as unschedulable, and the resource is
-    set afterwards. kube-scheduler requeues such a pod on a node update only if its queueing
-    hint finds that the pod fits the node, markers counted: they are on every node (the
-    write-back), so the pod is retried at once, not at the 5-minute flush of the
-    unschedulable queue (326 s when no node had the marker)."""
-    work = Workload(api_client(cluster.kubeconfig))
-    n = next(_names)
-    short = f"late-{kind}-{n}"
-    resource = f"escher.io/{short}"
-    labels, annotations, count = {}, {}, 1
-    if kind == "prefer":
-        annotations = {"escher.io/pack": short}
-    elif kind == "gang":
-        labels, annotations, count = {"escher.io/gang": short}, {"escher.io/gang-min": "2"}, 2
-    names = [f"{short}-{i}" for i in range(count)]
-    try:
-        for name in names:
-            work.create(
-                pod_manifest(name, limits={resource: "1"}, labels=labels, annotations=annotations)
-            )
-        # Parked: tried, and found no node with the resource.
-        deadline = time.monotonic() + 30
-        waiting = work.placements(names)
-        while not all(p.reason for p in waiting.values()):
-            assert time.monotonic() < deadline, waiting
-            time.sleep(0.2)
-            waiting = work.placements(names)
-        assert not [p.node for p in waiting.values() if p.node], waiting
-        time.sleep(2)  # past the first backoff: the pods sit in the unschedulable queue
-        one_unit_on(cluster, short, None, units=2)
-        set_at = time.monotonic()
-        placed = work.wait(names, timeout=30)
-        took = time.monotonic() - set_at
-        assert all(p.node for p in placed.values()), placed
-        assert took < WAKE_SECONDS, f"bound {took:.1f}s after the resource was set"
-    finally:
-        work.delete(names)
-        with PolicyClient(cluster.extender_url or "", cluster.token or "") as policy:
-            policy.delete_resource(short)
 
 
 def test_pods_that_need_no_exchange_are_scheduled_while_the_extender_is_down(

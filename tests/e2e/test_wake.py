@@ -1,0 +1,93 @@
+"""A pod waiting for an ephemeral resource is bound within seconds of it, in every mode.
+
+ESCHER's main use: the pod exists first, parked as unschedulable, and the resource is set
+afterwards. kube-scheduler requeues such a pod on a node update only if its queueing hint
+finds that the pod now fits the node (pure, and extender mode's pods that need no exchange:
+NodeResourcesFit's hint, the written-back capacity; the extender's marked pods: the markers,
+which the write-back advertises on every node, counted too: 326 s, the unschedulable queue's
+five-minute flush, when no node had them), or, in mode dra, on a ResourceSlice published
+(DynamicResources' hint). So the bound is asserted for each mode as it ships: the extender as
+deploy/ runs it (split) and sending every pod every exchange, pure and dra; for each pod class
+the mode honours (pure and dra have no preferences or gangs of their own).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import pytest
+
+from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
+from escher_harness.workload import Workload, pod_manifest
+from extender.esl.client import PolicyClient
+
+# How soon a pod waiting for an ephemeral resource must be bound once it is set (issue 29).
+WAKE_SECONDS = 5.0
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=3, node_cpu="4", kwok=False)]
+
+SPLIT = {"mode": "extender"}
+EVERY_POD = {"mode": "extender", "scope": "every-pod"}
+PURE = {"mode": "pure"}
+DRA = {"mode": "dra"}
+CASES = [
+    *[(SPLIT, kind) for kind in ("ephemeral", "prefer", "gang")],
+    *[(EVERY_POD, kind) for kind in ("ephemeral", "prefer", "gang")],
+    (PURE, "ephemeral"),
+    (DRA, "ephemeral"),
+]
+_names = itertools.count()
+
+
+def _id(case: Any) -> str:
+    if isinstance(case, dict):
+        return "-".join(str(v) for v in case.values())
+    return str(case)
+
+
+@pytest.mark.parametrize(("cluster", "kind"), CASES, indirect=["cluster"], ids=_id)
+def test_a_pod_waiting_for_an_ephemeral_resource_is_bound_within_seconds_of_it(
+    cluster: localcluster.ClusterInfo, kind: str
+) -> None:
+    assert cluster.extender_url and cluster.token
+    work = Workload(api_client(cluster.kubeconfig))
+    short = f"late-{kind}-{next(_names)}"
+    resource = f"escher.io/{short}"
+    labels, annotations, count = {}, {}, 1
+    if kind == "prefer":
+        annotations = {"escher.io/pack": short}
+    elif kind == "gang":
+        labels, annotations, count = {"escher.io/gang": short}, {"escher.io/gang-min": "2"}, 2
+    names = [f"{short}-{i}" for i in range(count)]
+    try:
+        for name in names:
+            work.create(
+                pod_manifest(name, limits={resource: "1"}, labels=labels, annotations=annotations)
+            )
+        # Parked: tried, and found no node with the resource.
+        deadline = time.monotonic() + 30
+        waiting = work.placements(names)
+        while not all(p.reason for p in waiting.values()):
+            assert time.monotonic() < deadline, waiting
+            time.sleep(0.2)
+            waiting = work.placements(names)
+        assert not [p.node for p in waiting.values() if p.node], waiting
+        # Past kube-scheduler's first backoff (1 s): the pods sit in the unschedulable queue,
+        # where only a queueing hint (or the five-minute flush) moves them.
+        time.sleep(2)
+        set_at = time.monotonic()  # the call included: its answer waits for the nodes
+        with PolicyClient(cluster.extender_url, cluster.token) as policy:
+            result = policy.set_resource(short, 2)
+        assert result.durable, result
+        placed = work.wait(names, timeout=30)
+        took = time.monotonic() - set_at
+        print(f"\n{cluster.mode} {kind}: bound {took:.2f}s after the resource was set")
+        assert all(p.node for p in placed.values()), placed
+        assert took < WAKE_SECONDS, f"bound {took:.1f}s after the resource was set"
+    finally:
+        work.delete(names)
+        with PolicyClient(cluster.extender_url, cluster.token) as policy:
+            policy.delete_resource(short, force=True)
