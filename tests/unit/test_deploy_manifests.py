@@ -428,7 +428,7 @@ def test_the_extender_mode_config_is_the_local_split_one_plus_https_to_the_servi
         p.get("pluginConfig") for p in local["profiles"]
     ]
     # The same entries (verbs, weights, timeouts, markers, ignorable) as the local control
-    # plane's `--split`, each over mutual TLS to the Service.
+    # plane's split (mode extender's default scope), each over mutual TLS to the Service.
     transport = {"urlPrefix", "enableHTTPS", "tlsConfig"}
     assert [{k: v for k, v in e.items() if k not in transport} for e in deployed["extenders"]] == [
         {k: v for k, v in e.items() if k != "urlPrefix"} for e in local["extenders"]
