@@ -55,10 +55,12 @@ def test_two_approaches_replay_one_trace_and_every_gang_runs_to_success(
         members = sum(a.size for a in arrivals)
         assert run["writes"].get("POST pods/binding", 0) >= members, run["writes"]
     footing = doc["preset"]["footing"]
-    assert (footing["client_qps"], footing["percentage_of_nodes_to_score"]) == (1000.0, 100)
+    # Each approach samples nodes as it ships (None: its own configuration), and says so.
+    assert (footing["client_qps"], footing["percentage_of_nodes_to_score"]) == (1000.0, None)
     # The extender approach ran as deploy/ runs it (split), and the report says so.
     assert footing["extender_scope"] == "split"
     assert doc["environment"]["versions"]["kubernetes"].startswith("v1.37")
     report = (tmp_path / "report.md").read_text()
     assert scenario.digest(arrivals) in report and "native" in report
     assert "as deploy/ does (split" in report
+    assert "percentageOfNodesToScore as each approach ships" in report
