@@ -21,6 +21,15 @@ leaderElection:
   # Its own lease: it never competes with the default scheduler for kube-system/kube-scheduler.
   resourceNamespace: {{ .Release.Namespace }}
   resourceName: {{ $scheduler }}
+{{- if eq .Values.mode "extender" }}
+# A pod whose exchange failed (no extender leader: a failover) is tried again after 1 s, not
+# after kube-scheduler's backoff doubling from 1 s to 10 s, which kept a pod created when the
+# leader stopped waiting 4-9 s after a new one led (docs/operations.md, "Replicas and
+# failover"). The cost: an unschedulable pod that an event requeues waits 1 s, not up to
+# 10 s, before its next try when kube-scheduler is busy.
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 1
+{{- end }}
 {{- if and (eq .Values.mode "extender") (eq .Values.scope "every-pod") }}
 # Every pod goes to the extender: every feasible node is sent to it
 # (scheduler-config/extender.yaml says why).
