@@ -195,7 +195,10 @@ def _bench_stall(args: argparse.Namespace) -> int:
 def _bench_failover(args: argparse.Namespace) -> int:
     from escher_harness.bench import failover
 
-    print(failover.run(args.out, repeat=args.repeat))
+    if args.sidecar and args.scope != "split":
+        raise SystemExit("--sidecar runs deploy/overlays/sidecar's split: no --scope every-pod")
+    layout: failover.Layout = "sidecar" if args.sidecar else args.scope
+    print(failover.run(args.out, repeat=args.repeat, layout=layout))
     return 0
 
 
@@ -433,10 +436,23 @@ def _add_bench(sub: Any) -> None:
     t.set_defaults(func=_guarded(_bench_stall))
     f = kinds.add_parser(
         "failover",
-        help="seconds from SIGKILL or SIGSTOP of the leader to the next bind, shipped defaults",
+        help="seconds from SIGKILL or SIGSTOP of the leader to the next bind, as deploy/ ships it",
     )
     f.add_argument("--out", type=Path, required=True, help="directory for failover.md and .png")
     f.add_argument("--repeat", type=_positive_int, default=3, help="rounds of both signals")
+    f.add_argument(
+        "--scope",
+        choices=("split", "every-pod"),
+        default="split",
+        help="split (the default, as deploy/ runs it: each exchange only for the pods that "
+        "need it, filter and prioritize over HTTP/1.1, bind over HTTP/2) or every pod every "
+        "exchange over HTTP/2",
+    )
+    f.add_argument(
+        "--sidecar",
+        action="store_true",
+        help="deploy/overlays/sidecar's configuration: the split over plain HTTP/1.1",
+    )
     f.set_defaults(func=_guarded(_bench_failover))
     from escher_harness.bench.schedperf_config import TEST_CASE_NAMES, WAYS
 
