@@ -1,8 +1,14 @@
 """Write-back: ephemeral resources on the Node objects, equal to the ledger (pure and
 extender modes).
 
-Writes each node's set (NodeView.shown) to its `status.capacity` and `status.allocatable`
-(no kubelet copies one into the other for these names): a JSON merge patch of the status
+Writes each node's capacities (NodeView.ephemeral) to its `status.capacity` and
+`status.allocatable` (no kubelet copies one into the other for these names). A capacity
+lowered below what pods bound meanwhile hold (kube-scheduler binds the pods that need no
+exchange itself, against the capacity it last saw) is written as it is, not raised to cover
+them: NodeResourcesFit then sees no room on that node, and none as they leave, until they are
+below it. Raised to what they held, each pod leaving freed a unit that kube-scheduler gave a
+waiting pod before the lowered figure reached it, and the node stayed above the capacity
+accepted for as long as pods waited (tests/e2e/test_split.py). A JSON merge patch of the status
 subresource that names only the domain's keys (null deletes one), so other writers' extended
 resources are never touched.
 
@@ -141,7 +147,7 @@ class WriteBack(NodeWriter):
         return wrote
 
     def _desired(self, view: NodeView) -> dict[str, int]:
-        return {**view.shown(), **self._advertised}
+        return {**view.ephemeral, **self._advertised}
 
     async def _read(self, node: str) -> _Seen:
         reply = await self._api.request(

@@ -115,13 +115,13 @@ class NodeView(NamedTuple):
         return max(0, self.capacity(resource) - self.used.get(resource, 0))
 
     def shown(self) -> dict[str, int]:
-        """What the node must show of its ephemeral resources: each one's capacity, or what
-        its pods hold if that is more. Pods can be bound beyond a capacity just lowered: the
-        ledger refuses a decrease below what it has seen allocated, but kube-scheduler may
-        have placed pods against the old capacity that the pod watch has not reported yet
-        (a pod that needs no exchange never tells the extender first). The node then shows
-        what they hold until they leave, so it is never over capacity, and kube-scheduler
-        places no more pods there: the decrease is deferred, not half applied."""
+        """Each ephemeral resource's capacity, or what its holders hold if that is more: what
+        mode dra publishes (extender.adapters.slices), where a device a claim holds is never
+        unpublished. Holders can exceed a capacity just lowered: the ledger refuses a
+        decrease below what it has seen allocated, but kube-scheduler may have placed pods
+        against the old capacity that the watch has not reported yet. The Node-status
+        write-back writes the capacities themselves instead (extender.adapters.writeback),
+        so kube-scheduler finds no room there until the holders are below it."""
         used = self.used
         return {r: max(cap, used.get(r, 0)) for r, cap in self.ephemeral.items()}
 
