@@ -15,12 +15,18 @@ import pytest
 from builders import Clock
 
 from extender.adapters.kubeapi import ApiError
-from extender.adapters.leader import DOMAIN_ANNOTATION, LeaderElectionError, LeaderElector
+from extender.adapters.leader import (
+    DOMAIN_ANNOTATION,
+    FOLLOWER_LOOKS,
+    LeaderElectionError,
+    LeaderElector,
+)
 from extender.settings import Settings
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lease"
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 DURATION, RENEW, RETRY = 15.0, 10.0, 2.0
+LOOK = RETRY / FOLLOWER_LOOKS  # a follower's look at the lease
 
 
 @dataclass
@@ -121,17 +127,17 @@ def test_a_leader_that_cannot_renew_stops_before_another_may_win(
 @pytest.mark.parametrize(
     ("seen_ago", "wait"),
     [
-        (0.0, RETRY / 2),  # the lease was just renewed: look at twice the leader's rate
-        (DURATION - 0.5, 0.5),  # it expires before the next look: try then
-        (DURATION - RETRY / 2, RETRY / 2),
-        (DURATION + 1, RETRY / 2),  # expired, and the attempt failed anyway: look as usual
+        (0.0, LOOK),  # the lease was just renewed: look at FOLLOWER_LOOKS times its rate
+        (DURATION - 0.1, 0.1),  # it expires before the next look: try then
+        (DURATION - LOOK, LOOK),
+        (DURATION + 1, LOOK),  # expired, and the attempt failed anyway: look as usual
     ],
 )
 def test_a_follower_tries_again_when_the_lease_it_saw_expires(seen_ago: float, wait: float) -> None:
     store, clock = Leases(), Clock(100.0)
     a, b = elector(store, clock, "a"), elector(store, clock, "b")
     assert attempt(a) and not attempt(b)  # b follows, having seen a's lease now
-    assert (a.next_try(), b.next_try()) == (RETRY, RETRY / 2)
+    assert (a.next_try(), b.next_try()) == (RETRY, LOOK)
     clock.now += seen_ago
     assert b.next_try() == pytest.approx(wait)
 
