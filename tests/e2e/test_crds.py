@@ -147,7 +147,10 @@ STATUS = {
         {
             "observedGeneration": 1,
             "nodeCount": 1,
+            "capacity": 3,
             "allocated": 1,
+            "available": 2,
+            "nodesListed": True,
             "nodes": {"node-0": {"capacity": 3, "allocated": 1, "available": 2}},
             "conditions": [{**CONDITION, "type": "Durable"}],
         },

@@ -160,7 +160,10 @@ def test_each_status_has_standard_conditions_listed_by_type(name: str) -> None:
 
 
 STATUS_FIELDS = {
-    ERES: {"observedGeneration", "nodes", "nodeCount", "allocated", "conditions"},
+    ERES: {
+        *("observedGeneration", "nodeCount", "capacity", "allocated", "available"),
+        *("nodesListed", "nodes", "conditions"),
+    },
     ESLS: {
         *("observedGeneration", "id", "resources", "requests", "dynamic", "steps", "state"),
         "conditions",

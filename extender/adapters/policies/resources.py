@@ -196,7 +196,7 @@ class Resources(Reconciler[o.ResourceObject]):
         full = names.full_name(self.domain, name)
         per_node = await asyncio.to_thread(o.usage, self.ledger, full)
         status = o.resource_status(gen, per_node, conditions)
-        fingerprint = head + msgspec.json.encode(per_node)
+        fingerprint = head + msgspec.json.encode(status)
         if self._status_written.get(name) != fingerprint:
             await self.put_status(name, status)
             self._status_written[name], self._heads[name] = fingerprint, head
