@@ -18,6 +18,7 @@ from kubernetes import client
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
+from escher_harness.waits import until
 from escher_harness.workload import Workload
 
 pytestmark = [
@@ -131,7 +132,22 @@ def test_a_reused_gang_name_is_all_or_nothing_again(
         pod = member("g1", 0, 3)
         pod["metadata"]["name"] = name
         work.create(pod)
-    time.sleep(8)  # long enough for kube-scheduler to have tried both several times
+    # The positive control: a pod of no gang, created with them, is filtered and bound by the
+    # extender meanwhile. And both members get as far as the bind call: there they wait at
+    # the barrier for the member to come, where members counted with the old gang's would be
+    # bound.
+    control = "g1-control"
+    work.create(builders.pod(control, requests={"cpu": "100m"}))
+    assert work.wait([control], timeout=30)[control].node, "the control was never bound"
+
+    def at_bind() -> dict[str, str]:
+        status = gangs(fresh_cluster).get("default/g1", {})
+        states = {m["pod"].split("/")[1]: m["state"] for m in status.get("members", [])}
+        past = {"at-bind", "binding", "bound"}
+        return states if len(states) == 2 and set(states.values()) <= past else {}
+
+    until(at_bind, "both members at the bind barrier")
+    work.delete([control])
     assert bound(work, again) == dict.fromkeys(again)
     status = gangs(fresh_cluster)["default/g1"]
     assert status["min_members"] == 3 and status["phase"] in ("waiting", "reserved")

@@ -54,6 +54,12 @@ def gates(pod: dict[str, Any]) -> list[str]:
     return [g["name"] for g in pod["spec"].get("schedulingGates") or []]
 
 
+def gated_at_admission(core: client.CoreV1Api) -> bool:
+    """Whether a gang member created now would be gated (a server-side dry run)."""
+    probe = core.create_namespaced_pod("default", member("probe", 0, 2, gates=()), dry_run="All")
+    return [g.name for g in probe.spec.scheduling_gates or []] == [GATE]
+
+
 def until(check: Any, timeout: float = 30, what: str = "") -> Any:
     deadline = time.monotonic() + timeout
     while not (out := check()):
@@ -90,7 +96,14 @@ def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_free
         work.create(member("wait", i, 2, cpu="2"))
     status = until(lambda: gang(fresh_cluster, "default/wait").get("reason"), what="gang learnt")
     assert "does not fit now" in status
-    time.sleep(3)  # kube-scheduler would have tried an ungated pod several times by now
+    # The positive control: a pod of no gang behind the same gate, created now, is let
+    # through at once, tried and bound by kube-scheduler (to the node left free). Members
+    # let through when their gang was learnt would have been queued before it, and tried
+    # first.
+    control = "wait-control"
+    work.create(pod_manifest(control, requests={"cpu": "1"}, scheduling_gates=(GATE,)))
+    assert work.wait([control], timeout=30)[control].node, "the control was never bound"
+    work.delete([control])  # it would take the room the gang waits for
     for p in pods(core, names).values():
         assert gates(p) == [GATE] and not p["spec"].get("nodeName")
         (cond,) = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
@@ -154,7 +167,9 @@ def test_the_adaptive_gate_holds_new_gangs_only_while_gangs_wait_for_room(
     work.wait(blockers, timeout=30)
     short = create("short", 2, "2")  # does not fit: the switch closes
     until(lambda: hold() == "true", what="the switch held")
-    time.sleep(1)  # the API server's policy parameters follow a watch
+    # The API server's policy parameters follow a watch: until it has the switch, a member
+    # is admitted ungated (a dry run is admitted as a creation would be, and not stored).
+    until(lambda: gated_at_admission(core), what="the admission policy gating members")
     later = create("later", 2, "2")
     assert all(gates(p) == [GATE] for p in pods(core, later).values())
     work.delete(blockers)

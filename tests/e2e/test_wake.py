@@ -21,6 +21,7 @@ import pytest
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
+from escher_harness.waits import pending_pods, until
 from escher_harness.workload import Workload, pod_manifest
 from extender.esl.client import PolicyClient
 
@@ -40,6 +41,14 @@ CASES = [
     (DRA, "ephemeral"),
 ]
 _names = itertools.count()
+
+
+def parked(cluster: localcluster.ClusterInfo, count: int) -> dict[str, float] | None:
+    """kube-scheduler's queues once `count` pods are in the unschedulable one and none in
+    the active or backoff ones, else None."""
+    queues = pending_pods(cluster)
+    idle = not queues.get("active") and not queues.get("backoff")
+    return queues if idle and queues.get("unschedulable", 0) >= count else None
 
 
 def _id(case: Any) -> str:
@@ -77,7 +86,9 @@ def test_a_pod_waiting_for_an_ephemeral_resource_is_bound_within_seconds_of_it(
         assert not [p.node for p in waiting.values() if p.node], waiting
         # Past kube-scheduler's first backoff (1 s): the pods sit in the unschedulable queue,
         # where only a queueing hint (or the five-minute flush) moves them.
-        time.sleep(2)
+        until(
+            lambda: parked(cluster, len(names)), "the pods in kube-scheduler's unschedulable queue"
+        )
         set_at = time.monotonic()  # the call included: its answer waits for the nodes
         with PolicyClient(cluster.extender_url, cluster.token) as policy:
             result = policy.set_resource(short, 2)

@@ -23,6 +23,7 @@ from esl_harness import Env
 
 from escher_harness import localcluster
 from escher_harness.localcluster.fakenodes import Topology
+from escher_harness.waits import until
 from extender.esl.antiaffinity import AntiAffinity, AntiAffinityParams
 from extender.esl.compose import Compose, ComposeParams
 from extender.esl.fairshare import FairShare, FairShareParams, Group
@@ -88,7 +89,22 @@ def test_gang_in_one_rack_and_fair_share_and_anti_affinity_compose(rack_env: Env
                 break
             esl.step()
             time.sleep(0.3)
-        time.sleep(1.5)  # long enough for a sixteenth pod to bind, were it allowed to
+        # No sixteenth pod can bind (rather than a wait in which one did not): once the ledger
+        # has seen the fifteen bound, no node has a unit of alice's or bob's share free,
+        # which every pod here asks for.
+        shares = [fair.full("alice"), fair.full("bob")]
+
+        def units() -> tuple[int, dict[str, int]]:
+            """Units of the shares held, and those free by node and share."""
+            nodes = env.backend.cluster_state().nodes
+            got = [(n, r, res[r]) for n, res in nodes.items() for r in shares if r in res]
+            free = {
+                f"{n} {r}": u.capacity - u.allocated for n, r, u in got if u.allocated < u.capacity
+            }
+            return sum(u.allocated for _, _, u in got), free
+
+        held, free = until(lambda: (h := units())[0] >= 15 and h, "the ledger seeing the fifteen")
+        assert held == 15 and free == {}, (held, free)
         placed = env.work.placements(everyone)
         at = {n: p.node for n, p in placed.items()}
 
