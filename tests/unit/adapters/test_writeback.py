@@ -354,3 +354,25 @@ def test_patch_body(
             "metadata": {"resourceVersion": "7"},
             "status": {"capacity": patch, "allocatable": patch},
         }
+
+
+def test_a_capacity_lowered_below_pods_bound_meanwhile_is_written_as_it_is(
+    tmp_path: Path,
+) -> None:
+    """kube-scheduler binds pods against the old capacity that the ledger hears of after a
+    decrease: the node shows the capacity asked for, not what they hold, so that a unit one of
+    them frees as it leaves is not free to kube-scheduler (tests/e2e/test_split.py)."""
+
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 12})
+        s.ledger.observe_bound("a", "n0", {R: 1})
+        s.ledger.set_capacity(R, {"n0": 2})
+        for pod in ("b", "c", "d"):  # bound against 12, reported after the decrease
+            s.ledger.observe_bound(pod, "n0", {R: 1})
+        assert await s.durable()
+        assert s.shown("n0") == {R: "2"}
+        s.ledger.release("b")
+        assert await s.durable()
+        assert s.shown("n0") == {R: "2"}
+
+    scenario(tmp_path, body)
