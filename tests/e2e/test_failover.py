@@ -30,6 +30,7 @@ import signal
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -40,7 +41,12 @@ from kubernetes import client
 from escher_harness import localcluster
 from escher_harness.bench.failover import Load, leader, pid
 from escher_harness.kubeclient import api_client
-from escher_harness.localcluster.config import SCHEDULER_ENV, LeaseTimes
+from escher_harness.localcluster.config import (
+    LEASE_NAME,
+    LEASE_NAMESPACE,
+    SCHEDULER_ENV,
+    LeaseTimes,
+)
 from escher_harness.workload import Workload, pod_manifest
 from extender.core import quantity
 
@@ -83,6 +89,43 @@ def policy(info: localcluster.ClusterInfo) -> httpx.Client:
 def metric_total(url: str, name: str) -> float:
     text = httpx.get(f"{url}/metrics", timeout=5).text
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+
+QUIET = 2 * LEASE.retry_period + 2.0  # a stale leader's next renewal and write-back pass
+
+
+def ready(url: str) -> int | None:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=1).status_code
+    except httpx.HTTPError:
+        return None
+
+
+def lease_renewed(info: localcluster.ClusterInfo) -> float:
+    """The extender's Lease's renewTime, as a Unix time."""
+    leases = client.CoordinationV1Api(api_client(info.kubeconfig))
+    lease: Any = leases.read_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE)
+    return float(lease.spec.renew_time.timestamp())
+
+
+def wrote_within(
+    url: str, writes: tuple[str, ...], seconds: float, then: Callable[[], object]
+) -> bool:
+    """Whether the replica at `url` counts a write (metrics `writes`) within `seconds` after
+    `then()` is called."""
+    before = {m: metric_total(url, m) for m in writes}
+    then()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if {m: metric_total(url, m) for m in writes} != before:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def put_ok(cluster: localcluster.ClusterInfo, name: str, capacity: int) -> None:
+    with policy(cluster) as c:
+        c.put(f"/v1/resources/{name}", json={"capacity": capacity}).raise_for_status()
 
 
 def parse(value: str) -> Fraction:
@@ -205,9 +248,14 @@ def test_sigkill_of_the_leader_under_load_fails_over_without_loss(
     # The ESL survived every failover: it exists, keeps stepping, and holds exactly the
     # last stage's resource (none lost, none left from earlier stages, none twice).
     view = until_ok(cluster, "GET", "/v1/esl/sequencing-flow").json()
-    time.sleep(2.5)
-    later = until_ok(cluster, "GET", "/v1/esl/sequencing-flow").json()
-    assert later["steps"] > view["steps"], (view["steps"], later["steps"])
+    seen: dict[str, Any] = {}
+
+    def stepped() -> bool:
+        seen.update(until_ok(cluster, "GET", "/v1/esl/sequencing-flow").json())
+        return bool(seen["steps"] > view["steps"])
+
+    wait_until("the ESL steps again", stepped)
+    later = seen
     last = f"escher.io/seq-flow-s{KILLS}"
     assert later["resources"] == [last], later["resources"]
     for node, shown in ephemeral_on_nodes(work).items():
@@ -216,6 +264,14 @@ def test_sigkill_of_the_leader_under_load_fails_over_without_loss(
     until_ok(cluster, "DELETE", "/v1/esl/sequencing-flow")
     assert all(r == {RESOURCE: "1"} for r in ephemeral_on_nodes(work).values())
     delete_load(work)
+
+
+def wait_until(what: str, check: Callable[[], object], timeout: float = 30.0) -> None:
+    """Poll `check` until it holds (a wait on the condition, not on the clock)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g}s"
+        time.sleep(0.1)
 
 
 def until_ok(cluster: localcluster.ClusterInfo, method: str, path: str) -> httpx.Response:
@@ -270,16 +326,24 @@ def test_a_paused_leader_is_replaced_and_writes_nothing_when_resumed(
         bound_after = time.monotonic() - paused_at
         dropped = sum(int(v) for v in SCHEDULER_ENV.values())  # read idle + ping timeout
         assert bound_after <= max(LEASE.duration, dropped) + 3, bound_after
-        remaining = LEASE.duration + 1 - (time.monotonic() - paused_at)
-        time.sleep(max(remaining, 0))  # paused for longer than the lease
+        # Paused for longer than the lease: until the new leader has renewed it after the
+        # old one's last renewal would have expired.
+        expired = time.time() - (time.monotonic() - paused_at) + LEASE.duration
+        wait_until("the lease renewed past the old one's", lambda: lease_renewed(cluster) > expired)
     finally:
         os.kill(pid(cluster, old), signal.SIGCONT)
-    time.sleep(LEASE.renew_deadline)  # time enough for a stale leader to try anything
+    # The resumed leader runs again (it answers, not ready), then is watched for writes as
+    # long as a stale leader needs to try one (its next renewal, then a write-back pass).
+    wait_until(f"{old} answers again", lambda: ready(old_url) == 503)
+    new_url = localcluster.load(cluster.dir).replica_urls[new]
+    assert not wrote_within(old_url, writes, QUIET, lambda: None), "the resumed leader wrote"
+    # Positive control: the same watch, the same time, sees the new leader's write-back.
+    assert wrote_within(new_url, writes, QUIET, lambda: put_ok(cluster, "paused", 3))
     after = {m: metric_total(old_url, m) for m in writes}
     assert after == before, (before, after)
-    assert httpx.get(f"{old_url}/readyz").status_code == 503
+    assert ready(old_url) == 503
     assert leader(cluster) == new
-    assert all(r.get("escher.io/paused") == "2" for r in ephemeral_on_nodes(work).values())
+    assert all(r.get("escher.io/paused") == "3" for r in ephemeral_on_nodes(work).values())
     print(
         f"\nSIGSTOP: the other replica led {took_over:.2f}s after the pause, a pod created then "
         f"was bound {bound_after:.1f}s after the pause; the old leader, resumed, wrote nothing"
@@ -304,7 +368,7 @@ def test_the_api_server_stopped_for_30s_under_policy_and_binding_load(
     slowest = 0.0
     headers = {"Authorization": f"Bearer {cluster.token}"}
     with Load(work) as load, httpx.Client(base_url=url, headers=headers, timeout=60) as c:
-        time.sleep(1)
+        wait_until("the load binds", lambda: len(load.bound) >= 3)
         os.kill(apiserver, signal.SIGSTOP)
         stopped_at = time.time()
         try:
@@ -333,7 +397,10 @@ def test_the_api_server_stopped_for_30s_under_policy_and_binding_load(
             assert time.monotonic() < deadline, "no leader wrote after the API server returned"
             time.sleep(0.2)
         converged = time.time() - resumed
-        time.sleep(2)
+        wait_until(
+            "pods created after the outage",
+            lambda: sum(t > resumed for t in list(load.created.values())) >= 5,
+        )
         created_after = [n for n, t in load.created.items() if t > resumed]
     placed = work.wait(created_after, timeout=60)
     assert created_after and all(p.node for p in placed.values()), placed
@@ -386,11 +453,15 @@ def test_an_etcd_restart_under_binding_load_loses_nothing(
     api = api_client(cluster.kubeconfig)
     work = Workload(api)
     with Load(work) as load:
-        time.sleep(2)
+        wait_until("the load binds", lambda: len(load.bound) >= 5)
         restarted_at = time.time()
         localcluster.restart_component(cluster.dir, "etcd")
         back = time.time() - restarted_at
-        time.sleep(3)
+        wait_until(
+            "pods created after the restart",
+            lambda: sum(t > restarted_at for t in list(load.created.values())) >= 5,
+            timeout=60,
+        )
     created = list(load.created)
     placed = work.wait(created, timeout=90)
     # Why each pending pod is pending (its PodScheduled message), not only which.
