@@ -19,6 +19,7 @@ from kubernetes import client as k8s
 from escher_harness import localcluster
 from escher_harness.bench.puregang import GangRequest, PureGang
 from escher_harness.kubeclient import api_client
+from escher_harness.waits import scheduling_attempts, until
 from escher_harness.workload import PodChange, Workload, pod_manifest
 from extender.esl.client import PolicyClient
 
@@ -26,6 +27,9 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.cluster(nodes=3, mode="extender", scope="every-pod", node_cpu="4"),
 ]
+
+
+POKE = "test.escher.io/poked-after"  # an annotation touched so kube-scheduler retries a pod
 
 
 def member(gang: str, i: int, size: int, cpu: str, timeout: float = 60) -> dict[str, Any]:
@@ -73,6 +77,7 @@ def test_extender_gangs_under_contention_are_all_or_nothing_and_never_deadlock(
     fresh_cluster: localcluster.ClusterInfo,
 ) -> None:
     work = Workload(api_client(fresh_cluster.kubeconfig))
+    core = k8s.CoreV1Api(api_client(fresh_cluster.kubeconfig))
     rec = Recorder(work)
     try:
         # Three gangs of 4 x 2 cpu on 12 cpu: any one fits, no two at once.
@@ -96,7 +101,21 @@ def test_extender_gangs_under_contention_are_all_or_nothing_and_never_deadlock(
                 assert time.monotonic() < deadline, f"no gang completed: {counts}"
                 time.sleep(0.2)
             g = complete[0]
-            time.sleep(2)  # give the others every chance to grab a place wrongly
+            # Give the others every chance to grab a place wrongly, and see that they had it:
+            # each of their members is touched (a pod update, as the extender's waker sends,
+            # requeues a pod an extender turned away), and kube-scheduler tries each again
+            # and finds it unschedulable.
+            others = [n for o, names in gangs.items() if o not in done and o != g for n in names]
+            pending = len(others)
+            want = scheduling_attempts(fresh_cluster, "unschedulable") + pending
+            for n in others:
+                core.patch_namespaced_pod(n, "default", {"metadata": {"annotations": {POKE: g}}})
+            started = time.monotonic()
+            until(
+                lambda want=want: scheduling_attempts(fresh_cluster, "unschedulable") >= want,
+                f"kube-scheduler trying the {pending} members of the other gangs again",
+            )
+            print(f"\nthe others tried again within {time.monotonic() - started:.1f}s")
             placed = work.placements([n for names in gangs.values() for n in names])
             for other, names in gangs.items():
                 if other not in done and other != g:
