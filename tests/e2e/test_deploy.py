@@ -619,11 +619,27 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env, hold: bool) -> 
             assert e.status == 404 and time.monotonic() < deadline
             time.sleep(0.1)
     assert switch.data == {"hold": "false"}
-    if hold:
-        core.patch_namespaced_config_map("escher-gang-gate", NAMESPACE, {"data": {"hold": "true"}})
-        time.sleep(1)  # the API server's policy parameters follow a watch
     gang = f"g{next(_names)}"
     members = [f"{gang}-{i}" for i in range(3)]
+
+    def manifest(name: str) -> Any:
+        return pod_manifest(
+            name,
+            requests={"cpu": "1", "memory": "128Mi"},
+            labels={"escher.io/gang": gang},
+            annotations={"escher.io/gang-min": str(len(members))},
+            scheduler_name=env.info.scheduler_name,
+        )
+
+    if hold:
+        core.patch_namespaced_config_map("escher-gang-gate", NAMESPACE, {"data": {"hold": "true"}})
+
+        def gated() -> bool:  # a dry run is admitted as a creation would be, and not stored
+            probe = core.create_namespaced_pod("default", manifest(f"{gang}-probe"), dry_run="All")
+            return [g.name for g in probe.spec.scheduling_gates or []] == ["escher.io/gang"]
+
+        # The API server's policy parameters follow a watch.
+        wait_for("the admission policy gating members", gated, timeout=30)
     before = env.metrics()
     lifts = metric(before, "escher_gang_lifts_total", {"outcome": "sent"})
     nominations = {
@@ -632,14 +648,7 @@ def test_a_gang_is_placed_with_nothing_beyond_the_role(env: Env, hold: bool) -> 
     }
     try:
         for name in members:
-            manifest = pod_manifest(
-                name,
-                requests={"cpu": "1", "memory": "128Mi"},
-                labels={"escher.io/gang": gang},
-                annotations={"escher.io/gang-min": str(len(members))},
-                scheduler_name=env.info.scheduler_name,
-            )
-            created = core.create_namespaced_pod("default", cast(Any, manifest))
+            created = core.create_namespaced_pod("default", manifest(name))
             gates = [g.name for g in created.spec.scheduling_gates or []]
             assert gates == (["escher.io/gang"] if hold else [])
         placed = work.wait(members, timeout=60)
