@@ -96,9 +96,10 @@ def published(api: client.ApiClient, name: str) -> list[str]:
 def held(api: client.ApiClient) -> list[str]:
     """Every allocated device, as pool/device, duplicates kept."""
     dra = client.ResourceV1Api(api)
+    claims: list[Any] = dra.list_resource_claim_for_all_namespaces().items
     return [
         f"{r.pool}/{r.device}"
-        for c in dra.list_resource_claim_for_all_namespaces().items
+        for c in claims
         if c.status is not None and c.status.allocation is not None
         for r in c.status.allocation.devices.results or []
     ]
@@ -106,7 +107,8 @@ def held(api: client.ApiClient) -> list[str]:
 
 def slice_versions(api: client.ApiClient) -> dict[str, str]:
     dra = client.ResourceV1Api(api)
-    return {s.metadata.name: s.metadata.resource_version for s in dra.list_resource_slice().items}
+    slices: list[Any] = dra.list_resource_slice().items
+    return {s.metadata.name: s.metadata.resource_version for s in slices}
 
 
 def changes_within(api: client.ApiClient, seconds: float, then: Callable[[], Any]) -> bool:
