@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,7 @@ from kubernetes import client, watch
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.config import VERBS, VERBS_HTTP1
+from escher_harness.waits import until
 from escher_harness.workload import Workload, pod_manifest
 from extender.esl.client import PolicyAPIError, PolicyClient
 
@@ -63,14 +63,6 @@ def calls(info: localcluster.ClusterInfo) -> dict[str, float]:
             0.0,
         )
     return out
-
-
-def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Wait for `check()` to hold (AssertionError naming `what` after `timeout`)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out: {what}"
-        time.sleep(0.1)
 
 
 def at_bind(info: localcluster.ClusterInfo, gang: str) -> int:
@@ -395,12 +387,8 @@ def test_a_capacity_decrease_racing_with_binds_never_over_commits(
                     time.sleep(0.2)
                 assert accept(PODS) == 200
             # The watch has seen every pod go (and so every bind before it).
-            deadline = time.monotonic() + 30
-            while not history.gone >= {
-                f"{short}-{r}-{i}" for r in range(len(DELAYS)) for i in range(PODS)
-            }:
-                assert time.monotonic() < deadline, "the watch missed pods' deletions"
-                time.sleep(0.1)
+            created = {f"{short}-{r}-{i}" for r in range(len(DELAYS)) for i in range(PODS)}
+            until(lambda: history.gone >= created, "the watch seeing every pod go")
             policy.delete_resource(short)
     finally:
         history.stop()
