@@ -513,12 +513,19 @@ class SlicePublisher(NodeWriter):
 
     def _class(self, kind: str, c: DeviceClass) -> None:
         name = c.metadata.name
+        before = self._classes.get(name)
         self._forget_class(name)
         if kind == "DELETED":
             return
         self._classes[name] = c
         mapped = c.spec.extended_resource_name
         if mapped and mapped.startswith(self._prefix) and not _ours(c.metadata):
+            if before is None or before.spec.extended_resource_name != mapped:
+                log.warning(
+                    "DeviceClass not written by us maps a resource of our domain: "
+                    "none published under that name",
+                    extra={"device_class": name, "resource": mapped},
+                )
             self._mapped[mapped] = name
 
     def _forget_class(self, name: str) -> None:

@@ -207,7 +207,8 @@ def test_what_slices_cannot_hold_and_another_writers_class_are_refused_changing_
             "spec": {"extendedResourceName": taken},
         }
     )
-    time.sleep(1.0)  # the service's watch of DeviceClasses sees it
+    log = cluster.paths["logs"] / "extender.log"  # the service's watch of DeviceClasses sees it
+    wait_for(lambda: f"someone-else-{n}" in log.read_text(errors="replace"))
     try:
         with policy(cluster) as p:
             before = p.cluster_state().nodes[node]
