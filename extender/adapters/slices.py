@@ -62,6 +62,9 @@ T = TypeVar("T", "ResourceSlice", "ResourceClaim", "DeviceClass")
 
 GROUP = "/apis/resource.k8s.io/v1"
 MAX_DEVICES = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
+# resource.k8s.io/v1 ResourceSliceMaxDevicesWithAdvancedFeatures: a slice in which any device
+# has taints holds at most 64 devices.
+MAX_TAINTED = 64
 MANAGED_BY = ("app.kubernetes.io/managed-by", "escher-extender")
 _CONFLICT_RETRIES = 3
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -74,8 +77,14 @@ class _Obj(Struct, rename="camel", frozen=True, gc=False):
     """Kubernetes JSON: camelCase keys; unknown keys are skipped."""
 
 
+class _Taint(_Obj, frozen=True):
+    key: str = ""
+    effect: str = ""
+
+
 class _Device(_Obj, frozen=True):
     name: str = ""
+    taints: list[_Taint] = []
 
 
 class _Pool(_Obj, frozen=True):
@@ -174,6 +183,44 @@ def device_names(count: int, allocated: Iterable[str]) -> list[str]:
     return sorted(names, key=_index)
 
 
+@dataclass(frozen=True)
+class Want:
+    """What one pool publishes: its devices, whether they carry the over-capacity taint, and
+    the group's capacity (a label on the slice) while they do."""
+
+    devices: tuple[str, ...]
+    tainted: bool = False
+    capacity: int | None = None
+
+
+def publication(count: int, held: Iterable[str], taints: bool = True) -> dict[int, Want]:
+    """Pool index -> what it publishes, for a node's resource of capacity `count` of which
+    claims hold the devices `held`.
+
+    Within the capacity (held <= count): the held devices and free ones up to `count`,
+    untainted. Above it (a decrease raced with kube-scheduler's allocations, or claims were
+    counted late): only the held devices, each tainted NoSchedule, so kube-scheduler
+    allocates none of them (the extended-resource claims it creates tolerate no taint) and a
+    device a pod releases takes no new pod until the node is back within its capacity. A
+    tainted slice holds at most 64 devices (the API's limit): a pool holding more keeps its
+    64 lowest tainted and leaves the rest unpublished until released (not allocatable either
+    way). Every slice then carries the capacity, which the devices no longer count.
+    `taints=False` (an API server that drops them: DRADeviceTaints off) publishes the held
+    devices untainted, as before taints were used."""
+    held = set(held)
+    per: dict[int, list[str]] = {}
+    if count and len(held) > count:
+        for d in sorted(held, key=_index):
+            per.setdefault(pool_of(d), []).append(d)
+        if not taints:
+            return {i: Want(tuple(ds), False, count) for i, ds in per.items()}
+        return {i: Want(tuple(ds[:MAX_TAINTED]), True, count) for i, ds in per.items()}
+    if count:
+        for d in device_names(count, held):
+            per.setdefault(pool_of(d), []).append(d)
+    return {i: Want(tuple(ds)) for i, ds in per.items()}
+
+
 def _index(device: str) -> tuple[int, str]:
     digits = device[1:]
     return (int(digits), "") if device.startswith("u") and digits.isdigit() else (1 << 62, device)
@@ -191,6 +238,8 @@ class _Seen:
     generation: int
     count: int  # the pool's resourceSliceCount
     devices: tuple[str, ...]
+    tainted: bool = False  # its devices carry the over-capacity taint
+    capacity: int | None = None  # the group's capacity, labelled while tainted
 
 
 @dataclass
@@ -207,12 +256,19 @@ class _PoolSeen:
         top = max(s.generation for s in self.slices.values())
         return [s for s in self.slices.values() if s.generation == top]
 
+    def complete(self) -> list[_Seen]:
+        """The newest generation if complete, else nothing (kube-scheduler uses none)."""
+        cur = self.current()
+        return cur if cur and len(cur) >= cur[0].count else []
+
     def units(self) -> int:
         """Devices kube-scheduler sees: 0 while the newest generation is incomplete."""
-        cur = self.current()
-        if not cur or len(cur) < cur[0].count:
-            return 0
-        return sum(len(s.devices) for s in cur)
+        return sum(len(s.devices) for s in self.complete())
+
+    def capacity(self) -> int | None:
+        """The group's capacity a tainted slice carries, if it does."""
+        caps = [s.capacity for s in self.complete() if s.capacity is not None]
+        return min(caps) if caps else None
 
 
 class SlicePublisher(NodeWriter):
@@ -243,6 +299,7 @@ class SlicePublisher(NodeWriter):
         self._allocated: dict[str, dict[str, int]] = {}
         self._classes: dict[str, DeviceClass] = {}  # class name -> class
         self._mapped: dict[str, str] = {}  # extended resource name -> class name (not ours)
+        self._taints = True  # False once the API server dropped our devices' taints
         self.slices = self._informer(
             "resourceslices",
             ResourceSlice,
@@ -363,7 +420,7 @@ class SlicePublisher(NodeWriter):
             if seen is None:
                 seen = self._pools[pool] = _PoolSeen(node, self._prefix + resource)
                 self._node_pools.setdefault(node, set()).add(pool)
-            seen.slices[meta.name] = _seen(s)
+            seen.slices[meta.name] = _seen(s, self._domain)
         self._compare(node)
 
     def _slices_listed(self, names: set[str]) -> None:
@@ -391,24 +448,37 @@ class SlicePublisher(NodeWriter):
         if self._building or not self._may_write():
             self._ledger.adopt(node, shown)
             return
-        view = self._ledger.node(node)
-        if view is not None and (view.shown() != shown or self._held_unshown(node)):
+        if self._differs(node):
             self.drifted(node)
 
-    def _held_unshown(self, node: str) -> bool:
-        """Whether a device a claim holds is missing from the node's slices: a claim seen
-        while our write that unpublished its device was in flight (`_held_elsewhere` then
-        still saw the old slice) is caught when that write's slice comes back."""
-        shown: dict[str, set[str]] = {}
+    def _differs(self, node: str) -> bool:
+        """Whether the node's slices are not what the ledger and the claims call for: a
+        capacity, or a device a claim holds (one seen while our write that unpublished it
+        was in flight: `_held_elsewhere` then still saw the old slice, so it is caught when
+        that write's slice comes back), or a taint to put on or take off."""
+        view = self._ledger.node(node)
+        capacities = dict(view.ephemeral) if view is not None else {}
+        have: dict[str, list[str]] = {}
         for pool in self._node_pools.get(node, ()):
-            devices = shown.setdefault(_group(pool), set())
-            for s in self._pools[pool].current():
-                devices.update(s.devices)
-        return any(
-            not held.keys() <= devices
-            for group, devices in shown.items()
-            if (held := self._allocated.get(group))
-        )
+            have.setdefault(self._pools[pool].resource, []).append(pool)
+        for resource in set(capacities) | set(have):
+            short = resource[len(self._prefix) :]
+            group = group_name(node, short)
+            if self._foreign_in(group) is not None:
+                continue  # refused by the guard; never written
+            wanted = self._wanted(node, short, group, capacities.get(resource, 0))
+            if set(wanted) != set(have.get(resource, ())):
+                return True
+            if any(not _unchanged(self._pools[p], w) for p, w in wanted.items()):
+                return True
+        return False
+
+    def _wanted(self, node: str, short: str, group: str, count: int) -> dict[str, Want]:
+        """Pool name -> what it should publish (`publication`)."""
+        held = self._allocated.get(group, {})
+        return {
+            pool_name(node, short, i): w for i, w in publication(count, held, self._taints).items()
+        }
 
     def _claim(self, kind: str, c: ResourceClaim) -> None:
         uid = c.metadata.uid
@@ -545,14 +615,30 @@ class SlicePublisher(NodeWriter):
     def _resource_label(self) -> str:
         return f"{self._domain}/resource"
 
+    @property
+    def _capacity_label(self) -> str:
+        """On a tainted slice: the group's capacity (its devices are the held ones)."""
+        return f"{self._domain}/capacity"
+
+    @property
+    def _taint_key(self) -> str:
+        """The NoSchedule taint of a device held above its node's capacity."""
+        return f"{self._domain}/over-capacity"
+
     def _shown(self, node: str) -> dict[str, int]:
+        """Each resource's capacity as the node's slices show it: the devices of its pools,
+        or the capacity a tainted slice carries (its devices are then the held ones)."""
         out: dict[str, int] = {}
+        labelled: dict[str, int] = {}
         for pool in self._node_pools.get(node, ()):
             seen = self._pools[pool]
             units = seen.units()
             if units:
-                out[seen.resource] = units
-        return out
+                out[seen.resource] = out.get(seen.resource, 0) + units
+            cap = seen.capacity()
+            if cap is not None:
+                labelled[seen.resource] = min(cap, labelled.get(seen.resource, cap))
+        return {**out, **labelled}
 
     def _last_known(self, node: str) -> Mapping[str, int] | None:
         return self._shown(node) if node in self._node_pools else None
@@ -566,7 +652,7 @@ class SlicePublisher(NodeWriter):
 
     async def _converge(self, node: str) -> bool:
         view = self._ledger.node(node)
-        desired = view.shown() if view is not None else {}
+        desired = dict(view.ephemeral) if view is not None else {}
         resources = set(desired) | {self._pools[p].resource for p in self._node_pools.get(node, ())}
         wrote = False
         for resource in sorted(resources):
@@ -597,21 +683,18 @@ class SlicePublisher(NodeWriter):
         """One pass: each pool whose devices differ rewritten (its one slice, the next
         generation), pools no longer wanted deleted. A device stays in pool index // 128, so
         a held device never changes pools, and a change touches only the pools it changes."""
-        wanted: dict[str, list[str]] = {}
-        if count:
-            for d in device_names(count, self._allocated.get(group, {})):
-                wanted.setdefault(pool_name(node, short, pool_of(d)), []).append(d)
+        wanted = self._wanted(node, short, group, count)
         have = [p for p in self._node_pools.get(node, ()) if self._pools[p].resource == resource]
         wrote = False
-        for pool, devices in sorted(wanted.items()):
+        for pool, want in sorted(wanted.items()):
             seen = self._pools.get(pool)
-            if seen is not None and _unchanged(seen, devices):
+            if seen is not None and _unchanged(seen, want):
                 continue
             await self._ensure_class(short, resource)
             old = seen.slices if seen is not None else {}
             generation = max((x.generation for x in old.values()), default=0) + 1
             name = slice_name(pool)
-            body = self._slice_body(name, node, short, pool, generation, devices)
+            body = self._slice_body(name, node, short, pool, generation, want)
             self._check_leading()
             if name in old:  # replaced, as of the version seen: a 409 reads it again
                 body["metadata"]["resourceVersion"] = old[name].version
@@ -623,7 +706,17 @@ class SlicePublisher(NodeWriter):
                 content_type="application/json",
                 what=f"writing slice {name}",
             )
-            self._slice("MODIFIED", msgspec.json.decode(reply, type=ResourceSlice))
+            written = msgspec.json.decode(reply, type=ResourceSlice)
+            if want.tainted and not _seen(written, self._domain).tainted:
+                # DRADeviceTaints off in the API server: the field is dropped on write.
+                self._taints = False
+                log.warning(
+                    "the API server dropped the devices' taints (feature gate DRADeviceTaints "
+                    "off): devices held above a lowered capacity are published untainted, "
+                    "and kube-scheduler may give one a pod releases to a waiting pod",
+                    extra={"slice": name},
+                )
+            self._slice("MODIFIED", written)
             for other in [x for x in old if x != name]:  # a slice we did not name so
                 await self._delete(f"{GROUP}/resourceslices/{other}", f"deleting slice {other}")
                 self._forget_slice(pool, other)
@@ -645,26 +738,32 @@ class SlicePublisher(NodeWriter):
         short: str,
         pool: str,
         generation: int,
-        devices: list[str],
+        want: Want,
     ) -> dict[str, Any]:
+        taints = [{"key": self._taint_key, "effect": "NoSchedule"}] if want.tainted else []
         spec: dict[str, Any] = {
             "driver": self.driver,
             "nodeName": node,
             "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1},
             "devices": [
-                {"name": d, "attributes": {"resource": {"string": short}}} for d in devices
+                {
+                    "name": d,
+                    "attributes": {"resource": {"string": short}},
+                    **({"taints": taints} if taints else {}),
+                }
+                for d in want.devices
             ],
         }
         if self._settings.dra_skip_node_operations:
             # Nothing to prepare on the node: a unit is a count, not a device to set up.
             spec["skipNodeOperations"] = ["*"]
+        labels = {MANAGED_BY[0]: MANAGED_BY[1], self._resource_label: short}
+        if want.capacity is not None:
+            labels[self._capacity_label] = str(want.capacity)
         return {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceSlice",
-            "metadata": {
-                "name": name,
-                "labels": {MANAGED_BY[0]: MANAGED_BY[1], self._resource_label: short},
-            },
+            "metadata": {"name": name, "labels": labels},
             "spec": spec,
         }
 
@@ -699,7 +798,7 @@ class SlicePublisher(NodeWriter):
                             pool, _PoolSeen(node, self._prefix + resource)
                         )
                         self._node_pools.setdefault(node, set()).add(pool)
-                        seen.slices[s.metadata.name] = _seen(s)
+                        seen.slices[s.metadata.name] = _seen(s, self._domain)
         finally:
             self._building = building
 
@@ -769,12 +868,17 @@ class _SliceList(Struct, frozen=True, gc=False):
     items: list[ResourceSlice] = []
 
 
-def _unchanged(seen: _PoolSeen, devices: list[str]) -> bool:
-    """Whether the pool shows exactly these devices, in its one slice."""
+def _unchanged(seen: _PoolSeen, want: Want) -> bool:
+    """Whether the pool shows exactly these devices, taints and capacity, in its one slice."""
     if len(seen.slices) != 1:
         return False
     (only,) = seen.slices.values()
-    return only.count == 1 and only.devices == tuple(devices)
+    return (
+        only.count == 1
+        and only.devices == want.devices
+        and only.tainted == want.tainted
+        and only.capacity == want.capacity
+    )
 
 
 def _group(pool: str) -> str:
@@ -794,11 +898,15 @@ def _ours(meta: ObjectMeta) -> bool:
     return meta.labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
 
 
-def _seen(s: ResourceSlice) -> _Seen:
+def _seen(s: ResourceSlice, domain: str) -> _Seen:
+    capacity = s.metadata.labels.get(f"{domain}/capacity", "")
+    taint_key = f"{domain}/over-capacity"
     return _Seen(
         s.metadata.name,
         s.metadata.resource_version,
         s.spec.pool.generation,
         s.spec.pool.resource_slice_count,
         tuple(d.name for d in s.spec.devices),
+        any(t.key == taint_key for d in s.spec.devices for t in d.taints),
+        int(capacity) if capacity.isdigit() else None,
     )

@@ -21,9 +21,11 @@ from extender import policy
 from extender.adapters.slices import (
     MANAGED_BY,
     SlicePublisher,
+    Want,
     device_names,
     dns_name,
     pool_name,
+    publication,
 )
 from extender.core.errors import Conflict, InvalidValue
 from extender.core.ledger import HolderKind, Ledger
@@ -434,6 +436,112 @@ def test_a_removed_resource_takes_its_slices_and_its_class_with_it(tmp_path: Pat
         await settled(s, lambda: "r.escher.io" not in s.cluster.kinds["deviceclasses"].objects)
 
     scenario(tmp_path, body)
+
+
+def tainted(s: Setup) -> list[str]:
+    """The node's devices that carry the over-capacity taint."""
+    return [
+        d["name"]
+        for x in s.slices()
+        for d in x["spec"]["devices"]
+        if {"key": "escher.io/over-capacity", "effect": "NoSchedule"} in d.get("taints", [])
+    ]
+
+
+def test_devices_held_above_a_lowered_capacity_are_tainted_until_back_within_it(
+    tmp_path: Path,
+) -> None:
+    """Claims of devices a decrease unpublished arrive after it (kube-scheduler allocated
+    them in memory against the old capacity): 4 held where 2 were accepted. Those 4 are
+    published tainted NoSchedule, nothing else, each slice carrying the capacity: a device a
+    pod releases is still published but kube-scheduler gives it to no waiting pod. Back
+    within the capacity, the held devices and free ones up to it are published untainted."""
+
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 10})
+        assert await s.durable()
+        s.ledger.set_capacity(R, {"n0": 2})
+        assert await s.durable()
+        for i in (3, 5, 7, 8):
+            s.claim(f"c{i}", ("n0/r/0", f"u{i}"))
+        await settled(s, lambda: tainted(s) == ["u3", "u5", "u7", "u8"])
+        assert s.devices() == ["u3", "u5", "u7", "u8"]
+        (one,) = s.slices()
+        assert one["metadata"]["labels"]["escher.io/capacity"] == "2"
+        s.cluster.delete("resourceclaims", "c3")
+        await settled(s, lambda: s.devices() == ["u5", "u7", "u8"])
+        assert tainted(s) == ["u5", "u7", "u8"]
+        s.cluster.delete("resourceclaims", "c5")
+        await settled(s, lambda: s.devices() == ["u7", "u8"] and tainted(s) == [])
+        (one,) = s.slices()
+        assert "escher.io/capacity" not in one["metadata"]["labels"]
+        s.cluster.delete("resourceclaims", "c7")
+        await settled(s, lambda: s.devices() == ["u0", "u8"] and tainted(s) == [])
+        assert s.ledger.node("n0").ephemeral == {R: 2}  # type: ignore[union-attr]
+
+    scenario(tmp_path, body)
+
+
+def test_a_pool_holding_more_than_a_tainted_slice_can_keeps_64_tainted(tmp_path: Path) -> None:
+    """A slice with a tainted device holds at most 64 devices: above the capacity, a pool
+    holding 70 publishes its 64 lowest, tainted, and the other 6 stay unpublished (not
+    allocatable either way) until the node is back within its capacity."""
+
+    async def body(s: Setup) -> None:
+        s.ledger.set_capacity(R, {"n0": 100})
+        assert await s.durable()
+        s.ledger.set_capacity(R, {"n0": 69})
+        assert await s.durable()
+        for i in range(70):
+            s.claim(f"c{i}", ("n0/r/0", f"u{i}"))
+        await settled(s, lambda: len(tainted(s)) == 64)
+        assert s.devices() == [f"u{i}" for i in range(64)]
+        s.cluster.delete("resourceclaims", "c0")
+        await settled(s, lambda: len(s.devices()) == 69 and tainted(s) == [])
+
+    scenario(tmp_path, body)
+
+
+def test_a_tainted_slice_is_adopted_as_the_capacity_it_carries_and_pools_add_up(
+    tmp_path: Path,
+) -> None:
+    """A restarted replica, or a follower, takes a node's capacity from its slices: the
+    devices of all its pools, or the capacity a tainted slice carries (its devices are the
+    held ones)."""
+
+    def before(cluster: Cluster) -> None:
+        over = ours("a", "n0", "r", ["u3", "u5"])
+        over["metadata"]["labels"]["escher.io/capacity"] = "1"
+        for d in over["spec"]["devices"]:
+            d["taints"] = [{"key": "escher.io/over-capacity", "effect": "NoSchedule"}]
+        cluster.put("resourceslices", "a", over)
+        wide = ours("b", "n1", "r", [f"u{i}" for i in range(128)])
+        more = ours("c", "n1", "r", ["u128", "u129"])
+        more["spec"]["pool"]["name"] = pool_name("n1", "r", 1)
+        cluster.put("resourceslices", "b", wide)
+        cluster.put("resourceslices", "c", more)
+
+    async def body(s: Setup) -> None:
+        assert s.ledger.node("n0").ephemeral == {R: 1}  # type: ignore[union-attr]
+        assert s.ledger.node("n1").ephemeral == {R: 130}  # type: ignore[union-attr]
+
+    scenario(tmp_path, body, before=before)
+
+
+@pytest.mark.parametrize(
+    ("count", "held", "want"),
+    [
+        (3, ["u1"], {0: Want(("u0", "u1", "u2"))}),
+        (2, ["u5", "u9"], {0: Want(("u5", "u9"))}),
+        (1, ["u5", "u200"], {0: Want(("u5",), True, 1), 1: Want(("u200",), True, 1)}),
+        (0, ["u5"], {}),  # removed: nothing published
+    ],
+)
+def test_publication(count: int, held: list[str], want: dict[int, Want]) -> None:
+    assert publication(count, held) == want
+    untainted = publication(count, held, taints=False)
+    assert all(not w.tainted for w in untainted.values())
+    assert [w.devices for w in untainted.values()] == [w.devices for w in want.values()]
 
 
 @pytest.mark.parametrize(
