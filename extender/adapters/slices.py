@@ -172,10 +172,20 @@ def pool_of(device: str) -> int:
     return _index(device)[0] // MAX_DEVICES
 
 
-def device_names(count: int, allocated: Iterable[str]) -> list[str]:
+def device_names(count: int, allocated: Iterable[str], shown: Iterable[str] = ()) -> list[str]:
     """The devices of a pool of `count` units: every allocated device (kept whatever the
-    count), then `u<i>` names not taken, lowest first, up to `count`; in index order."""
+    count), then free devices already published (`shown`), lowest first, then `u<i>` names
+    not taken, lowest first, up to `count`; in index order.
+
+    A free device already published is kept rather than swapped for another: a device a pod
+    releases may be allocated again by kube-scheduler before its claim reaches us, and
+    publishing another name in its place would give kube-scheduler one device more than the
+    capacity (seen on the real control plane: a third pod bound where 2 were accepted)."""
     names = set(allocated)
+    for d in sorted(set(shown) - names, key=_index):
+        if len(names) >= count:
+            break
+        names.add(d)
     i = 0
     while len(names) < count:
         names.add(f"u{i}")
@@ -193,18 +203,21 @@ class Want:
     capacity: int | None = None
 
 
-def publication(count: int, held: Iterable[str], taints: bool = True) -> dict[int, Want]:
+def publication(
+    count: int, held: Iterable[str], taints: bool = True, shown: Iterable[str] = ()
+) -> dict[int, Want]:
     """Pool index -> what it publishes, for a node's resource of capacity `count` of which
     claims hold the devices `held`.
 
-    Within the capacity (held <= count): the held devices and free ones up to `count`,
-    untainted. Above it (a decrease raced with kube-scheduler's allocations, or claims were
-    counted late): only the held devices, each tainted NoSchedule, so kube-scheduler
-    allocates none of them (the extended-resource claims it creates tolerate no taint) and a
-    device a pod releases takes no new pod until the node is back within its capacity. A
-    tainted slice holds at most 64 devices (the API's limit): a pool holding more keeps its
-    64 lowest tainted and leaves the rest unpublished until released (not allocatable either
-    way). Every slice then carries the capacity, which the devices no longer count.
+    Within the capacity (held <= count): the held devices and free ones up to `count`
+    (those published, `shown`, first: `device_names`), untainted. Above it (a decrease raced
+    with kube-scheduler's allocations, or claims were counted late): only the held devices,
+    each tainted NoSchedule, so kube-scheduler allocates none of them (the extended-resource
+    claims it creates tolerate no taint) and a device a pod releases takes no new pod until
+    the node is back within its capacity. A tainted slice holds at most 64 devices (the API's
+    limit): a pool holding more keeps its 64 lowest tainted and leaves the rest unpublished
+    until released (not allocatable either way). Every slice then carries the capacity,
+    which the devices no longer count.
     `taints=False` (an API server that drops them: DRADeviceTaints off) publishes the held
     devices untainted, as before taints were used."""
     held = set(held)
@@ -216,7 +229,7 @@ def publication(count: int, held: Iterable[str], taints: bool = True) -> dict[in
             return {i: Want(tuple(ds), False, count) for i, ds in per.items()}
         return {i: Want(tuple(ds[:MAX_TAINTED]), True, count) for i, ds in per.items()}
     if count:
-        for d in device_names(count, held):
+        for d in device_names(count, held, shown):
             per.setdefault(pool_of(d), []).append(d)
     return {i: Want(tuple(ds)) for i, ds in per.items()}
 
@@ -476,9 +489,15 @@ class SlicePublisher(NodeWriter):
     def _wanted(self, node: str, short: str, group: str, count: int) -> dict[str, Want]:
         """Pool name -> what it should publish (`publication`)."""
         held = self._allocated.get(group, {})
-        return {
-            pool_name(node, short, i): w for i, w in publication(count, held, self._taints).items()
-        }
+        shown = [
+            d
+            for p in self._node_pools.get(node, ())
+            if _group(p) == group
+            for s in self._pools[p].current()
+            for d in s.devices
+        ]
+        wants = publication(count, held, self._taints, shown)
+        return {pool_name(node, short, i): w for i, w in wants.items()}
 
     def _claim(self, kind: str, c: ResourceClaim) -> None:
         uid = c.metadata.uid

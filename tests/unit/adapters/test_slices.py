@@ -207,10 +207,14 @@ def test_a_decrease_keeps_every_device_a_claim_holds(tmp_path: Path) -> None:
         s.ledger.set_capacity(R, {"n0": 4})
         assert await s.durable()
         assert s.devices() == ["u0", "u1", "u7", "u150"]
-        # The claim released: its device is not kept for it any more.
+        # The claim released: its device stays published, free, rather than swapped for
+        # another (kube-scheduler may have given it to a pod whose claim is not seen yet).
         s.cluster.delete("resourceclaims", "c1")
-        await settled(s, lambda: "u150" not in s.devices())
-        assert s.devices() == ["u0", "u1", "u2", "u7"]
+        await settled(s, lambda: s.ledger.node("n0").used == {R: 1})  # type: ignore[union-attr]
+        assert s.devices() == ["u0", "u1", "u7", "u150"]
+        s.ledger.set_capacity(R, {"n0": 3})  # a decrease drops free devices, highest first
+        assert await s.durable()
+        assert s.devices() == ["u0", "u1", "u7"]
 
     scenario(tmp_path, body)
 
@@ -475,8 +479,13 @@ def test_devices_held_above_a_lowered_capacity_are_tainted_until_back_within_it(
         await settled(s, lambda: s.devices() == ["u7", "u8"] and tainted(s) == [])
         (one,) = s.slices()
         assert "escher.io/capacity" not in one["metadata"]["labels"]
+        # Within it: u7 released stays published, free (kube-scheduler may give it to a
+        # waiting pod at once; another name in its place would make a third unit).
         s.cluster.delete("resourceclaims", "c7")
-        await settled(s, lambda: s.devices() == ["u0", "u8"] and tainted(s) == [])
+        await settled(s, lambda: s.ledger.node("n0").used == {R: 1})  # type: ignore[union-attr]
+        s.claim("c9", ("n0/r/0", "u7"))
+        await settled(s, lambda: s.ledger.node("n0").used == {R: 2})  # type: ignore[union-attr]
+        assert s.devices() == ["u7", "u8"] and tainted(s) == []
         assert s.ledger.node("n0").ephemeral == {R: 2}  # type: ignore[union-attr]
 
     scenario(tmp_path, body)
@@ -557,6 +566,20 @@ def test_publication(count: int, held: list[str], want: dict[int, Want]) -> None
 )
 def test_device_names(count: int, allocated: list[str], want: list[str]) -> None:
     assert device_names(count, allocated) == want
+
+
+@pytest.mark.parametrize(
+    ("count", "allocated", "shown", "want"),
+    [
+        (2, ["u3"], ["u3", "u5"], ["u3", "u5"]),  # u5 freed: kept, not swapped for u0
+        (2, [], ["u3", "u5", "u9"], ["u3", "u5"]),  # a decrease drops the highest free
+        (3, ["u9"], ["u5"], ["u0", "u5", "u9"]),  # an increase adds the lowest new names
+    ],
+)
+def test_device_names_keep_the_free_devices_published(
+    count: int, allocated: list[str], shown: list[str], want: list[str]
+) -> None:
+    assert device_names(count, allocated, shown) == want
 
 
 @pytest.mark.parametrize(
