@@ -224,7 +224,7 @@ def test_sigkill_of_the_leader_under_load_fails_over_without_loss(
                 assert time.monotonic() < deadline, "no pod bound after the kill"
                 time.sleep(0.1)
             failovers.append(bound_again - killed_at)
-            during.append(sum(1 for t in load.bound.values() if killed_at <= t < bound_again))
+            during.append(sum(killed_at <= t < bound_again for t in list(load.bound.values())))
             member_times = [load.bound[m] for m in members if m in load.bound]
             if len(member_times) == len(members):
                 spreads.append(max(member_times) - min(member_times))
@@ -401,7 +401,7 @@ def test_the_api_server_stopped_for_30s_under_policy_and_binding_load(
             "pods created after the outage",
             lambda: sum(t > resumed for t in list(load.created.values())) >= 5,
         )
-        created_after = [n for n, t in load.created.items() if t > resumed]
+        created_after = [n for n, t in list(load.created.items()) if t > resumed]
     placed = work.wait(created_after, timeout=60)
     assert created_after and all(p.node for p in placed.values()), placed
     # With replicas a change the write-back could not confirm is never acknowledged (a 202

@@ -123,7 +123,9 @@ class Load:
 
     def first_bind_after(self, t: float) -> float | None:
         """When the first pod created after `t` was bound (wall clock)."""
-        times = [self.bound[n] for n, c in self.created.items() if c > t and n in self.bound]
+        # A copy: the creating thread adds to it meanwhile.
+        created = list(self.created.items())
+        times = [self.bound[n] for n, c in created if c > t and n in self.bound]
         return min(times) if times else None
 
 
@@ -149,7 +151,7 @@ def _wait_for_steady_binds(load: Load, seconds: float = 3.0, timeout: float = 12
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         since = time.time() - seconds
-        recent = [n for n, c in load.created.items() if since < c < time.time() - 1]
+        recent = [n for n, c in list(load.created.items()) if since < c < time.time() - 1]
         if len(recent) >= 5 and all(n in load.bound for n in recent):
             return
         time.sleep(0.5)
