@@ -26,7 +26,9 @@ import pytest
 from kubernetes import client
 
 from escher_harness import localcluster
+from escher_harness.capacity_history import PodHistory, Step, fence, over_commits
 from escher_harness.kubeclient import api_client
+from escher_harness.waits import until
 from escher_harness.workload import Workload, pod_manifest
 from extender.esl.client import PolicyAPIError, PolicyClient
 
@@ -59,6 +61,18 @@ def published_devices(info: localcluster.ClusterInfo, group: str) -> set[str]:
         for s in dra.list_resource_slice().items
         if s.spec.pool.name.startswith(group + "/")
         for d in s.spec.devices or []
+    }
+
+
+def tainted_devices(info: localcluster.ClusterInfo, group: str) -> set[str]:
+    """The published devices of a node's resource that carry a NoSchedule taint."""
+    dra = client.ResourceV1Api(api_client(info.kubeconfig))
+    return {
+        d.name
+        for s in dra.list_resource_slice().items
+        if s.spec.pool.name.startswith(group + "/")
+        for d in s.spec.devices or []
+        if any(t.effect == "NoSchedule" for t in d.taints or [])
     }
 
 
@@ -235,46 +249,87 @@ PODS, SPACING = 12, 0.008
 def test_a_capacity_decrease_racing_with_allocations_never_over_commits(
     cluster: localcluster.ClusterInfo,
 ) -> None:
-    """kube-scheduler allocates devices in memory and writes each claim after; the service
-    learns of it from the claim watch. Each round: 12 pods of one unit arrive 8 ms apart for
-    the node with 12 units, and the capacity is lowered to 2 a few milliseconds in (later
-    each round). The decrease is refused (409, below what is seen allocated) or taken; either
-    way no node ever holds more claimed devices than it publishes (a claimed device is kept,
-    or published again), and once the pods are gone it shows the capacity asked for."""
-    work = Workload(api_client(cluster.kubeconfig))
+    """What a user of the policy API checks: once a PUT has answered 200 (the capacity is
+    published), no pod bound after it takes the node above that capacity, once
+    kube-scheduler's in-flight allocations are done. kube-scheduler allocates devices in
+    memory and writes each claim after; the service learns of it from the claim watch. Each
+    round: 12 pods of one unit arrive 8 ms apart for the node with 12 units, and the capacity
+    is lowered to 2 a few milliseconds in (later each round). The decrease is refused (409,
+    below what is seen allocated) or taken. The history (every bind and departure from a
+    watch, every accepted capacity from the PUT's answer, ordered by the API server's
+    resourceVersion: escher_harness.capacity_history) never shows the node holding more pods
+    than the capacity last accepted before their bind, but for kube-scheduler's in-flight
+    allocations (pods it placed against the old devices before its watch brought the new
+    slice, bound just after the answer; printed, and the one exception). Above all not as
+    those pods leave while others wait: a device held above the capacity is published
+    tainted, so the one a pod frees takes no waiting pod (published untainted, 12 binds in
+    10 rounds refilled freed devices, 2.2-2.6 s after the 200). No node ever holds a claimed
+    device it does not publish, and once the pods are gone it shows the capacity asked for,
+    untainted."""
+    api = api_client(cluster.kubeconfig)
+    work = Workload(api)
+    core = client.CoreV1Api(api)
     n = next(_names)
     node = cluster.nodes[0]
     short = f"race{n}"
     group = f"{node}/{short}"
-    with policy(cluster) as p:
-        resource = p.set_resource(short, PODS, node=node).resource
-        for r, delay in enumerate(DELAYS):
-            names = [f"{short}-{r}-{i}" for i in range(PODS)]
-            lowered: list[int] = []
+    history = PodHistory(core, f"race={short}")
+    accepted: list[Step] = []
+    try:
+        with policy(cluster) as p:
 
-            def lower(delay: float, lowered: list[int] = lowered) -> None:
-                time.sleep(delay)
+            def accept(capacity: int) -> int:
+                """PUT the capacity; record it as accepted once answered 200."""
                 try:
-                    p.set_resource(short, 2, node=node)
-                    lowered.append(200)
+                    result = p.set_resource(short, capacity, node=node)
                 except PolicyAPIError as e:
-                    lowered.append(e.status)
+                    return e.status
+                assert result.durable, result  # 200: published
+                now = time.monotonic()
+                accepted.append(Step(fence(core), now, "capacity", str(capacity)))
+                return 200
 
-            lowering = threading.Thread(target=lower, args=(delay,))
-            lowering.start()
-            for name in names:
-                work.create(pod_manifest(name, limits={resource: "1"}))
-                time.sleep(SPACING)
-            lowering.join()
-            assert lowered in ([200], [409]), lowered
-            work.wait(names, timeout=30, bound=2, settle=2.0)
-            held, published = held_devices(cluster, group), published_devices(cluster, group)
-            assert held <= published, f"round {r}: held {sorted(held - published)} unpublished"
-            work.delete(names)
-            want = 2 if lowered == [200] else PODS
-            wait_for(lambda want=want: len(published_devices(cluster, group)) == want)
-            p.set_resource(short, PODS, node=node)
-        p.delete_resource(short)
+            assert accept(PODS) == 200
+            resource = f"{cluster.resource_domain}/{short}"
+            for r, delay in enumerate(DELAYS):
+                names = [f"{short}-{r}-{i}" for i in range(PODS)]
+                lowered: list[int] = []
+
+                def lower(delay: float, lowered: list[int] = lowered) -> None:
+                    time.sleep(delay)  # pacing: where in the arrivals the decrease lands
+                    lowered.append(accept(2))
+
+                lowering = threading.Thread(target=lower, args=(delay,))
+                lowering.start()
+                for name in names:
+                    work.create(pod_manifest(name, limits={resource: "1"}, labels={"race": short}))
+                    time.sleep(SPACING)  # pacing: the arrivals' spacing
+                lowering.join()
+                assert lowered in ([200], [409]), lowered
+                # Those that can be placed are, and a few more get their chance.
+                work.wait(names, timeout=30, bound=2, settle=2.0)
+                held, published = held_devices(cluster, group), published_devices(cluster, group)
+                assert held <= published, f"round {r}: held {sorted(held - published)} unpublished"
+                work.delete(names)  # those waiting get the devices of those leaving
+                want = 2 if lowered == [200] else PODS
+                until(
+                    lambda want=want: (
+                        len(published_devices(cluster, group)) == want
+                        and not tainted_devices(cluster, group)
+                    ),
+                    f"round {r}: {want} devices published untainted",
+                )
+                assert accept(PODS) == 200
+            # The watch has seen every pod go (and so every bind before it).
+            created = {f"{short}-{r}-{i}" for r in range(len(DELAYS)) for i in range(PODS)}
+            until(lambda: history.gone >= created, "the watch seeing every pod go")
+            p.delete_resource(short)
+    finally:
+        history.stop()
+    assert history.binds() >= 2 * len(DELAYS), history.steps  # the history is not empty
+    over, in_flight = over_commits([*history.steps, *accepted], PODS)
+    print("bound in flight against the old capacity:", in_flight)  # the product cannot stop them
+    assert over == []
 
 
 def test_slices_can_spare_real_kubelets_any_dra_plugin(
