@@ -1,8 +1,8 @@
 """The write-back's engine: keeps what each node shows of the ledger equal to the ledger.
 
 The ledger decides ephemeral resources in memory; a NodeWriter makes each node's set
-(the capacities on Node status; NodeView.shown, the capacities or what is held where that is
-more, as ResourceSlices) durable in the cluster, where kube-scheduler reads it.
+(the capacities on Node status, or as ResourceSlices of devices: extender.adapters.slices)
+durable in the cluster, where kube-scheduler reads it.
 Where it goes is the subclass's: Node status in the pure and extender modes
 (extender.adapters.writeback.WriteBack), ResourceSlices in the dra mode
 (extender.adapters.slices.SlicePublisher). This holds what they share: changes are coalesced

@@ -4,16 +4,21 @@ Kubernetes 1.37 backs extended resources with DRA (KEP-5004, GA): a DeviceClass 
 `extendedResourceName` is `<domain>/<name>` lets an unmodified pod request `<domain>/<name>:
 1`, and kube-scheduler's DynamicResources plugin allocates one device of that class for it
 (a ResourceClaim it creates for the pod). Here each node's capacity of each resource
-(NodeView.shown, as the Node status write-back writes it) becomes that many devices, `u0`,
+(NodeView.ephemeral, as the Node status write-back writes it) becomes that many devices, `u0`,
 `u1`, ..., under this service's driver, device `u<k>` in pool `<node>/<name>/<k // 128>`, each
 pool one slice (128 devices is the API's limit per slice). One slice per pool because
 kube-scheduler skips a pool whose newest generation is not complete: a pool of several slices
 would be unusable from the first slice rewritten to the last. A change rewrites only the pools
-it changes, and a device never moves between pools. A device a claim holds is always kept, so
-lowering a capacity never takes a unit away from a pod (kube-scheduler counts free devices as
-those published minus those claimed), and a decrease that raced with kube-scheduler's
-allocations shows what is held until it is released (never over capacity; the rule of
-NodeView.shown).
+it changes, and a device never moves between pools. A device a claim holds is kept published,
+and a free one already published is kept rather than swapped for a new name (kube-scheduler
+may have given a released device to a pod whose claim is not seen yet). A decrease that raced
+with kube-scheduler's allocations leaves claims holding more than the capacity: then only
+their devices are published, each with a NoSchedule DRA device taint (`publication`), so that
+none is allocated again, one a pod releases included, until the node is back within its
+capacity; the slices carry the capacity as a label meanwhile, for a new leader to adopt.
+Publishing what is held untainted instead let kube-scheduler give each released device to a
+waiting pod before the next publish took it away; unpublishing each as it is released cannot
+close that, since kube-scheduler sees the release on its own claim watch first.
 
 Three informers feed it: our slices (the durable truth: adopted by the ledger while it is
 built and on a replica that does not lead, compared with the ledger otherwise), the

@@ -115,13 +115,14 @@ class NodeView(NamedTuple):
         return max(0, self.capacity(resource) - self.used.get(resource, 0))
 
     def shown(self) -> dict[str, int]:
-        """Each ephemeral resource's capacity, or what its holders hold if that is more: what
-        mode dra publishes (extender.adapters.slices), where a device a claim holds is never
-        unpublished. Holders can exceed a capacity just lowered: the ledger refuses a
-        decrease below what it has seen allocated, but kube-scheduler may have placed pods
-        against the old capacity that the watch has not reported yet. The Node-status
-        write-back writes the capacities themselves instead (extender.adapters.writeback),
-        so kube-scheduler finds no room there until the holders are below it."""
+        """Each ephemeral resource's capacity, or what its holders hold if that is more (the
+        listeners are told when it changes with the holdings). Holders can exceed a capacity
+        just lowered: the ledger refuses a decrease below what it has seen allocated, but
+        kube-scheduler may have placed pods against the old capacity that the watch has not
+        reported yet. Neither write-back raises a capacity to it: the Node-status one writes
+        the capacities (extender.adapters.writeback), so kube-scheduler finds no room there
+        until the holders are below it, and mode dra publishes only the held devices, tainted
+        so that none is allocated again (extender.adapters.slices)."""
         used = self.used
         return {r: max(cap, used.get(r, 0)) for r, cap in self.ephemeral.items()}
 
