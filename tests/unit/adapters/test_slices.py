@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -535,6 +536,43 @@ def test_a_tainted_slice_is_adopted_as_the_capacity_it_carries_and_pools_add_up(
         assert s.ledger.node("n1").ephemeral == {R: 130}  # type: ignore[union-attr]
 
     scenario(tmp_path, body, before=before)
+
+
+def test_an_api_server_that_drops_taints_gets_the_held_devices_untainted_once(
+    tmp_path: Path,
+) -> None:
+    """DRADeviceTaints off: the API server drops the field on write. The publisher notices
+    from the slice it gets back, logs it, and publishes the held devices untainted (with the
+    capacity label) instead of rewriting the taints forever."""
+
+    async def body(s: Setup) -> None:
+        api = s.publisher._api
+        send = api.request
+
+        async def without_taints(method: str, path: str, **kw: Any) -> bytes:
+            if method in ("PUT", "POST") and "resourceslices" in path:
+                obj = json.loads(kw["body"])
+                for d in obj["spec"]["devices"]:
+                    d.pop("taints", None)
+                kw["body"] = json.dumps(obj).encode()
+            return await send(method, path, **kw)
+
+        api.request = without_taints  # type: ignore[method-assign]
+        s.ledger.set_capacity(R, {"n0": 10})
+        assert await s.durable()
+        s.ledger.set_capacity(R, {"n0": 2})
+        assert await s.durable()
+        for i in (3, 5, 7):
+            s.claim(f"c{i}", ("n0/r/0", f"u{i}"))
+        await settled(s, lambda: s.devices() == ["u3", "u5", "u7"])
+        assert tainted(s) == [] and not s.publisher._taints
+        writes = len([r for r in s.cluster.requests if r.method in ("POST", "PUT")])
+        await asyncio.sleep(0.3)  # the coalescing and backoff several times over
+        assert len([r for r in s.cluster.requests if r.method in ("POST", "PUT")]) == writes
+        (one,) = s.slices()
+        assert one["metadata"]["labels"]["escher.io/capacity"] == "2"
+
+    scenario(tmp_path, body)
 
 
 @pytest.mark.parametrize(
