@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -68,9 +69,8 @@ def gang_member(name: str, gang: str, size: int) -> dict[str, object]:
     )
 
 
-def wait_until(what: str, check: object, timeout: float) -> None:
-    """Poll `check` (a callable returning a truth value) until it holds."""
-    assert callable(check)
+def wait_until(what: str, check: Callable[[], object], timeout: float) -> None:
+    """Poll `check` until it holds."""
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"{what}: not within {timeout:g}s"
