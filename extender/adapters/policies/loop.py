@@ -129,7 +129,7 @@ class Reconciler(Generic[T]):
             self._outcomes.labels(self.PLURAL, "error").inc()
             log.warning(
                 "reconcile failed; retried at the next resync",
-                extra={"kind": self.PLURAL, "name": name, "error": str(e)},
+                extra={"kind": self.PLURAL, "object": name, "error": str(e)},
             )
         finally:
             self._workers.release()
