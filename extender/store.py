@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from starlette.concurrency import run_in_threadpool
 
 from extender import policy
+from extender.core.errors import InvalidValue
 from extender.core.ledger import Ledger
 from extender.esl.registry import Applied, Instances
 from extender.policy import DeleteResourceResult, ResourceSpec, SetResourceResult
@@ -29,8 +30,12 @@ WaitDurable = Callable[[int, list[str]], Awaitable[bool]]
 
 
 class PolicyStore(Protocol):
-    async def set_resource(self, name: str, spec: ResourceSpec) -> SetResourceResult:
-        """ESCHER's set_resource; `durable` False once the wait for the nodes ran out."""
+    async def set_resource(
+        self, name: str, spec: ResourceSpec, resource_version: str | None = None
+    ) -> SetResourceResult:
+        """ESCHER's set_resource; `durable` False once the wait for the nodes ran out. With
+        `resource_version`, only over the policy's object at that version (Conflict if it
+        moved on)."""
         ...
 
     async def delete_resource(self, name: str, force: bool) -> DeleteResourceResult: ...
@@ -57,7 +62,15 @@ class MemoryStore:
         self._wait = wait
         self._learn = learn
 
-    async def set_resource(self, name: str, spec: ResourceSpec) -> SetResourceResult:
+    async def set_resource(
+        self, name: str, spec: ResourceSpec, resource_version: str | None = None
+    ) -> SetResourceResult:
+        if resource_version is not None:
+            raise InvalidValue(
+                "resourceVersion is a precondition on the policy's EphemeralResource object: "
+                "policies are not kept as objects here (policy_objects off, or standalone)",
+                "resourceVersion",
+            )
         full, capacity, version = await run_in_threadpool(
             policy.set_resource, self.ledger, self.domain, name, spec, self._learn
         )

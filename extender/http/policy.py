@@ -50,12 +50,26 @@ def router(rt: Runtime) -> APIRouter:
             **documented(404, 409),
         },
     )
-    async def set_resource(name: str, spec: ResourceSpec, response: Response) -> SetResourceResult:
+    async def set_resource(
+        name: str,
+        spec: ResourceSpec,
+        response: Response,
+        resource_version: Annotated[
+            str | None,
+            Query(
+                alias="resourceVersion",
+                pattern=r"^[0-9]{1,20}$",
+                description="Apply only over the resource's EphemeralResource object at this "
+                "resourceVersion (as read with kubectl): 409 if another writer changed it "
+                "since, nothing changed. Only where policies are kept as objects.",
+            ),
+        ] = None,
+    ) -> SetResourceResult:
         """ESCHER's set_resource: create, resize or (capacity 0) remove an ephemeral resource
         on a node, the nodes with these labels, the nodes whose available resources cover a
         vector, or every node (at most num_nodes of them)."""
         with set_seconds.time():
-            result = await rt.store.set_resource(name, spec)
+            result = await rt.store.set_resource(name, spec, resource_version)
         response.status_code = settled(rt, result.durable)
         return result
 

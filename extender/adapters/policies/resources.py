@@ -243,12 +243,25 @@ class Resources(Reconciler[o.ResourceObject]):
 
     # ---- the façade: PUT and DELETE /v1/resources/{name} ------------------------------------
 
-    async def put(self, name: str, spec: ResourceSpec) -> SetResourceResult:
+    async def put(
+        self, name: str, spec: ResourceSpec, resource_version: str | None = None
+    ) -> SetResourceResult:
+        """Write the object and apply it. With `resource_version` (the caller's precondition,
+        as it read the object) the write is based on that version rather than on the one
+        this replica read: the API server refuses it (409) if another writer came between."""
         names.check_short_name(name)
         o.check_object_name(name)
         async with self.locks.hold(name):
             cur = self.cache.get(name)
             self._writable(cur, name)
+            if resource_version is not None and cur is None:
+                raise Conflict(
+                    f"resource {name} has no EphemeralResource object (resourceVersion "
+                    f"{resource_version} was asked): it was deleted meanwhile, or not made "
+                    "yet; nothing was changed: read it and retry",
+                    "resourceVersion",
+                )
+            based_on = resource_version or (cur.metadata.resource_version if cur else "")
             # Refusals the ledger can tell now are answered before anything is written.
             await asyncio.to_thread(policy.check_resource, self.ledger, self.domain, name, spec)
             try:
@@ -259,7 +272,10 @@ class Resources(Reconciler[o.ResourceObject]):
                     )
                 else:
                     patch = {
-                        "metadata": {"resourceVersion": cur.metadata.resource_version},
+                        # The precondition: the API server answers 409 if the object moved
+                        # on since (another writer: kubectl, another replica, a client's
+                        # precondition read before another's write).
+                        "metadata": {"resourceVersion": based_on},
                         "spec": o.spec_body(spec),
                     }
                     raw_patch, ctype = merge_patch(patch)
@@ -271,7 +287,7 @@ class Resources(Reconciler[o.ResourceObject]):
                         timeout=WRITE_SECONDS,
                     )
             except ApiError as e:
-                raise self._refused(e, name) from None
+                raise self._refused(e, name, based_on) from None
             obj = self.decode.decode(raw)
             self.remember(obj)
             try:
@@ -305,7 +321,7 @@ class Resources(Reconciler[o.ResourceObject]):
                 )
             except ApiError as e:
                 if e.status != 404:
-                    raise self._refused(e, name) from None
+                    raise self._refused(e, name, cur.metadata.resource_version) from None
                 raw = b""
             obj = _decoded(self.decode, raw)
             if obj is not None and obj.metadata.deletion_timestamp is not None:
@@ -328,11 +344,17 @@ class Resources(Reconciler[o.ResourceObject]):
         if cur.metadata.deletion_timestamp is not None and not deleting_ok:
             raise Conflict(f"resource {name} is being deleted; retry once it is gone", "name")
 
-    def _refused(self, e: ApiError, name: str) -> CoreError:
+    def _refused(self, e: ApiError, name: str, based_on: str) -> CoreError:
         if e.status == 409:
+            what = (
+                f"its EphemeralResource object moved on from resourceVersion {based_on}, "
+                "which this write was based on"
+                if based_on
+                else "its EphemeralResource object was created meanwhile"
+            )
             return Conflict(
-                f"resource {name} was changed by another writer meanwhile (its object's "
-                "resourceVersion moved on); nothing was changed: read it and retry",
+                f"resource {name} was changed by another writer meanwhile ({what}; the API "
+                f"server: {e.message}); nothing was changed: read it and retry",
                 "name",
             )
         if e.status == 422:

@@ -134,8 +134,10 @@ class ObjectStore:
 
     # ---- PolicyStore ---------------------------------------------------------------------
 
-    async def set_resource(self, name: str, spec: ResourceSpec) -> SetResourceResult:
-        return await self.resources.put(name, spec)
+    async def set_resource(
+        self, name: str, spec: ResourceSpec, resource_version: str | None = None
+    ) -> SetResourceResult:
+        return await self.resources.put(name, spec, resource_version)
 
     async def delete_resource(self, name: str, force: bool) -> DeleteResourceResult:
         return await self.resources.remove(name, force)
