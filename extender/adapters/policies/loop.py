@@ -153,7 +153,9 @@ class Reconciler(Generic[T]):
         self.remember(new)
         return new
 
-    async def put_status(self, name: str, status: dict[str, Any]) -> None:
+    async def put_status(
+        self, name: str, status: dict[str, Any], timeout: float | None = None
+    ) -> None:
         """Replace the status (a JSON patch: a merge patch would keep map keys that went)."""
         body = msgspec.json.encode([{"op": "add", "path": "/status", "value": status}])
         try:
@@ -163,6 +165,7 @@ class Reconciler(Generic[T]):
                 body=body,
                 content_type="application/json-patch+json",
                 what=f"status of {self.PLURAL}/{name}",
+                timeout=timeout,
             )
         except ApiError as e:
             if e.status == 404:

@@ -123,7 +123,12 @@ class Resources(Reconciler[o.ResourceObject]):
                 self._reapply.add(name)
                 self.queue(name)
 
-    async def _apply(self, obj: o.ResourceObject) -> SetResourceResult:
+    async def _apply(self, obj: o.ResourceObject, answering: bool = False) -> SetResourceResult:
+        """Apply the object's spec and write its status. `answering` (the façade, a caller
+        waiting): the status write is bounded like the object's, and one that fails is left
+        to the reconcile loop (the object is not settled without it), as the answer depends
+        on the ledger and the nodes, not on the status: a paused API server held such a call
+        for the client's 30 s and then answered 500 for a change it had applied."""
         name, gen = obj.metadata.name, obj.metadata.generation
         try:
             spec = o.resource_spec(obj)
@@ -132,17 +137,18 @@ class Resources(Reconciler[o.ResourceObject]):
             )
         except CoreError as e:
             reason = type(e).__name__
-            await self._write_status(
+            await self._status(
                 obj,
                 {
                     "Applied": (False, reason, str(e)),
                     "Durable": (False, "NotApplied", "the spec could not be applied"),
                     "Conflict": (isinstance(e, Conflict), reason, str(e)),
                 },
+                answering,
             )
             raise
         durable = await self._wait(version, list(capacity))
-        await self._write_status(obj, _applied(durable, len(capacity)))
+        await self._status(obj, _applied(durable, len(capacity)), answering)
         log.info(
             "ephemeral resource applied",
             extra={"resource": full, "generation": gen, "nodes": len(capacity), "durable": durable},
@@ -182,8 +188,27 @@ class Resources(Reconciler[o.ResourceObject]):
 
     # ---- writes --------------------------------------------------------------------------
 
+    async def _status(
+        self, obj: o.ResourceObject, conds: dict[str, tuple[bool, str, str]], answering: bool
+    ) -> None:
+        if not answering:
+            await self._write_status(obj, conds)
+            return
+        try:
+            await self._write_status(obj, conds, timeout=WRITE_SECONDS)
+        except ApiError as e:
+            log.warning(
+                "a status was not written; the reconcile loop writes it",
+                extra={"resource": obj.metadata.name, "error": str(e)},
+            )
+            self.queue(obj.metadata.name)
+
     async def _write_status(
-        self, obj: o.ResourceObject, conds: dict[str, tuple[bool, str, str]], usage: bool = True
+        self,
+        obj: o.ResourceObject,
+        conds: dict[str, tuple[bool, str, str]],
+        usage: bool = True,
+        timeout: float | None = None,
     ) -> None:
         """Write the status if it changed; with `usage` False, only if more than its usage
         (per node and in all) did."""
@@ -198,7 +223,7 @@ class Resources(Reconciler[o.ResourceObject]):
         status = o.resource_status(gen, per_node, conditions)
         fingerprint = head + msgspec.json.encode(status)
         if self._status_written.get(name) != fingerprint:
-            await self.put_status(name, status)
+            await self.put_status(name, status, timeout)
             self._status_written[name], self._heads[name] = fingerprint, head
         self._usage_due.discard(name)
 
@@ -291,7 +316,7 @@ class Resources(Reconciler[o.ResourceObject]):
             obj = self.decode.decode(raw)
             self.remember(obj)
             try:
-                return await self._apply(obj)
+                return await self._apply(obj, answering=True)
             except CoreError:
                 await self._undo(obj, cur)
                 raise

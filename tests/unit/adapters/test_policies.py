@@ -396,3 +396,23 @@ def test_a_name_deleted_through_the_facade_can_be_set_again_at_once(tmp_path: Pa
             assert s.resource("again") is None and s.on_nodes("again") == {}
 
     asyncio.run(scenario())
+
+
+def test_a_status_the_api_server_drops_leaves_the_answer_to_the_nodes(tmp_path: Path) -> None:
+    # The object was written and applied; its status write goes unanswered (an API server
+    # paused right then). The caller gets the change's answer, not a 500 after the client's
+    # timeout, and the reconcile loop writes the status afterwards.
+    async def scenario() -> None:
+        async with running(tmp_path) as s:
+            s.cluster.fail("PATCH", f"/apis/{D}/v1alpha1/ephemeralresources/r/status", 0)
+            result = await s.store.set_resource("r", ResourceSpec(capacity=2, node="n0"))
+            assert result.durable and result.nodes == {"n0": 2}
+            assert s.on_nodes("r") == {"n0": 2}
+
+            def written() -> bool:
+                obj = s.resource("r")
+                return obj is not None and obj.get("status", {}).get("observedGeneration") == 1
+
+            await until(written)
+
+    asyncio.run(scenario())
