@@ -202,6 +202,14 @@ def _bench_failover(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_outage(args: argparse.Namespace) -> int:
+    from escher_harness.bench import outage
+
+    report, held = outage.run(args.out, runs=args.runs, pause=args.pause)
+    print(report)
+    return 0 if held else 1
+
+
 def _bench_scheduler_perf(args: argparse.Namespace) -> int:
     from escher_harness.bench import scheduler_perf
     from escher_harness.bench.schedperf_config import ConfigError
@@ -454,6 +462,15 @@ def _add_bench(sub: Any) -> None:
         help="deploy/overlays/sidecar's configuration: the split over plain HTTP/1.1",
     )
     f.set_defaults(func=_guarded(_bench_failover))
+    o = kinds.add_parser(
+        "outage",
+        help="kube-apiserver paused under policy and binding load: each change on all its "
+        "nodes or none, no node over capacity, time to recover",
+    )
+    o.add_argument("--out", type=Path, required=True, help="directory for outage.md and .png")
+    o.add_argument("--runs", type=_positive_int, default=5, help="outages, each a fresh cluster")
+    o.add_argument("--pause", type=_positive_float, default=30.0, help="seconds paused")
+    o.set_defaults(func=_guarded(_bench_outage))
     from escher_harness.bench.schedperf_config import TEST_CASE_NAMES, WAYS
 
     k = kinds.add_parser(
