@@ -31,10 +31,11 @@ A Placement (extender.gang.topology) adds the topology, in a few passes over the
   they cover the gang, the last one swapped for the smallest that still covers what is left
   (as few domains, the least fragmentation); then the other domains, then the nodes without
   the label, so that a gang that fits somewhere is never refused for its preference.
-What a domain could take is counted in one pass, each class alone: exact for a gang of one
-class (what domains take then adds up), an estimate for several, which first-fit may then
-find too much: under `required` the next domain is tried, under `preferred` the next ones
-take the rest.
+What a domain could take is counted in one pass, each class alone, and classes of one shape
+(the asking member, held to its offered nodes, beside the rest) no more than the domain's room
+for that shape: exact for a gang of one shape (what domains take then adds up), an estimate
+for several, which first-fit may then find too much: under `required` the next domain is
+tried, under `preferred` the next ones take the rest.
 
 Called by the gang manager (extender.gang.manager).
 """
@@ -205,6 +206,14 @@ class _Gang:
             floor = {r: min(a, theirs[r]) for r, a in floor.items() if r in theirs}
         self.floor = _takes_of(tuple(floor.items()), prefix, empty) if floor else None
         self.floored = bool(floor) and floor == dict(classes[self.main].amounts)
+        # Classes of one shape that differ only in where they may go (the asking member,
+        # held to the nodes kube-scheduler offered it, beside the rest of its gang): they
+        # share each node's room, so what a domain takes of them together is bounded by its
+        # room for that shape (measure). Counted alone, each would claim the same room.
+        by_shape: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        for i, c in enumerate(classes):
+            by_shape.setdefault(c.amounts, []).append(i)
+        self.shared = [g for g in by_shape.values() if len(g) > 1]
 
     def fill(self, views: Iterable[NodeView]) -> tuple[_Took, int]:
         """First-fit over `views`: where each class goes, and how many members are placed."""
@@ -262,6 +271,9 @@ class _Gang:
         # A node short of the floor takes none of the gang: when the largest class takes
         # just the floor, counting it tells as much; otherwise the floor is checked first.
         floor = None if floored else self.floor
+        shared = self.shared
+        wanted = [sum(counts[i] for i in group) for group in shared]
+        rooms = [0] * len(shared)
         for view in views:
             if floor is not None and not floor(view):
                 continue
@@ -276,7 +288,17 @@ class _Gang:
                     if c.loose or c.want.allows(view):
                         caps[i] += c.takes(view)
                 others = [i for i in others if caps[i] < counts[i]]
-        return sum(map(min, caps, counts)), caps[main]
+            for j, group in enumerate(shared):
+                if rooms[j] < wanted[j] and any(
+                    classes[i].loose or classes[i].want.allows(view) for i in group
+                ):
+                    rooms[j] += classes[group[0]].takes(view)
+        took = [min(a, b) for a, b in zip(caps, counts, strict=True)]
+        fit = sum(took)
+        for j, group in enumerate(shared):  # one shape's classes share the nodes' room
+            alone = sum(took[i] for i in group)
+            fit -= alone - min(alone, rooms[j])
+        return fit, caps[main]
 
     def spread(self, views: list[NodeView], level: Level, keys: list[str]) -> Iterator[NodeView]:
         """`views` ordered so that first-fit spans as few domains of `level` as it can, packed

@@ -91,12 +91,6 @@ def test_a_gang_lands_in_one_domain_of_the_level_it_asks_for(
         gone(work, [p["metadata"]["name"] for p in pods])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found 2026-11-28 (issue 58): the gang lands on node-2, node-3 and node-4, first-fit's "
-    "placement, where block-01 holds it whole; the cause is not found yet (a plan made before "
-    "the extender counted the fillers, its places then moved to offered nodes, would explain it)",
-)
 def test_a_preferred_block_is_kept_where_first_fit_would_span_two(
     cluster: localcluster.ClusterInfo,
 ) -> None:

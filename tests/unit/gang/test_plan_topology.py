@@ -184,3 +184,40 @@ def test_a_gang_that_does_not_fit_anywhere_says_how_many_fit() -> None:
 
 def test_no_wants_are_planned_at_once() -> None:
     assert plan([], [], "escher.io/", placement=Placement(required=RACK)) == Planned({})
+
+
+# The e2e layout of tests/e2e/test_gang_topology.py: racks of two 4-cpu nodes, members of 2
+# cpu; r0 full, r1 with room for 3 (a node half used), r2 for 4. The asking member may go
+# only where kube-scheduler offered it (a class of its own, the same shape as the rest).
+SPILL = [
+    node("n0", 4, "r0", used=4),
+    node("n1", 4, "r0", used=4),
+    node("n2", 4, "r1", used=2),
+    node("n3", 4, "r1"),
+    node("n4", 4, "r2"),
+    node("n5", 4, "r2"),
+]
+OFFERED = frozenset({"n2", "n3", "n4", "n5"})
+SHARED = {
+    # Counted alone, each class claimed r1's 3 places (3 of the rest + the asker = 4): r1
+    # looked whole and, fuller, was chosen; the gang spanned two racks.
+    "asker offered everywhere free": (OFFERED, "r2"),
+    "asker offered r2 only": (frozenset({"n4", "n5"}), "r2"),
+    # The asker pinned to r1: r2 still takes the gang whole but the asker must go to r1.
+    "asker offered r1 only": (frozenset({"n2", "n3"}), None),
+}
+
+
+@pytest.mark.parametrize(("offered", "rack"), SHARED.values(), ids=SHARED.keys())
+def test_classes_of_one_shape_share_a_domains_room(
+    offered: frozenset[str], rack: str | None
+) -> None:
+    amounts = {CPU: 2}
+    wants = [Want("m00", amounts, candidates=offered)]
+    wants += [Want(f"m{i:02}", amounts) for i in range(1, 4)]
+    result = plan(wants, SPILL, "escher.io/", placement=Placement(preferred=RACK))
+    racks = {next(v.labels[RACK.key] for v in SPILL if v.name == n) for n in where(result)}
+    if rack is not None:
+        assert racks == {rack}, result
+    else:  # two racks at least, the asker in r1
+        assert isinstance(result, Planned) and result.places["m00"] in {"n2", "n3"}, result
