@@ -12,8 +12,6 @@ manifest, not against a latency figure a noisy machine may miss; the latencies a
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import statistics
 import threading
 import time
@@ -24,6 +22,7 @@ import pytest
 import yaml
 
 from escher_harness import localcluster
+from escher_harness.bench.outage import apiserver_pid, converged, paused
 from escher_harness.kubeclient import api_client
 from escher_harness.workload import Workload
 
@@ -43,19 +42,6 @@ def liveness_timeout_ms() -> float:
     raise AssertionError(f"no Deployment in {MANIFEST}")
 
 
-def shown(cluster: localcluster.ClusterInfo, work: Workload) -> dict[str, dict[str, str]]:
-    """What each node shows of the outage's resources: its status (extender mode), or the
-    devices of its complete pools (dra), as quantities."""
-    domain = cluster.resource_domain
-    if cluster.mode == "dra":
-        pools = work.published(domain, f"{domain}/resource")
-        return {
-            n: {f"{domain}/{r}": str(v) for r, v in pools.get(n, {}).items() if "outage" in r}
-            for n in cluster.nodes
-        }
-    return {n: work.node_resources(n, f"{domain}/outage-")["allocatable"] for n in cluster.nodes}
-
-
 @pytest.mark.parametrize(
     "cluster", [{"mode": "extender", "scope": "every-pod"}, {"mode": "dra"}], indirect=True
 )
@@ -64,7 +50,7 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
 ) -> None:
     assert cluster.extender_url and cluster.token
     url = cluster.extender_url
-    apiserver = next(p for p in cluster.processes if p.name == "kube-apiserver")
+    apiserver = apiserver_pid(cluster)
     headers = {"Authorization": f"Bearer {cluster.token}"}
 
     def probe(stop: threading.Event, probes: list[float], failed: list[str]) -> None:
@@ -77,7 +63,7 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
                 probes.append((time.perf_counter() - t) * 1000)
                 ready = client.get("/readyz")  # one replica: stays ready
                 failed += [f"{x.url.path} {x.status_code}" for x in (r, ready) if x.is_error]
-                time.sleep(0.02)
+                stop.wait(0.02)  # the probes' pace
 
     failed_probes: list[str] = []
 
@@ -89,7 +75,6 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
             probes: list[float] = []
             stop = threading.Event()
             prober = threading.Thread(target=probe, args=(stop, probes, failed_probes))
-            os.kill(apiserver.pid, signal.SIGSTOP)
             started = time.monotonic()
             prober.start()
             try:
@@ -105,9 +90,9 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
                 prober.join()
             return [r.status_code for r in responses], probes, waited
 
-    statuses, probes, waited = asyncio.run(scenario())
+    with paused(apiserver):  # resumed however the calls end
+        statuses, probes, waited = asyncio.run(scenario())
     resumed = time.monotonic()
-    os.kill(apiserver.pid, signal.SIGCONT)
     # Every call was answered within the configured wait (10 s) plus scheduling slack: with
     # policies kept as objects a change is its object, which the paused API server cannot
     # confirm (503, not confirmed; a write it took when it resumed is applied everywhere).
@@ -130,33 +115,11 @@ def test_probes_stay_fast_while_policy_calls_wait_on_a_paused_api_server(
     # took are reconciled; the others never existed), and the ledger says the same.
     work = Workload(api_client(cluster.kubeconfig))
     want = {f"escher.io/outage-{i}": str(1 + i % 3) for i in range(CALLS)}
-    deadline = time.monotonic() + 60
-
-    def ledger() -> dict[str, dict[str, int]]:
-        with httpx.Client(base_url=cluster.extender_url or "", headers=headers) as client:
-            state = client.get("/v1/cluster-state").json()
-        return {
-            n: {r: u["capacity"] for r, u in state["nodes"][n].items() if "outage" in r}
-            for n in cluster.nodes
-        }
-
     # Converged: no change on some nodes only, and the ledger says what the nodes show (right
     # after the resume the nodes may show nothing yet while objects the API server took are
-    # being applied).
-    while True:
-        now = shown(cluster, work)
-        partial = {r for r in want if 0 < sum(r in s for s in now.values()) < len(now)}
-        applied = {r for r in want if all(r in s for s in now.values())}
-        mine = ledger()
-        if not partial and all(
-            mine[n] == {r: int(want[r]) for r in applied} for n in cluster.nodes
-        ):
-            break
-        assert time.monotonic() < deadline, (sorted(partial)[:5], mine)
-        time.sleep(0.5)
-    assert all(s.get(r) == want[r] for s in now.values() for r in applied)
+    # being applied); each change on every node has the value asked.
+    done = converged(cluster, work, want, "outage-", timeout=60)
     print(
         f"{cluster.mode}: converged {time.monotonic() - resumed:.1f}s after the API server "
-        "resumed: "
-        f"{len(applied)} of {CALLS} changes on every node, the rest on none"
+        f"resumed: {len(done.applied)} of {CALLS} changes on every node, the rest on none"
     )
