@@ -42,6 +42,7 @@ from typing import Any
 import httpx
 
 from escher_harness import localcluster
+from escher_harness.bench import environment
 from escher_harness.bench.failover import Load
 from escher_harness.kubeclient import api_client
 from escher_harness.waits import until
@@ -343,6 +344,7 @@ def run(out: Path, runs: int = 5, pause: float = PAUSE) -> tuple[str, bool]:
     """The campaign: `runs` outages, each on a fresh cluster; the report and whether every
     run held."""
     out.mkdir(parents=True, exist_ok=True)
+    env = {**environment.machine(), **environment.versions()}
     results: list[Run] = []
     for i in range(runs):
         print(f"outage {i + 1}/{runs}: starting a cluster", flush=True)
@@ -355,7 +357,8 @@ def run(out: Path, runs: int = 5, pause: float = PAUSE) -> tuple[str, bool]:
             f"bound; {'; '.join(r.violations) or 'no violation'}",
             flush=True,
         )
-    report = _report(results, pause)
+    env["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    report = _report(results, pause, env)
     (out / "outage.md").write_text(report)
     _plot(out / "outage.png", results)
     return report, not any(r.violations for r in results)
@@ -368,9 +371,15 @@ def _spread(ts: list[float]) -> str:
     return f"{statistics.median(ts):.1f} [{min(ts):.1f}-{max(ts):.1f}]"
 
 
-def _report(results: list[Run], pause: float) -> str:
+def _report(results: list[Run], pause: float, env: dict[str, Any]) -> str:
+    keys = ("commit", "kubernetes", "etcd", "kwok", "python", "cores")
     lines = [
         f"# kube-apiserver paused {pause:g} s under policy and binding load, {len(results)} runs",
+        "",
+        f"`escher-extender bench outage --runs {len(results)} --pause {pause:g}`; "
+        + ", ".join(f"{k} {env.get(k)}" for k in keys)
+        + f"; load average {env['load_average_at_start']} at the start, "
+        f"{env['load_average_at_end']} at the end.",
         "",
         f"Each run a fresh cluster (mode extender, the split, one replica, policies as "
         f"objects), {NODES} nodes of {SLOTS} slots, a slot pod every {POD_PERIOD:g} s and "
