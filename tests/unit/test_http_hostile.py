@@ -99,6 +99,11 @@ CASES: list[tuple[str, str, str, object, int, str]] = [
      422, "capacity"),
     ("unknown-node-standalone", "PUT", "/v1/resources/x", {"capacity": 0, "node": "new"},
      404, "node"),
+    # A precondition on an object, where policies are not objects; one that is no version.
+    ("version-standalone", "PUT", "/v1/resources/y?resourceVersion=7", {"capacity": 3},
+     422, "resourceVersion"),
+    ("version-not-digits", "PUT", "/v1/resources/y?resourceVersion=7x", {"capacity": 3},
+     422, "query.resourceVersion"),
 ]  # fmt: skip
 
 
