@@ -166,6 +166,10 @@ class Ledger:
         self.prefix = domain + "/"
         self._lock = threading.Lock()
         self._version = 0
+        # Bumped when what a node could ever hold changes (a node added, removed or changed:
+        # labels, taints, allocatable; an ephemeral capacity set): a gang that could never
+        # fit is planned again only then (extender.gang.gate).
+        self.shape = 0
         self._nodes: dict[str, NodeView] = {}
         self._holdings: dict[str, Holding] = {}
         # Ephemeral resource -> node -> free units (the filter's index), and -> capacity.
@@ -750,6 +754,7 @@ class Ledger:
             if view == old:
                 return False
             self._set_view(view)
+            self.shape += 1
             # Nothing to write back: adopted capacities came from the node itself.
             self._changed(frozenset())
             return True
@@ -763,6 +768,7 @@ class Ledger:
             if old is None or old.ephemeral == shown:
                 return
             self._set_view(old._replace(ephemeral=shown))
+            self.shape += 1
             self._changed(frozenset())  # nothing to write back: it came from the node
 
     def remove_node(self, name: str) -> None:
@@ -775,6 +781,7 @@ class Ledger:
             self._set_view(view._replace(ephemeral={}))
             self._index_room(name, _EMPTY, _EMPTY, view.physical)
             del self._nodes[name]
+            self.shape += 1
             self._changed(frozenset())
 
     def learn_nodes(self, names: Iterable[str]) -> list[str]:
@@ -785,6 +792,7 @@ class Ledger:
             for n in new:
                 self._nodes[n] = NodeView(n)
             if new:
+                self.shape += 1
                 self._changed(frozenset())
             return new
 
@@ -807,6 +815,7 @@ class Ledger:
             check_above_allocated(self._nodes, resource, capacity)
             changed = [n for n, cap in capacity.items() if self._set_one(n, resource, cap)]
             if changed:
+                self.shape += 1
                 self._changed(frozenset(changed))
             return self._version
 
@@ -824,6 +833,7 @@ class Ledger:
             for n in nodes:
                 self._set_one(n, resource, 0)
             if nodes:
+                self.shape += 1
                 self._changed(frozenset(nodes))
             return nodes
 
