@@ -230,7 +230,7 @@ class Service:
         if k is not None and k.lifter is not None:
             switch = k.switch.set if k.switch is not None else None
             may_lift = lambda: self._started and self.may_write()  # noqa: E731
-            self._spawn(self.gate.run(k.lifter, switch, may_lift), "gang-gate")
+            self._spawn(self.gate.run(k.lifter, switch, may_lift, k.lifter.tell), "gang-gate")
         threading.Thread(
             target=self.esls.run, args=(self._stopping,), name="esl-steps", daemon=True
         ).start()

@@ -3,13 +3,16 @@
 The gang gate decides whom (GangGate.lift); this patches each pod with a strategic
 merge patch that deletes the gate by name (other gates stay), through PodPatches (the pod's
 UID named, at most `limit` in flight: more wait for the gate's next turn, which names them
-again after its lift_retry). Each outcome is counted (escher_gang_lifts_total). Created by
-extender.adapters.build, called by the gang gate's loop.
+again after its lift_retry). `tell` shows on a held member's pod why it stays held (a gang
+that can never fit), as a condition of its status. Each outcome is counted
+(escher_gang_lifts_total, "told" for a condition). Created by extender.adapters.build, called
+by the gang gate's loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from extender.adapters.kubeapi import KubeAPI
 from extender.adapters.podpatches import STRATEGIC_MERGE, PodPatches
@@ -27,6 +30,7 @@ class Lifter:
         limit: int = 1024,
     ) -> None:
         self._gate = gate
+        self._condition = f"{gate.partition('/')[0]}/GangHeld"
         self._patches = PodPatches(api, metrics.gang_lifts, may_write, limit)
 
     def __call__(self, pod: PodInfo) -> None:
@@ -35,6 +39,28 @@ class Lifter:
         what = f"lifting the gang gate of pod {pod.key}"
         self._patches.send(
             pod.namespace, pod.name, pod.uid, body, what, content_type=STRATEGIC_MERGE
+        )
+
+    def tell(self, pod: PodInfo, reason: str) -> None:
+        """Show on held member `pod` why it waits (a condition of its status, `{domain}/
+        GangHeld` True with the reason; False once it no longer waits, reason "")."""
+        condition = {
+            "type": self._condition,
+            "status": "True" if reason else "False",
+            "reason": "GangCannotFit" if reason else "GangLetThrough",
+            "message": reason or "its gang has places",
+            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        what = f"telling pod {pod.key} why its gang waits"
+        self._patches.send(
+            pod.namespace,
+            pod.name,
+            pod.uid,
+            {"status": {"conditions": [condition]}},
+            what,
+            content_type=STRATEGIC_MERGE,
+            subresource="status",
+            outcome="told",
         )
 
     async def aclose(self) -> None:

@@ -7,8 +7,14 @@ informer's knowledge alone (GangManager.plan_held), gives each held member its p
 the lifter (extender.adapters.lifter) removes their gate. A gang that does not fit waits
 without a scheduling cycle, so without the pod condition kube-scheduler writes on every cycle
 that fails (extenders have no queueing hints: any cluster event retries them). Held pods no
-gang will lift (no valid declaration: a typo must not strand a pod) go through at once, as do
-members of a gang that can never fit (their pods' condition then says why).
+gang will lift (no valid declaration: a typo must not strand a pod) go through at once.
+
+A gang that can never fit (even on empty nodes: larger than every domain of its required
+level, or than the cluster) stays held, untried by kube-scheduler, its reason told on each
+member's pod (a condition, through `tell`) and in GET /v1/gangs; it is planned again only
+when what the nodes could ever hold changes (Ledger.shape: a node added, removed, relabelled
+or resized, an ephemeral capacity set) or its members do, in the gate's next turn (within
+`interval`), off the loop when large as every background plan. Pods freed never make it fit.
 
 Adaptive: while some gang waits for room (and for a cooldown after), `hold()` says new
 members should be held; the gate switch (extender.adapters.gateswitch) tells deploy/'s policy.
@@ -33,6 +39,8 @@ from extender.gang.state import Outcome, Phase
 # Removes a held pod's gate (extender.adapters.lifter.Lifter), and sets the adaptive switch.
 Lifter = Callable[[PodInfo], None]
 Switch = Callable[[bool], None]
+# Shows why a held member waits on its pod ("": it no longer does).
+Teller = Callable[[PodInfo, str], None]
 
 
 class GangGate:
@@ -67,6 +75,12 @@ class GangGate:
         self._stray: dict[str, PodInfo] = {}
         self._lifting: dict[str, float] = {}
         self._tried: dict[str, tuple[int, int]] = {}
+        # Per gang that can never fit, the (Ledger.shape, roster) its verdict saw: planned
+        # again only when either moves. Per held member, the reason its pod was told; and the
+        # notices not sent yet (uid -> pod, reason), drained each turn of run().
+        self._never: dict[str, tuple[int, int]] = {}
+        self._told: dict[str, str] = {}
+        self._notices: dict[str, tuple[PodInfo, str]] = {}
         self._bumps = 0  # room the pods do not show (room_may_have_freed)
         self._short_at = float("-inf")  # when some gang last waited for room
         self._wanted = asyncio.Event()  # a pod event: look for members to let through
@@ -80,6 +94,9 @@ class GangGate:
             self._lifting,
             self._tried,
             self._placed_at,
+            self._never,
+            self._told,
+            self._notices,
         )
         return sum(len(p) for p in parts)
 
@@ -95,10 +112,13 @@ class GangGate:
         if was is not None and self.gangs.gang(was) is None:  # its gang ended with it
             self._held.pop(was, None)
             self._tried.pop(was, None)
+            self._never.pop(was, None)
         if event.change is PodChange.GONE or pod is None or pod.terminating:
             self._stray.pop(uid, None)
             self._lifting.pop(uid, None)
             self._placed_at.pop(uid, None)
+            self._told.pop(uid, None)
+            self._notices.pop(uid, None)
             return
         key = self.gangs.gang_of(uid)
         if key is not None:
@@ -130,6 +150,8 @@ class GangGate:
         out: list[PodInfo] = []
 
         def let(pod: PodInfo) -> None:
+            if self._told.pop(pod.uid, None):  # its pod said why it waited: no longer
+                self._notices[pod.uid] = (pod, "")
             if now - self._lifting.get(pod.uid, -self.lift_retry) >= self.lift_retry:
                 self._lifting[pod.uid] = now
                 out.append(pod)
@@ -144,6 +166,7 @@ class GangGate:
             if g is None or not held:
                 self._held.pop(key, None)
                 self._tried.pop(key, None)
+                self._never.pop(key, None)
                 continue
             if g.phase is Phase.RESERVED:
                 self.gangs.claim(g)
@@ -151,7 +174,13 @@ class GangGate:
                 for m in held:
                     if m.constraints is not None and m.constraints.unevaluable:
                         let(m.pod)  # kube-scheduler must try it first
-                if self._tried.get(key) == (epoch, g.roster) or now < g.retry_at:
+                shape = self.gangs.ledger.shape
+                never = self._never.get(key)
+                if never == (shape, g.roster):
+                    continue  # nothing it could fit in changed
+                if never is None and (
+                    self._tried.get(key) == (epoch, g.roster) or now < g.retry_at
+                ):
                     continue
                 if plans >= max_plans:
                     return out, True
@@ -164,9 +193,19 @@ class GangGate:
                     outcome = await asyncio.shield(planned)
                 if self.gangs.gang(key) is not g:  # it ended while it was planned
                     continue
-                if outcome is Outcome.NEVER:  # let kube-scheduler say why on the pods
+                if outcome is Outcome.NEVER:  # held, untried, its reason on its pods
+                    self._never[key] = (shape, g.roster)
+                    self._tried.pop(key, None)
                     for m in held:
-                        let(m.pod)
+                        if self._told.get(m.pod.uid) != g.reason:
+                            self._told[m.pod.uid] = g.reason
+                            self._notices[m.pod.uid] = (m.pod, g.reason)
+                    continue
+                self._never.pop(key, None)
+                for m in held:  # a pod told it could never fit is told what holds it now
+                    if self._told.get(m.pod.uid, g.reason) != g.reason:
+                        self._told[m.pod.uid] = g.reason
+                        self._notices[m.pod.uid] = (m.pod, g.reason)
                 if outcome is not Outcome.RESERVED:
                     self._tried[key] = (self.gangs.room_epoch + self._bumps, g.roster)
                     continue
@@ -180,6 +219,12 @@ class GangGate:
                 ):
                     let(m.pod)
         return out, False
+
+    def notices(self) -> list[tuple[PodInfo, str]]:
+        """The held members whose pods must now say why they wait (or, "", no longer), taken."""
+        out = list(self._notices.values())
+        self._notices.clear()
+        return out
 
     def _nominated(self, pod: PodInfo, node: str, now: float) -> bool:
         """Whether a held member with a place may go: its nomination is seen, or nominations
@@ -203,7 +248,11 @@ class GangGate:
         return now - self._short_at < self.cooldown
 
     async def run(
-        self, lifter: Lifter, switch: Switch | None, may_lift: Callable[[], bool]
+        self,
+        lifter: Lifter,
+        switch: Switch | None,
+        may_lift: Callable[[], bool],
+        tell: Teller | None = None,
     ) -> None:
         """Let held members through as their gangs get places: at each pod event, and every
         `interval` for room the pods do not show (nodes added or grown). Only while
@@ -223,6 +272,9 @@ class GangGate:
             pods, more = await self.lift()
             for pod in pods:
                 lifter(pod)
+            for pod, reason in self.notices():
+                if tell is not None:
+                    tell(pod, reason)
             if switch is not None:
                 switch(self.hold())
             if more:

@@ -95,3 +95,41 @@ def test_nothing_is_sent_by_a_follower_or_past_the_limit_and_stop_cancels(tmp_pa
     assert sorted(seen) == ["/api/v1/namespaces/team/pods/p1", "/api/v1/namespaces/team/pods/p2"]
     assert count(metrics, "deferred") == 2
     assert count(metrics, "sent") == count(metrics, "failed") == 0
+
+
+@pytest.mark.parametrize(
+    ("reason", "status", "why"),
+    [
+        ("gang team/g can never fit: no rack has room", "True", "GangCannotFit"),
+        ("", "False", "GangLetThrough"),
+    ],
+)
+def test_tell_sets_the_held_condition_on_the_pods_status(
+    tmp_path: Path, reason: str, status: str, why: str
+) -> None:
+    seen: list[httpx.Request] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"kind": "Pod"})
+
+    async def scenario() -> Metrics:
+        metrics = Metrics()
+        async with FakeAPI(server, tmp_path) as fake:
+            api = KubeAPI(fake.kubeconfig, qps=100, burst=10)
+            lifter = Lifter(api, KEYS.gate, metrics, lambda: True)
+            lifter.tell(held("p0"), reason)
+            while not seen or count(metrics, "told") == 0:
+                await asyncio.sleep(0.01)
+            await lifter.aclose()
+            await api.aclose()
+        return metrics
+
+    asyncio.run(scenario())
+    (request,) = seen
+    assert request.url.path == "/api/v1/namespaces/team/pods/p0/status"
+    body = json.loads(request.content)
+    assert body["metadata"]["uid"] == "p0-uid"
+    (cond,) = body["status"]["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("escher.io/GangHeld", status, why)
+    assert cond["message"] == (reason or "its gang has places")

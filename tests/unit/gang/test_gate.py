@@ -168,12 +168,79 @@ def _fields(p: PodInfo) -> dict[str, Any]:
     return {f: getattr(p, f) for f in PodInfo.__slots__}
 
 
-def test_a_gang_that_can_never_fit_lets_its_members_through_to_say_why() -> None:
-    gm = manager()
-    upsert(gm, held("g", 0, size=2, cpu="9"))
-    assert lifted(gm) == ["g-0"]
+def _node(lg: Ledger, name: str, cpu: int, labels: dict[str, str] | None = None) -> None:
+    lg.upsert_node(name, labels or {"name": name}, {"cpu": cpu, "memory": 8 << 30, "pods": 10})
+
+
+def _grow_two(gm: Gated, lg: Ledger) -> None:
+    _node(lg, "n0", 10_000)
+    _node(lg, "n1", 10_000)
+
+
+# What changes after a gang of two 9-cpu members (4-cpu nodes) was found never to fit: whether
+# it is planned again, and whom the gate then lets through.
+NEVER_CHANGES: dict[str, tuple[Callable[[Gated, Ledger], object], int, list[str]]] = {
+    "nothing (time passes, room may have freed)": (
+        lambda gm, lg: gm.gate.room_may_have_freed(),
+        0,
+        [],
+    ),
+    "a pod freed room": (lambda gm, lg: setattr(gm.gm, "room_epoch", gm.gm.room_epoch + 1), 0, []),
+    "a node relabelled, still too small": (lambda gm, lg: _node(lg, "n0", 4000, {"x": "y"}), 1, []),
+    "one node grown, the gang needs two": (lambda gm, lg: _node(lg, "n0", 10_000), 1, []),
+    "a node added that holds both": (lambda gm, lg: _node(lg, "big", 20_000), 1, ["g-0", "g-1"]),
+    "two nodes grown": (_grow_two, 1, ["g-0", "g-1"]),
+    "a node removed": (lambda gm, lg: lg.remove_node("n3"), 1, []),
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "plans", "let"), NEVER_CHANGES.values(), ids=NEVER_CHANGES.keys()
+)
+def test_a_gang_that_can_never_fit_is_held_with_its_reason_until_the_nodes_change(
+    change: Callable[[Gated, Ledger], object], plans: int, let: list[str]
+) -> None:
+    lg = cluster()
+    gm = manager(lg)
+    planned = 0
+    plan_held = gm.gm.plan_held
+
+    def counted(g: Any) -> Any:
+        nonlocal planned
+        planned += 1
+        return plan_held(g)
+
+    gm.gm.plan_held = counted  # type: ignore[method-assign]
+    members = [held("g", i, size=2, cpu="9") for i in range(2)]
+    for m in members:
+        upsert(gm, m)
+    assert lifted(gm) == [] and planned == 1  # held, not let through to kube-scheduler
     g = gm.gang("default/g")
     assert g is not None and "can never fit" in g.reason and g.phase is Phase.WAITING
+    told = gm.gate.notices()
+    assert sorted((p.name, r) for p, r in told) == [("g-0", g.reason), ("g-1", g.reason)]
+    assert lifted(gm) == [] and planned == 1 and gm.gate.notices() == []  # told once
+    change(gm, lg)
+    assert lifted(gm) == let
+    assert planned == 1 + plans
+    lifted(gm)
+    assert planned == 1 + plans  # once per change
+    # A member let through is told it no longer waits; one still held, the reason if it
+    # changed (here: only 1 of 2 fit now).
+    told = gm.gate.notices()
+    assert all(r == ("" if p.name in let else g.reason) for p, r in told), told
+    assert not let or sorted(p.name for p, _ in told) == let
+
+
+def test_a_never_fitting_gangs_held_state_goes_with_its_pods() -> None:
+    gm = manager()
+    members = [held("g", i, size=2, cpu="9") for i in range(2)]
+    for m in members:
+        upsert(gm, m)
+    assert lifted(gm) == [] and len(gm.gate) > 0
+    for m in members:
+        gone(gm, m)
+    assert lifted(gm) == [] and len(gm.gate) == 0 and gm.gate.notices() == []
 
 
 def test_members_only_kube_scheduler_can_judge_go_first_and_the_rest_follow_the_plan() -> None:
