@@ -578,6 +578,10 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
         nominate = {"status": {"nominatedNodeName": node}}
         nominated = core.patch_namespaced_pod_status(pod, "default", nominate)
         assert nominated.status.nominated_node_name == node
+        # ...and say why a held gang member waits (extender/adapters/lifter.py tell).
+        held = {"type": "escher.io/GangHeld", "status": "True", "reason": "GangCannotFit"}
+        told = core.patch_namespaced_pod_status(pod, "default", {"status": {"conditions": [held]}})
+        assert any(c.type == held["type"] for c in told.status.conditions or [])
     if env.mode == "pure":
         binding = client.V1Binding(
             metadata=client.V1ObjectMeta(name=pod),
