@@ -102,8 +102,9 @@ class Metrics:
         )
         self.gang_lifts = Counter(
             "escher_gang_lifts_total",
-            "Gang members let through the gang gate (extender.adapters.lifter), by outcome "
-            "(sent, failed, deferred: too many in flight, named again later).",
+            "Gang members let through the gang gate, and held members told why "
+            "(extender.adapters.lifter), by outcome (sent, told: a held member's condition "
+            "written, failed, deferred: too many in flight, named again later).",
             ["outcome"],
             registry=r,
         )
