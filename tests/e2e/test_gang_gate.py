@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from typing import Any
 
 import builders
@@ -17,6 +16,7 @@ from kubernetes import client
 
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
+from escher_harness.waits import until
 from escher_harness.workload import Workload, pod_manifest
 
 pytestmark = [
@@ -58,14 +58,6 @@ def gated_at_admission(core: client.CoreV1Api) -> bool:
     """Whether a gang member created now would be gated (a server-side dry run)."""
     probe = core.create_namespaced_pod("default", member("probe", 0, 2, gates=()), dry_run="All")
     return [g.name for g in probe.spec.scheduling_gates or []] == [GATE]
-
-
-def until(check: Any, timeout: float = 30, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while not (out := check()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
-    return out
 
 
 def test_a_held_gang_with_room_is_let_through_and_bound(

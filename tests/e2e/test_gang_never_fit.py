@@ -19,6 +19,7 @@ from kubernetes import client
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.fakenodes import NodeShape, create_nodes
+from escher_harness.waits import until
 from escher_harness.workload import Workload
 from extender.core.pod import Keys
 
@@ -70,14 +71,6 @@ def pods(core: client.CoreV1Api, names: list[str]) -> dict[str, dict[str, Any]]:
 
 def condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in pod["status"].get("conditions") or [] if c["type"] == kind), {})
-
-
-def until(check: Any, timeout: float = 30, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while not (out := check()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
-    return out
 
 
 def test_a_never_fitting_gang_is_held_with_its_reason_and_bound_once_a_node_lets_it_fit(
