@@ -54,25 +54,18 @@ def held_devices(info: localcluster.ClusterInfo, group: str) -> set[str]:
     }
 
 
-def published_devices(info: localcluster.ClusterInfo, group: str) -> set[str]:
+def published_devices(
+    info: localcluster.ClusterInfo, group: str, tainted_only: bool = False
+) -> set[str]:
+    """The published devices of a node's resource (`tainted_only`: those with a NoSchedule
+    taint, which take no new allocation)."""
     dra = client.ResourceV1Api(api_client(info.kubeconfig))
     return {
         d.name
         for s in dra.list_resource_slice().items
         if s.spec.pool.name.startswith(group + "/")
         for d in s.spec.devices or []
-    }
-
-
-def tainted_devices(info: localcluster.ClusterInfo, group: str) -> set[str]:
-    """The published devices of a node's resource that carry a NoSchedule taint."""
-    dra = client.ResourceV1Api(api_client(info.kubeconfig))
-    return {
-        d.name
-        for s in dra.list_resource_slice().items
-        if s.spec.pool.name.startswith(group + "/")
-        for d in s.spec.devices or []
-        if any(t.effect == "NoSchedule" for t in d.taints or [])
+        if not tainted_only or any(t.effect == "NoSchedule" for t in d.taints or [])
     }
 
 
@@ -315,7 +308,7 @@ def test_a_capacity_decrease_racing_with_allocations_never_over_commits(
                 until(
                     lambda want=want: (
                         len(published_devices(cluster, group)) == want
-                        and not tainted_devices(cluster, group)
+                        and not published_devices(cluster, group, tainted_only=True)
                     ),
                     f"round {r}: {want} devices published untainted",
                 )
