@@ -67,6 +67,20 @@ def pod_manifest(
     }
 
 
+def raw_pods(
+    core: client.CoreV1Api, names: Iterable[str], namespace: str = "default"
+) -> dict[str, dict[str, Any]]:
+    """The named pods of `namespace` as the API server returns them (JSON, by name): for
+    fields read by their wire names (conditions, scheduling gates)."""
+    wanted = set(names)
+    raw: Any = core.list_namespaced_pod(namespace, _preload_content=False)
+    return {
+        p["metadata"]["name"]: p
+        for p in json.loads(raw.data)["items"]
+        if p["metadata"]["name"] in wanted
+    }
+
+
 @dataclass(frozen=True)
 class Placement:
     name: str

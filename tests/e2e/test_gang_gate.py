@@ -5,7 +5,6 @@ restart too; the gate of a pod of no gang is lifted at once, and other gates are
 
 from __future__ import annotations
 
-import json
 import signal
 from typing import Any
 
@@ -17,7 +16,7 @@ from kubernetes import client
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.waits import until
-from escher_harness.workload import Workload, pod_manifest
+from escher_harness.workload import Workload, pod_manifest, raw_pods
 
 pytestmark = [
     pytest.mark.e2e,
@@ -41,15 +40,6 @@ def gang(info: localcluster.ClusterInfo, key: str) -> dict[str, Any]:
     return next((g for g in r.json() if g["gang"] == key), {})
 
 
-def pods(core: client.CoreV1Api, names: list[str]) -> dict[str, dict[str, Any]]:
-    raw: Any = core.list_namespaced_pod("default", _preload_content=False)
-    return {
-        p["metadata"]["name"]: p
-        for p in json.loads(raw.data)["items"]
-        if p["metadata"]["name"] in names
-    }
-
-
 def gates(pod: dict[str, Any]) -> list[str]:
     return [g["name"] for g in pod["spec"].get("schedulingGates") or []]
 
@@ -70,7 +60,7 @@ def test_a_held_gang_with_room_is_let_through_and_bound(
         work.create(member("fit", i, 3))
     placed = work.wait(names, timeout=30)
     assert all(p.node for p in placed.values()), placed
-    assert all(gates(p) == [] for p in pods(core, names).values())
+    assert all(gates(p) == [] for p in raw_pods(core, names).values())
 
 
 def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_frees(
@@ -96,7 +86,7 @@ def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_free
     work.create(pod_manifest(control, requests={"cpu": "1"}, scheduling_gates=(GATE,)))
     assert work.wait([control], timeout=30)[control].node, "the control was never bound"
     work.delete([control])  # it would take the room the gang waits for
-    for p in pods(core, names).values():
+    for p in raw_pods(core, names).values():
         assert gates(p) == [GATE] and not p["spec"].get("nodeName")
         (cond,) = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
         assert cond["reason"] == "SchedulingGated", cond  # never tried: nothing written
@@ -104,7 +94,7 @@ def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_free
     # Held state lives in the pods: a killed extender comes back to the same gang.
     localcluster.restart_component(fresh_cluster.dir, "extender", kill_signal=signal.SIGKILL)
     until(lambda: gang(fresh_cluster, "default/wait").get("phase") == "waiting", what="relearnt")
-    assert all(gates(p) == [GATE] for p in pods(core, names).values())
+    assert all(gates(p) == [GATE] for p in raw_pods(core, names).values())
     work.delete(blockers[:1])
     placed = work.wait(names, timeout=30)
     assert all(p.node for p in placed.values()), placed
@@ -119,8 +109,10 @@ def test_the_gate_of_a_pod_of_no_gang_is_lifted_and_other_gates_stay(
     both = pod_manifest("both", requests={"cpu": "1"}, scheduling_gates=("example.com/x", GATE))
     work.create(both)
     assert work.wait(["stray"], timeout=30)["stray"].node
-    left = until(lambda: gates(pods(core, ["both"])["both"]) == ["example.com/x"], what="lifted")
-    assert left and not pods(core, ["both"])["both"]["spec"].get("nodeName")
+    left = until(
+        lambda: gates(raw_pods(core, ["both"])["both"]) == ["example.com/x"], what="lifted"
+    )
+    assert left and not raw_pods(core, ["both"])["both"]["spec"].get("nodeName")
 
 
 @pytest.mark.cluster(gang_gate=True)
@@ -150,7 +142,7 @@ def test_the_adaptive_gate_holds_new_gangs_only_while_gangs_wait_for_room(
 
     until(lambda: hold() == "false", what="the switch written open")
     fits = create("fits", 2, "1")
-    assert all(gates(p) == [] for p in pods(core, fits).values())
+    assert all(gates(p) == [] for p in raw_pods(core, fits).values())
     assert all(p.node for p in work.wait(fits, timeout=30).values())
     work.delete(fits)
     blockers = [f"block-{i}" for i in range(3)]
@@ -163,7 +155,7 @@ def test_the_adaptive_gate_holds_new_gangs_only_while_gangs_wait_for_room(
     # is admitted ungated (a dry run is admitted as a creation would be, and not stored).
     until(lambda: gated_at_admission(core), what="the admission policy gating members")
     later = create("later", 2, "2")
-    assert all(gates(p) == [GATE] for p in pods(core, later).values())
+    assert all(gates(p) == [GATE] for p in raw_pods(core, later).values())
     work.delete(blockers)
     placed = work.wait(short + later, timeout=30)
     assert all(p.node for p in placed.values()), placed

@@ -6,7 +6,6 @@ kube-scheduler's retry loop (its members were never in kube-scheduler's queue)."
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import Any
@@ -20,7 +19,7 @@ from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.fakenodes import NodeShape, create_nodes
 from escher_harness.waits import until
-from escher_harness.workload import Workload
+from escher_harness.workload import Workload, raw_pods
 from extender.core.pod import Keys
 
 pytestmark = [
@@ -60,15 +59,6 @@ def filter_calls(info: localcluster.ClusterInfo) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def pods(core: client.CoreV1Api, names: list[str]) -> dict[str, dict[str, Any]]:
-    raw: Any = core.list_namespaced_pod("default", _preload_content=False)
-    return {
-        p["metadata"]["name"]: p
-        for p in json.loads(raw.data)["items"]
-        if p["metadata"]["name"] in names
-    }
-
-
 def condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in pod["status"].get("conditions") or [] if c["type"] == kind), {})
 
@@ -88,7 +78,9 @@ def test_a_never_fitting_gang_is_held_with_its_reason_and_bound_once_a_node_lets
     )
     # The reason on every member's pod, as `kubectl describe pod` shows it.
     until(
-        lambda: all(condition(p, HELD).get("message") == why for p in pods(core, names).values()),
+        lambda: all(
+            condition(p, HELD).get("message") == why for p in raw_pods(core, names).values()
+        ),
         what="the reason on the pods",
     )
     calls = filter_calls(info)
@@ -96,7 +88,7 @@ def test_a_never_fitting_gang_is_held_with_its_reason_and_bound_once_a_node_lets
     # would retry an unschedulable pod on such a node event.
     core.patch_node(sorted(info.nodes)[0], {"metadata": {"labels": {"example.com/x": "y"}}})
     time.sleep(3)  # a negative window; the control below shows the same window sees tries
-    held = pods(core, names)
+    held = raw_pods(core, names)
     assert all(p["spec"].get("schedulingGates") for p in held.values()), held
     assert all(not p["spec"].get("nodeName") for p in held.values())
     assert all(
@@ -113,7 +105,7 @@ def test_a_never_fitting_gang_is_held_with_its_reason_and_bound_once_a_node_lets
         pod["metadata"]["annotations"][KEYS.gang_required_topology] = "rack"
         work.create(pod)
     time.sleep(3)
-    tried = pods(core, control)
+    tried = raw_pods(core, control)
     assert filter_calls(info) > calls, "the control was not seen tried"
     assert all(
         condition(p, "PodScheduled").get("reason") == "Unschedulable" for p in tried.values()
@@ -128,5 +120,5 @@ def test_a_never_fitting_gang_is_held_with_its_reason_and_bound_once_a_node_lets
     assert len({p.node for p in placed.values()}) == 4
     print(f"never-fit gang bound {took:.1f} s after a node was added")
     assert took < 15, took  # the gate plans it in its next turn; no backoff applies
-    done = pods(core, names)
+    done = raw_pods(core, names)
     assert all(condition(p, HELD).get("status") == "False" for p in done.values()), done

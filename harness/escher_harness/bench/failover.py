@@ -40,7 +40,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import httpx
 from kubernetes import client
@@ -68,7 +68,26 @@ def one_member_gang(name: str, label: str) -> dict[str, Any]:
     )
 
 
-class Load:
+class Background:
+    """Worker threads that run while the object is entered: started on entry; on exit, told
+    to stop (`stop`) and joined for at most `join_seconds` each."""
+
+    threads: list[threading.Thread]
+    stop: threading.Event
+    join_seconds = 10.0
+
+    def __enter__(self) -> Self:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=self.join_seconds)
+
+
+class Load(Background):
     """A pod every `period` seconds (tiny, so they never fill a node; one-member gangs with
     `gangs`, so that the split sends them to the extender too), and a watch that records when
     each pod was first seen bound, by wall clock."""
@@ -110,16 +129,6 @@ class Load:
         while not self.stop.is_set():
             self.create(f"tick-{next(_names)}")
             self.stop.wait(self.period)
-
-    def __enter__(self) -> Load:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=10)
 
     def first_bind_after(self, t: float) -> float | None:
         """When the first pod created after `t` was bound (wall clock)."""

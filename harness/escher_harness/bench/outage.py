@@ -43,7 +43,7 @@ import httpx
 
 from escher_harness import localcluster
 from escher_harness.bench import environment
-from escher_harness.bench.failover import Load
+from escher_harness.bench.failover import Background, Load
 from escher_harness.kubeclient import api_client
 from escher_harness.waits import until
 from escher_harness.workload import Workload, pod_manifest
@@ -173,8 +173,10 @@ class Call:
     status: int  # 0: no answer (a transport error)
 
 
-class Policies:
+class Policies(Background):
     """`WRITERS` clients setting new resources on every node back to back."""
+
+    join_seconds = 90.0  # a call may wait out its 60 s timeout
 
     def __init__(self, cluster: localcluster.ClusterInfo, writers: int = WRITERS) -> None:
         self.cluster = cluster
@@ -204,16 +206,6 @@ class Policies:
         with self._lock:
             times = [c.answered for c in self.calls if c.sent > t and c.status == 200]
         return min(times) if times else None
-
-    def __enter__(self) -> Policies:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=90)
 
 
 class SlotPods(Load):
