@@ -103,7 +103,7 @@ class Metrics:
         self.gang_lifts = Counter(
             "escher_gang_lifts_total",
             "Gang members let through the gang gate, and held members told why "
-            "(extender.adapters.lifter), by outcome (sent, told: a held member's condition "
+            "(extender.gang.kube.lifter), by outcome (sent, told: a held member's condition "
             "written, failed, deferred: too many in flight, named again later).",
             ["outcome"],
             registry=r,
@@ -159,7 +159,7 @@ class Metrics:
         self.gang_nominations = Counter(
             "escher_gang_nominations_total",
             "Reserved nodes written to gang members' status.nominatedNodeName "
-            "(extender.adapters.nominator), by outcome (sent, cleared, failed, deferred: too "
+            "(extender.gang.kube.nominator), by outcome (sent, cleared, failed, deferred: too "
             "many in flight, unneeded: a delayed one whose member's cycle came first).",
             ["outcome"],
             registry=r,
@@ -167,7 +167,7 @@ class Metrics:
         self.gang_gate_hold = Gauge(
             "escher_gang_gate_hold",
             "What the adaptive gang gate's switch last said: 1, new gang members are held at "
-            "the gang gate; 0, they are not (extender.adapters.gateswitch).",
+            "the gang gate; 0, they are not (extender.gang.kube.gateswitch).",
             registry=r,
         )
         self.startup_failures = Counter(

@@ -3,7 +3,7 @@
 The composition root: the only module that knows every part. It builds the ledger, the gang
 manager, the plugins, the verbs, the authorizer and, in the modes that talk to the API (all
 but standalone), the Kubernetes adapters that settings.mode calls for, as one typed bundle
-(extender.adapters.build: the cluster view, the write-back, leader election and, in the
+(extender.cluster.build: the cluster view, the write-back, leader election and, in the
 extender mode, the binder, the gate lifter and the waker of pods turned away). extender.app
 serves it (it is the HTTP layer's Runtime); its `start()` and `stop()` run in the app's
 lifespan, on the event loop.
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
 from extender import loopwatch
-from extender.adapters.auth import Authorizer
+from extender.cluster.auth import Authorizer
 from extender.core.access import AuthDecision
 from extender.core.events import PodChange, PodEvent, PodEvents
 from extender.core.ledger import HolderKind, Ledger
@@ -49,16 +49,16 @@ from extender.gang.plugin import GangFilter
 from extender.gang.state import Phase
 from extender.gang.turns import Turns
 from extender.metrics import Metrics
-from extender.policy import ResourceSpec
+from extender.policies.api import ResourceSpec
+from extender.policies.store import MemoryStore, PolicyStore
 from extender.scheduling import registry
 from extender.scheduling.requeue import Requeue
 from extender.scheduling.verbs import FilteredPods, Verbs
 from extender.settings import Settings
-from extender.store import MemoryStore, PolicyStore
 
 if TYPE_CHECKING:  # the standalone mode imports none of the Kubernetes adapters
-    from extender.adapters.build import KubeParts
-    from extender.adapters.kubeapi import KubeAPI
+    from extender.cluster.build import KubeParts
+    from extender.kube.client import KubeAPI
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class Service:
         self.esls = Instances(self._esl_backend, limit=s.max_esl_instances)
         if s.kube:
             # Imported here: the standalone mode loads no Kubernetes client at all.
-            from extender.adapters.build import build
+            from extender.cluster.build import build
 
             self.kube = k = build(
                 s,
@@ -217,7 +217,7 @@ class Service:
         self._loop = asyncio.get_running_loop()
         k = self.kube
         if k is not None and k.elector is not None:
-            from extender.adapters.leader import LeaderElectionError
+            from extender.cluster.leader import LeaderElectionError
 
             try:
                 await k.elector.check()
@@ -242,7 +242,7 @@ class Service:
         self._spawn(self._start_kube(k), "startup")
 
     async def _start_kube(self, k: KubeParts) -> None:
-        from extender.adapters.kubeapi import ApiError
+        from extender.kube.client import ApiError
 
         retrying = AsyncRetrying(
             wait=wait_exponential(multiplier=0.2, max=10.0),

@@ -276,7 +276,7 @@ class Settings(BaseSettings):
         True,
         description="write each gang member's reserved node to its status.nominatedNodeName: "
         "kube-scheduler then tries that node alone, and counts the reservation against other "
-        "pods (extender.adapters.nominator)",
+        "pods (extender.gang.kube.nominator)",
     )
     gang_nominate_delay_seconds: Seconds = Field(
         0.1,

@@ -12,7 +12,7 @@ when it is older than what is kept), Bindings with the pod's UID as precondition
 TokenReview / SubjectAccessReview of the callers it is told about, and the policy CRDs'
 objects (ephemeralresources, esls of escher.io: generation, finalizers and deletion, merge
 patches, the status subresource by JSON patch; no garbage collection). `fail` makes the next
-matching requests fail; `requests` keeps every request seen. Used by tests/unit/adapters and
+matching requests fail; `requests` keeps every request seen. Used by the unit tests of the kube parts and
 the service's tests.
 """
 
@@ -33,7 +33,7 @@ import httpx
 from aiohttp import web
 
 from escher_harness.localcluster.config import render_kubeconfig
-from extender.adapters.kubeapi import KubeAPI
+from extender.kube.client import KubeAPI
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Pod events: what the cluster view learns about pods, published to whoever subscribes.
 
-The cluster view (extender.adapters.view) publishes one PodEvent per change of a pod it
+The cluster view (extender.cluster.view) publishes one PodEvent per change of a pod it
 watches: added or changed (pending or bound), and gone (deleted, or finished: Succeeded and
 Failed pods hold nothing, as kube-scheduler's own cache drops them). The gang feature
 subscribes, as Coscheduling's PodGroupManager is fed by the pod informer, and so do the

@@ -120,9 +120,9 @@ class NodeView(NamedTuple):
         just lowered: the ledger refuses a decrease below what it has seen allocated, but
         kube-scheduler may have placed pods against the old capacity that the watch has not
         reported yet. Neither write-back raises a capacity to it: the Node-status one writes
-        the capacities (extender.adapters.writeback), so kube-scheduler finds no room there
+        the capacities (extender.writeback.nodes), so kube-scheduler finds no room there
         until the holders are below it, and mode dra publishes only the held devices, tainted
-        so that none is allocated again (extender.adapters.slices)."""
+        so that none is allocated again (extender.dra.slices)."""
         used = self.used
         return {r: max(cap, used.get(r, 0)) for r, cap in self.ephemeral.items()}
 

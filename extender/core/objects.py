@@ -1,7 +1,7 @@
 """The fields of Kubernetes objects the extender reads, as msgspec structs.
 
 One model for every way a Pod or a Node reaches the extender: kube-scheduler's extender calls
-(extender.wire), the cluster view's list and watch (extender.adapters), and tests. Only the
+(extender.wire), the cluster view's list and watch (extender.cluster.view), and tests. Only the
 fields some decision reads are declared; msgspec skips every other field while decoding,
 which is what makes a 5,000-node request cheap to read. Names and shapes are Kubernetes'
 own JSON (camelCase, quantities as strings), so a value of the wrong JSON type is refused

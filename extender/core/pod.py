@@ -2,7 +2,7 @@
 
 Built from the decoded Pod (extender.core.objects) wherever a pod enters: kube-scheduler's
 filter, prioritize and preempt calls (extender.scheduling.verbs) and the cluster view's pod events
-(extender.adapters.view). It keeps only what some decision reads, so a cache of them is
+(extender.cluster.view). It keeps only what some decision reads, so a cache of them is
 bounded by the number of pods and not by what a pod's metadata carries: the requests in the
 ledger's units (extender.core.podrequests), the few labels and annotations the extender
 defines (`Keys`; the marker resources are left out of the requests), and, for gang members, the

@@ -21,8 +21,8 @@ resources; a fraction there is refused, not rounded. Every count stays within 2^
 
 Errors are InvalidQuantity, naming the field (a dotted path given by the caller) and what is
 wrong, with the value shown truncated. Called wherever a quantity enters the extender: pod
-requests (extender.core.podrequests), nodes' allocatable (extender.adapters.view), the policy
-API's capacities and node_spec (extender.policy), ESL parameters (extender.esl.base). Pure.
+requests (extender.core.podrequests), nodes' allocatable (extender.cluster.view), the policy
+API's capacities and node_spec (extender.policies.api), ESL parameters (extender.esl.base). Pure.
 """
 
 from __future__ import annotations

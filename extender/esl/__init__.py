@@ -6,7 +6,7 @@ An ESL turns an intent ("co-locate these", "gang of 8") into ephemeral resources
   base      the ESL and Backend protocols, and what every ESL shares
   errors    the ESLs' error taxonomy
   backends  the approaches inside and outside the service (the pure approach's backend,
-            which writes Node objects, is extender.adapters.nodestatus.NodeBackend)
+            which writes Node objects, is extender.esl.kube.nodestatus.NodeBackend)
   client    the typed client of the extender's policy API
   registry  every ESL by name, and the service's store of instances created over HTTP
   shares    weighted max-min fair shares (queues and fair sharing)

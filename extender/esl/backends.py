@@ -1,7 +1,7 @@
-"""The Backends ESLs run on, besides the pure approach's (extender.adapters.nodestatus).
+"""The Backends ESLs run on, besides the pure approach's (extender.esl.kube.nodestatus).
 
 - LedgerBackend: the extender approach inside the service (the /v1/esl endpoints): applies
-  changes to the service's ledger through extender.policy, as PUT /v1/resources does, and
+  changes to the service's ledger through extender.policies.api, as PUT /v1/resources does, and
   waits for the write-back to make them durable, remembering whether every change was.
 - ExtenderBackend: the extender approach from outside the service, through its policy API
   (extender.esl.client.PolicyClient): the ledger decides, the write-back persists.
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from extender import policy
 from extender.core.errors import Conflict, CoreError, InvalidValue, NoMatch, NotFound, UnknownNode
 from extender.core.ledger import Ledger
 from extender.esl.base import UNBOUNDED
 from extender.esl.client import PolicyAPIError, PolicyClient
 from extender.gang import topology
-from extender.policy import ClusterState, ResourceSpec
+from extender.policies import api as policy
+from extender.policies.api import ClusterState, ResourceSpec
 
 
 class LedgerBackend:

@@ -40,7 +40,7 @@ from extender.core import quantity
 from extender.core.names import CPU, MEMORY
 from extender.esl.errors import InvalidParameters, UnknownKey, Unsatisfiable
 from extender.gang.topology import Hierarchy
-from extender.policy import ClusterState, ResourceSpec
+from extender.policies.api import ClusterState, ResourceSpec
 
 # Resource names are <prefix>-<name>[-<key>]: short enough to stay within Kubernetes' 63.
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -256,7 +256,7 @@ class BaseESL(Generic[P]):
     PREFIX: ClassVar[str]  # of resource names: <PREFIX>-<name>[-<key>]
     Params: ClassVar[type[ESLParams]]
     # The attributes, besides the resources it created, that a new leader restores
-    # (extender.adapters.policies keeps state() in the ESL object's status). Clocks are not
+    # (extender.policies.kube keeps state() in the ESL object's status). Clocks are not
     # among them: a monotonic time means nothing in another process, and restarts.
     STATE: ClassVar[tuple[str, ...]] = ()
 

@@ -29,7 +29,7 @@ from extender.esl.base import (
     PodRequest,
     room,
 )
-from extender.policy import ClusterState
+from extender.policies.api import ClusterState
 
 NAME = "binpack"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from extender.policy import (
+from extender.policies.api import (
     ClusterState,
     DeleteResourceResult,
     ResourceSpec,

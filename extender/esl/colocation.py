@@ -33,7 +33,7 @@ from extender.esl.base import (
     room,
 )
 from extender.esl.errors import NoRoom, Unsatisfiable
-from extender.policy import ClusterState
+from extender.policies.api import ClusterState
 
 NAME = "colocation"
 

@@ -42,7 +42,7 @@ from extender.esl.base import (
     totals,
 )
 from extender.esl.errors import ESLError, InvalidParameters, UnknownKey, Unsatisfiable
-from extender.policy import ClusterState
+from extender.policies.api import ClusterState
 
 NAME = "compose"
 

@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from extender.gang.topology import Level
-from extender.policy import ClusterState
+from extender.policies.api import ClusterState
 
 
 @dataclass(frozen=True, slots=True)

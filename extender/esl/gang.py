@@ -41,7 +41,7 @@ from extender.esl.base import Backend, BaseESL, Change, Cpu, ESLParams, Memory, 
 from extender.esl.errors import InvalidParameters, NoRoom, Unsatisfiable
 from extender.gang.spec import MAX_MEMBERS, MAX_TIMEOUT
 from extender.gang.topology import Level
-from extender.policy import ClusterState
+from extender.policies.api import ClusterState
 
 NAME = "gang"
 # A level's name or a node-label key (a prefix of up to 253 characters, "/", a name of 63).

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from extender.core.errors import Conflict
 from extender.esl.base import Backend, BaseESL, Change, P, per_node
-from extender.policy import ClusterState
+from extender.policies.api import ClusterState
 
 
 def weighted_shares(

@@ -11,7 +11,7 @@ Two kinds of object declare a gang besides the extender's own labels and annotat
   the label `scheduling.x-k8s.io/pod-group`: `spec.minMember` and `spec.scheduleTimeoutSeconds`.
 
 `Declarations` is the index the gang manager reads through the `Groups` protocol: filled by
-the adapters' informers (extender.adapters.podgroups), which call `put`, `remove` and
+the adapters' informers (extender.gang.kube.podgroups), which call `put`, `remove` and
 `listed`. It also follows the pods that name a group (subscribed to the cluster view's pod
 events), so that when a group appears, changes or goes, its members are handed back to the
 gang manager (`on_change`, wired by extender.service to GangManager.redeclared) and a gang

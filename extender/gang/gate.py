@@ -4,7 +4,7 @@ deploy/'s gang-gate admission policy creates gang members with the scheduling ga
 so kube-scheduler does not try them at all. The gate here plans their gang from the
 informer's knowledge alone (GangManager.plan_held), gives each held member its place
 (GangManager.claim) and names the members to let through, one by one as each has a place;
-the lifter (extender.adapters.lifter) removes their gate. A gang that does not fit waits
+the lifter (extender.gang.kube.lifter) removes their gate. A gang that does not fit waits
 without a scheduling cycle, so without the pod condition kube-scheduler writes on every cycle
 that fails (extenders have no queueing hints: any cluster event retries them). Held pods no
 gang will lift (no valid declaration: a typo must not strand a pod) go through at once.
@@ -17,7 +17,7 @@ or resized, an ephemeral capacity set) or its members do, in the gate's next tur
 `interval`), off the loop when large as every background plan. Pods freed never make it fit.
 
 Adaptive: while some gang waits for room (and for a cooldown after), `hold()` says new
-members should be held; the gate switch (extender.adapters.gateswitch) tells deploy/'s policy.
+members should be held; the gate switch (extender.gang.kube.gateswitch) tells deploy/'s policy.
 
 State is bounded by the pods the informer shows held, and each entry leaves with its pod or
 gang. Runs on the event loop only. Built and run by the service (extender.service), fed by the
@@ -36,7 +36,7 @@ from extender.core.pod import PodInfo
 from extender.gang.manager import GangManager
 from extender.gang.state import Outcome, Phase
 
-# Removes a held pod's gate (extender.adapters.lifter.Lifter), and sets the adaptive switch.
+# Removes a held pod's gate (extender.gang.kube.lifter.Lifter), and sets the adaptive switch.
 Lifter = Callable[[PodInfo], None]
 Switch = Callable[[bool], None]
 # Shows why a held member waits on its pod ("": it no longer does).

@@ -8,7 +8,7 @@ nominations follow its places: each member's written once per place, written aga
 kube-scheduler cleared it while the place is still held (it clears a pod's nomination when its
 bind fails), cleared when the places are given back, dropped for a member bound or gone.
 What was written is GangState.nominated; the writes go through `Write` (the adapter
-extender.adapters.nominator in extender mode; None: nominations are off).
+extender.gang.kube.nominator in extender mode; None: nominations are off).
 
 A nomination is worth its PATCH only when the member waits for its cycle: kube-scheduler
 tries a new pod within milliseconds when it has no backlog, before the patch can land, and

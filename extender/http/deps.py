@@ -19,9 +19,9 @@ from extender.esl.registry import Instances
 from extender.gang import Gangs
 from extender.http.errors import Forbidden, NotConfirmed, NotReady, Unauthorized
 from extender.metrics import Metrics
+from extender.policies.store import PolicyStore
 from extender.scheduling.verbs import Verbs
 from extender.settings import Settings
-from extender.store import PolicyStore
 
 
 class Runtime(Protocol):
@@ -129,7 +129,7 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(_SCHEME)]
 
 def caller(target: str) -> params.Depends:
     """A dependency: the caller may do this request's verb on `target` (resources, esl,
-    gangs, metrics: extender.adapters.auth.TARGETS says what RBAC calls them)."""
+    gangs, metrics: extender.cluster.auth.TARGETS says what RBAC calls them)."""
 
     async def check(request: Request, rt: RuntimeDep, _: Credentials) -> None:
         decision = await rt.authorize(bearer(request), _VERBS.get(request.method, "get"), target)

@@ -3,8 +3,8 @@
 Instances run on the service's own ledger (extender.esl.backends.LedgerBackend) and live in
 its registry (extender.esl.registry.Instances), whose thread steps the dynamic ones every
 second; POST .../step does one step at once (and takes the application's backlog). Changes
-go through the runtime's PolicyStore (extender.store), which runs ESL calls in worker threads
-and, with policies kept as objects, writes the ESL object first.
+go through the runtime's PolicyStore (extender.policies.store), which runs ESL calls in
+worker threads and, with policies kept as objects, writes the ESL object first.
 Errors are the ESLs' and the core's own (extender.esl.errors, extender.core.errors), answered
 by the one table (extender.http.errors). Mounted by extender.app, behind readiness and the
 caller's authorization.

@@ -1,6 +1,6 @@
 """ESCHER's policy API over HTTP: /v1/resources/{name} and /v1/cluster-state.
 
-Changes go through the runtime's PolicyStore (extender.store: the ledger itself, or with
+Changes go through the runtime's PolicyStore (extender.policies.store: the ledger itself, or with
 policies kept as objects the EphemeralResource objects it reconciles), which keeps work
 proportional to the nodes off the event loop and awaits the write-back holding no thread.
 Reads (one resource, the cluster state) render the ledger in a worker thread. A change
@@ -17,11 +17,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from extender import policy
 from extender.core import names
 from extender.http.deps import Runtime, accepting, caller, ready, settled
 from extender.http.errors import documented
-from extender.policy import (
+from extender.policies import api as policy
+from extender.policies.api import (
     ClusterState,
     DeleteResourceResult,
     ResourceSpec,

@@ -9,7 +9,7 @@ waits for some unrelated event, or kube-scheduler's five-minute flush.
 
 So the filter notes every pod it turns away from all nodes while the pod requests ephemeral
 resources, and when a holding of one of them is released within `window` seconds after, the
-pod is woken: `wake` (extender.adapters.waker) touches it, a pod update that kube-scheduler
+pod is woken: `wake` (extender.scheduling.kube.waker) touches it, a pod update that kube-scheduler
 requeues it on. Each note wakes once. Notes are bounded by count and age, and dropped when
 the pod is bound or gone. Created by extender.service; noted by extender.scheduling.verbs, released
 by the cluster view's pod events. Runs on the event loop; pure, no I/O.

@@ -3,7 +3,7 @@
 Called by the HTTP routes (extender.http.verbs) with decoded wire types; runs the filter
 and score plugins it is given (extender.scheduling.registry builds them), the gang barrier at
 bind (extender.gang), and preemption (extender.scheduling.preemption). The Binder
-(extender.adapters.binder in kube mode, none in standalone mode) creates the Binding.
+(extender.scheduling.kube.binder in kube mode, none in standalone mode) creates the Binding.
 
 The hot path. kube-scheduler calls filter and prioritize for every pod of its profile, one
 pod at a time, inside its scheduling cycle, so whatever they cost is taken from the cluster's

@@ -1,7 +1,7 @@
 """Builds a `kubernetes.client.ApiClient` from a kubeconfig file or the in-cluster config.
 
 Called by the local control plane (to create fake nodes), the benchmarks and tests; the
-service has its own async client (extender.adapters.kubeapi).
+service has its own async client (extender.kube.client).
 The insecure-TLS warning is silenced only when TLS verification is off for a loopback server,
 which is how the local control plane's kubeconfig is written.
 """

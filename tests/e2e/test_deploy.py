@@ -553,7 +553,7 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
             lambda: core.patch_namespaced_pod(pod, "default", reannotate),
             RBAC_REFUSAL if env.mode == "pure" else TOUCH_REFUSAL,
         ),
-        # Extender mode may lift the gang gate (extender/adapters/lifter.py), nothing else.
+        # Extender mode may lift the gang gate (extender/gang/kube/lifter.py), nothing else.
         "lift another scheduling gate": (
             lambda: core.patch_namespaced_pod(pod, "default", lift("example.com/other")),
             RBAC_REFUSAL if env.mode == "pure" else SPEC_REFUSAL,
@@ -564,7 +564,7 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
             ),
             RBAC_REFUSAL if env.mode == "pure" else SPEC_REFUSAL,
         ),
-        # Extender mode may nominate a node (extender/adapters/nominator.py), nothing else.
+        # Extender mode may nominate a node (extender/gang/kube/nominator.py), nothing else.
         "change a pod's status conditions": (
             lambda: core.patch_namespaced_pod_status(pod, "default", fake_condition),
             RBAC_REFUSAL if env.mode == "pure" else STATUS_REFUSAL,
@@ -578,7 +578,7 @@ def test_what_the_role_does_not_allow_is_refused(env: Env) -> None:
         nominate = {"status": {"nominatedNodeName": node}}
         nominated = core.patch_namespaced_pod_status(pod, "default", nominate)
         assert nominated.status.nominated_node_name == node
-        # ...and say why a held gang member waits (extender/adapters/lifter.py tell).
+        # ...and say why a held gang member waits (extender/gang/kube/lifter.py tell).
         held = {"type": "escher.io/GangHeld", "status": "True", "reason": "GangCannotFit"}
         told = core.patch_namespaced_pod_status(pod, "default", {"status": {"conditions": [held]}})
         assert any(c.type == held["type"] for c in told.status.conditions or [])

@@ -107,7 +107,7 @@ class GangMachine(RuleBasedStateMachine):
         return pod(uid, self.sizes[uid.split("-")[0]], cpu, e, node, held=uid in self.held)
 
     def publish(self, info: PodInfo) -> None:
-        """What the cluster view does with a pod it watches (extender.adapters.view)."""
+        """What the cluster view does with a pod it watches (extender.cluster.view)."""
         if info.node:
             self.lg.observe_bound(info.uid, info.node, info.requests, info.priority)
         self.pods[info.uid] = info

@@ -3,7 +3,7 @@ embedded cluster ship them. No cluster (tests/e2e/test_crds.py sends objects to 
 server); `helm template` is the only process started.
 
 What must not drift is read from the service, not written here a second time: the
-EphemeralResource spec from extender.policy.ResourceSpec (its fields camelCased, its bounds
+EphemeralResource spec from extender.policies.api.ResourceSpec (its fields camelCased, its bounds
 from the pydantic model's JSON schema), the ESL kinds from extender.esl.registry.REGISTRY,
 the ESL names from extender.esl.base.Name, the resource names from extender.core.names.
 """
@@ -29,7 +29,7 @@ from extender.core import names, quantity
 from extender.core.errors import InvalidValue
 from extender.esl.base import Name
 from extender.esl.registry import REGISTRY
-from extender.policy import ResourceSpec
+from extender.policies.api import ResourceSpec
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "deploy" / "crds"

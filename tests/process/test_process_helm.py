@@ -43,9 +43,9 @@ from rbac import EXPECTED, triples
 
 from escher_harness.localcluster.binaries import find_kubectl, find_tool
 from escher_harness.localcluster.errors import MissingBinaryError
-from extender.adapters.slices import MANAGED_BY
 from extender.cli import build_parser, settings_of
 from extender.core.pod import Keys
+from extender.dra.slices import MANAGED_BY
 from extender.scheduling.profile import problems
 from extender.settings import Settings
 

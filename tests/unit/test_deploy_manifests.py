@@ -25,9 +25,9 @@ import yaml
 from rbac import DRA, EXPECTED, PLACEMENT, triples
 
 from escher_harness.localcluster.config import SCHEDULER_ENV
-from extender.adapters.slices import MANAGED_BY
 from extender.cli import build_parser, settings_of
 from extender.core.pod import COSCHEDULING_LABEL, Keys
+from extender.dra.slices import MANAGED_BY
 from extender.scheduling.profile import problems
 from extender.settings import Settings
 

@@ -389,14 +389,14 @@ def policy_loc() -> dict[str, int | None]:
     ]
     adaptive = [
         *extender,
-        REPO / "extender" / "adapters" / "lifter.py",
-        REPO / "extender" / "adapters" / "gateswitch.py",
+        REPO / "extender" / "gang" / "kube" / "lifter.py",
+        REPO / "extender" / "gang" / "kube" / "gateswitch.py",
     ]
     files: dict[str, list[Path]] = {
         # The gang feature's folder and the filter that keeps others off reserved places;
         # gated, also the adapter that lifts the gate, and adaptive, the switch's.
         "extender": extender,
-        "extender-gated": [*extender, REPO / "extender" / "adapters" / "lifter.py"],
+        "extender-gated": [*extender, REPO / "extender" / "gang" / "kube" / "lifter.py"],
         "extender-adaptive": adaptive,
         "extender-marked": adaptive,
         # The gang ESL, and the runner that creates, replaces and deletes the pods (both

@@ -35,11 +35,11 @@ from escher_harness.bench.stats import summary
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.config import Mode
 from escher_harness.workload import PodChange, Workload, pod_manifest
-from extender.adapters.nodestatus import NodeBackend
 from extender.esl.backends import ExtenderBackend
 from extender.esl.base import Backend, PodRequest
 from extender.esl.binpack import BinPack, BinPackParams
 from extender.esl.client import PolicyClient
+from extender.esl.kube.nodestatus import NodeBackend
 from extender.esl.soft import Soft, SoftParams
 
 APPROACHES = ("extender", "pure")

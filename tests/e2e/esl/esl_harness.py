@@ -21,10 +21,10 @@ from typing import Any
 from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.workload import Placement, Workload, pod_manifest
-from extender.adapters.nodestatus import NodeBackend
 from extender.esl.backends import ExtenderBackend
 from extender.esl.base import ESL, UNBOUNDED, UNBOUNDED_DRA, Backend, PodRequest
 from extender.esl.client import PolicyClient
+from extender.esl.kube.nodestatus import NodeBackend
 
 APPROACHES = ["extender", "pure", "dra"]
 # The cluster's mode for each approach.

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from eslapp import BASE, NODES, PHYSICAL, TOKEN, served, service
 
-from extender.adapters.nodestatus import NodeBackend
 from extender.app import create_app
 from extender.core.errors import Conflict, CoreError, InvalidValue, NoMatch, UnknownNode
 from extender.core.ledger import Ledger
@@ -20,7 +19,8 @@ from extender.core.quantity import InvalidQuantity
 from extender.esl.backends import ExtenderBackend, LedgerBackend
 from extender.esl.base import Backend
 from extender.esl.client import PolicyClient
-from extender.policy import ResourceSpec
+from extender.esl.kube.nodestatus import NodeBackend
+from extender.policies.api import ResourceSpec
 from extender.service import Service
 
 D = "escher.io"

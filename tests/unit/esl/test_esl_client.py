@@ -12,7 +12,7 @@ from eslapp import BASE, TOKEN, served, service
 
 from extender.app import create_app
 from extender.esl.client import PolicyAPIError, PolicyClient
-from extender.policy import ResourceSpec
+from extender.policies.api import ResourceSpec
 from extender.service import Service
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from extender.esl.domains import fewest, place
 from extender.gang.topology import Level
-from extender.policy import ClusterState, Usage
+from extender.policies.api import ClusterState, Usage
 
 RACK = Level("rack", "topology.kubernetes.io/rack")
 ZONE = Level("zone", "topology.kubernetes.io/zone")

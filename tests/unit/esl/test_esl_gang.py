@@ -16,7 +16,7 @@ from extender.esl.errors import InvalidParameters, NoRoom, Unsatisfiable
 from extender.esl.gang import GangESL, GangParams, plan
 from extender.esl.registry import build
 from extender.gang.spec import GangSpec, gang_spec
-from extender.policy import ClusterState, Usage
+from extender.policies.api import ClusterState, Usage
 
 GI = 1 << 30
 NEED = {"cpu": 1000, "memory": GI, "pods": 1}

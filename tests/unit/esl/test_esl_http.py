@@ -17,8 +17,8 @@ from eslapp import client, service
 from extender.app import create_app
 from extender.esl.backends import LedgerBackend
 from extender.esl.registry import REGISTRY, Instances
+from extender.policies.store import MemoryStore
 from extender.service import Service
-from extender.store import MemoryStore
 
 D = "escher.io"
 JSON = "application/json"

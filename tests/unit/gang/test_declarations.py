@@ -1,7 +1,7 @@
 """Gang declarations: gang_spec over labels, annotations and PodGroups (extender.gang.spec), the
 in-memory index and its pod tracking (extender.gang.declarations), the manager re-learning a
 group's pods when its object changes, and the PodGroup adapter's decoding and tolerance of an
-API that is not served (extender.adapters.podgroups). Table-driven; no process, no cluster."""
+API that is not served (extender.gang.kube.podgroups). Table-driven; no process, no cluster."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ import msgspec
 import pytest
 from builders import KEYS, info, pod
 
-from extender.adapters.kubeapi import ApiError
-from extender.adapters.podgroups import CoschedulingPodGroup, NativePodGroup, PodGroups
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import Ledger
 from extender.gang.declarations import (
@@ -22,9 +20,11 @@ from extender.gang.declarations import (
     GroupKind,
     GroupRef,
 )
+from extender.gang.kube.podgroups import CoschedulingPodGroup, NativePodGroup, PodGroups
 from extender.gang.manager import GangManager
 from extender.gang.spec import GangPending, GangSpec, InvalidGang, gang_spec
 from extender.gang.topology import DEFAULT, Level, parse
+from extender.kube.client import ApiError
 from extender.metrics import Metrics
 
 H = parse(DEFAULT)

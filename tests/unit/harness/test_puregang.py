@@ -13,7 +13,7 @@ import pytest
 
 from escher_harness.bench.puregang import PLACEHOLDER_LABEL, GangRequest, PureGang
 from extender.core.ledger import Ledger
-from extender.policy import ClusterState, cluster_state
+from extender.policies.api import ClusterState, cluster_state
 
 RACK = "topology.kubernetes.io/rack"
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from fakeapi import FakeAPI
 
-from extender.adapters.kubeapi import KubeAPI
 from extender.app import create_app
+from extender.kube.client import KubeAPI
 from extender.service import Service
 from extender.settings import Settings
 
@@ -98,7 +98,7 @@ def service(
     fake = FakeAPI(server, tmp_path)
     settings = Settings(
         kubeconfig=fake.kubeconfig,
-        policy_objects=False,  # the in-memory store: tests/unit/adapters/test_policies.py
+        policy_objects=False,  # the in-memory store: tests/unit/policies/test_policies.py
         token=TOKEN,
         writeback_coalesce_seconds=0,
         writeback_wait_seconds=0.3,

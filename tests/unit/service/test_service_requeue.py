@@ -15,8 +15,8 @@ import builders
 import httpx
 from fakeapi import FakeAPI
 
-from extender.adapters.kubeapi import KubeAPI
 from extender.app import create_app
+from extender.kube.client import KubeAPI
 from extender.service import Service
 from extender.settings import Settings
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from fakeapi import FakeAPI
 
-from extender.adapters.kubeapi import KubeAPI
+from extender.kube.client import KubeAPI
 from extender.service import Service
 from extender.settings import Settings
 

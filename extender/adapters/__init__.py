@@ -1,1 +1,0 @@
-"""The only package that talks to the Kubernetes API (clients, nodes, pods, bindings)."""

@@ -1,0 +1,1 @@
+"""The ESLs' Kubernetes side: ESCHER's pure approach, ephemeral resources as node status."""

@@ -1,0 +1,68 @@
+"""Lifter: removes the gang gate from a held member, so that kube-scheduler may try it.
+
+The gang gate decides whom (GangGate.lift); this patches each pod with a strategic
+merge patch that deletes the gate by name (other gates stay), through PodPatches (the pod's
+UID named, at most `limit` in flight: more wait for the gate's next turn, which names them
+again after its lift_retry). `tell` shows on a held member's pod why it stays held (a gang
+that can never fit), as a condition of its status. Each outcome is counted
+(escher_gang_lifts_total, "told" for a condition). Created by extender.cluster.build, called
+by the gang gate's loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from extender.core.pod import PodInfo
+from extender.kube.client import KubeAPI
+from extender.kube.podpatches import STRATEGIC_MERGE, PodPatches
+from extender.metrics import Metrics
+
+
+class Lifter:
+    def __init__(
+        self,
+        api: KubeAPI,
+        gate: str,
+        metrics: Metrics,
+        may_write: Callable[[], bool],
+        limit: int = 1024,
+    ) -> None:
+        self._gate = gate
+        self._condition = f"{gate.partition('/')[0]}/GangHeld"
+        self._patches = PodPatches(api, metrics.gang_lifts, may_write, limit)
+
+    def __call__(self, pod: PodInfo) -> None:
+        # Deletes the gate by name: other gates stay.
+        body = {"spec": {"schedulingGates": [{"name": self._gate, "$patch": "delete"}]}}
+        what = f"lifting the gang gate of pod {pod.key}"
+        self._patches.send(
+            pod.namespace, pod.name, pod.uid, body, what, content_type=STRATEGIC_MERGE
+        )
+
+    def tell(self, pod: PodInfo, reason: str) -> None:
+        """Show on held member `pod` why it waits (a condition of its status, `{domain}/
+        GangHeld` True with the reason; False once it no longer waits, reason "")."""
+        condition = {
+            "type": self._condition,
+            "status": "True" if reason else "False",
+            "reason": "GangCannotFit" if reason else "GangLetThrough",
+            "message": reason or "its gang has places",
+            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        what = f"telling pod {pod.key} why its gang waits"
+        self._patches.send(
+            pod.namespace,
+            pod.name,
+            pod.uid,
+            {"status": {"conditions": [condition]}},
+            what,
+            content_type=STRATEGIC_MERGE,
+            subresource="status",
+            outcome="told",
+        )
+
+    async def aclose(self) -> None:
+        """Cancel the lifts still in flight (on stop)."""
+        await self._patches.aclose()
