@@ -2,7 +2,7 @@
 """What a node watch event costs the cluster view, a heartbeat against a change.
 
 Fills a ledger with `--nodes` kwok-like nodes (2 KB of JSON each, as kwok's watch events
-carry them) through extender.adapters.view.ClusterView, then feeds it MODIFIED events the
+carry them) through extender.cluster.view.ClusterView, then feeds it MODIFIED events the
 way the informer does (decode the event, decode the node, hand it to the view), in
 interleaved rounds: heartbeats (a new resourceVersion and heartbeat time, nothing the view
 reads) and changes (a label that differs each time, so every event is a full look). Prints
@@ -21,12 +21,12 @@ from typing import Any
 
 import msgspec
 
-from extender.adapters.informer import _Event
-from extender.adapters.view import ClusterView
+from extender.cluster.view import ClusterView
 from extender.core.events import PodEvents
 from extender.core.ledger import Ledger
 from extender.core.objects import Node
 from extender.core.pod import Keys
+from extender.kube.informer import _Event
 from extender.metrics import Metrics
 
 KEYS = Keys.for_domain("escher.io")

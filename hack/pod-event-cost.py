@@ -25,10 +25,10 @@ from typing import Any
 
 import msgspec
 
-from extender.adapters.informer import _Event
-from extender.adapters.view import ClusterView
+from extender.cluster.view import ClusterView
 from extender.core.objects import Pod
 from extender.core.pod import pod_info
+from extender.kube.informer import _Event
 from extender.service import Service
 from extender.settings import Settings
 
