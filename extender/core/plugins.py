@@ -1,11 +1,13 @@
 """The plugin protocol of filters and scorers, and the verdict a filter returns.
 
 Laid out as kube-scheduler's framework plugins: each plugin has a name and implements Filter
-and/or Score over a batch of nodes. Decisions are values: a filter returns a Verdict (a
-Rejection per node it turns away), a scorer an integer 0..10 per node, which prioritize adds up
-with the scorer's weight. Implemented by extender.filters and extender.gang; built from the
-registries (extender.scheduling.registry) and run by extender.scheduling.verbs. Plugins read
-the ledger, never the Kubernetes API.
+and/or Score over a batch of nodes, and says itself which pods are its business (`relevant`,
+as a kube-scheduler plugin's PreFilter returns Skip): the verbs call it for those only, and
+answer a pod that no plugin wants without looking at a node. Decisions are values: a filter
+returns a Verdict (a Rejection per node it turns away), a scorer an integer 0..10 per node,
+which prioritize adds up with the scorer's weight. Implemented by extender.filters and
+extender.gang; built from the registries (extender.scheduling.registry) and run by
+extender.scheduling.verbs. Plugins read the ledger, never the Kubernetes API.
 """
 
 from __future__ import annotations
@@ -56,6 +58,11 @@ PASS = Verdict()
 class FilterPlugin(Protocol):
     name: str
 
+    def relevant(self, pod: PodInfo, ledger: Ledger) -> bool:
+        """Whether `pod` is this filter's business now; if not, it passes every node and
+        `filter` is not called. O(1): asked for every pod kube-scheduler sends."""
+        ...
+
     def filter(
         self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger
     ) -> Verdict | Awaitable[Verdict]:
@@ -67,6 +74,11 @@ class FilterPlugin(Protocol):
 
 class ScorePlugin(Protocol):
     name: str
+
+    def relevant(self, pod: PodInfo, ledger: Ledger) -> bool:
+        """Whether this scorer has anything to say about `pod`; if not, `score` is not
+        called. O(1): asked for every pod kube-scheduler sends."""
+        ...
 
     def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
         """A score in 0..10 for each of `nodes` (missing nodes score 0). It may hold other

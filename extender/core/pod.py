@@ -134,11 +134,6 @@ class PodInfo(Struct, frozen=True, gc=False):
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    @property
-    def needs_extender(self) -> bool:
-        """Whether any filter or scorer has something to say about this pod by itself."""
-        return bool(self.ephemeral or self.gang or self.marks)
-
 
 @dataclass(frozen=True, slots=True)
 class Rejection:

@@ -22,9 +22,10 @@ NAME = "EphemeralResourceFit"
 class EphemeralResourceFit:
     name = NAME
 
+    def relevant(self, pod: PodInfo, ledger: Ledger) -> bool:
+        return bool(pod.ephemeral)  # filter and score alike: a pod of none has no say here
+
     def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Verdict:
-        if not pod.ephemeral:
-            return PASS
         rejected = {
             node: Rejection(str(s), s.unresolvable)
             for node, s in ledger.shortfalls(nodes, pod.ephemeral).items()

@@ -43,9 +43,10 @@ def matches(alt: str, view: NodeView, prefix: str) -> bool:
 class Preference:
     name = NAME
 
+    def relevant(self, pod: PodInfo, ledger: Ledger) -> bool:
+        return bool(pod.marks)  # most pods have none: prioritize is called for every one
+
     def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Mapping[str, int]:
-        if not pod.marks:  # most pods: prioritize is called for every one
-            return {}
         pack = pod.marks.get(ledger.prefix + "pack", "").strip()
         if pack:
             return self._pack(pack, nodes, ledger)

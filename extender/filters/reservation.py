@@ -22,9 +22,10 @@ NAME = "ReservationFit"
 class ReservationFit:
     name = NAME
 
+    def relevant(self, pod: PodInfo, ledger: Ledger) -> bool:
+        return bool(ledger.reserved_nodes())  # any pod, while some gang holds a place
+
     def filter(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> Verdict:
-        if not ledger.reserved_nodes():
-            return PASS
         short = ledger.short_of_physical(nodes, pod.requests)
         if not short:
             return PASS

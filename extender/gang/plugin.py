@@ -3,8 +3,9 @@
 Passes a gang member only the node reserved for it (a final verdict: the reservation
 already holds everything it requests, so no other filter need look), or turns every node
 away with why the gang waits; an awaitable of that while the gang is planned off the event
-loop. Pods of no gang, and members of a gang already bound, are left
-to the other filters. Listed in extender.scheduling.registry; run by extender.scheduling.verbs.
+loop. Pods of no gang are not its business (`relevant`); members of a gang already bound
+are left to the other filters. Listed in extender.scheduling.registry; run by
+extender.scheduling.verbs.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ class GangFilter:
     def __init__(self, gangs: Gangs) -> None:
         self.gangs = gangs
 
+    def relevant(self, pod: PodInfo, ledger: Ledger) -> bool:
+        return bool(pod.gang)
+
     def filter(
         self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger
     ) -> Verdict | Awaitable[Verdict]:
-        if not pod.gang:
-            return PASS
         verdict = self.gangs.filter(pod, nodes)
         return PASS if verdict is None else verdict

@@ -5,7 +5,8 @@ its factory; the filters run in their order, the scorers add up with their weigh
 extender.service (and the tests) to build the plugins extender.scheduling.verbs runs. To add
 a plugin: write a module with a NAME and a class implementing
 extender.core.plugins.FilterPlugin and/or ScorePlugin (in extender.filters, or with its
-feature, as the gang filter is in extender.gang), and list it here.
+feature, as the gang filter is in extender.gang), whose `relevant` says which pods are its
+business, and list it here. Nothing else decides which pods a plugin sees.
 """
 
 from __future__ import annotations

@@ -219,11 +219,12 @@ class Verbs:
         names = self._names(args)
         if self.binder is not None:  # only a binding extender is asked to bind it later
             self.filtered.remember(pod)
-        if not pod.needs_extender and not self.ledger.reserved_nodes():
+        plugins = [p for p in self.filters if p.relevant(pod, self.ledger)]
+        if not plugins:  # no plugin's business: every node passes, none is looked at
             return Filtered(_filter_reply(args, names, names, {}), len(names))
         failed: dict[str, Rejection] = {}
         remaining: Sequence[str] = names
-        for plugin in self.filters:
+        for plugin in plugins:
             decided = plugin.filter(pod, remaining, self.ledger)
             verdict = decided if isinstance(decided, Verdict) else await decided
             if verdict.only is not None:
@@ -331,11 +332,11 @@ def weighted_scores(
     so 0..MAX_SCORE, as kube-scheduler weighs its score plugins; only the nodes scoring above
     0 (kube-scheduler adds an extender's scores to its own: a node left out and a node scoring
     0 are the same to it, and an empty list is neutral). Empty at once for a pod no scorer has
-    anything to say about."""
-    if not (pod.ephemeral or pod.marks):
-        return []
+    anything to say about (none finds it `relevant`)."""
     said: list[tuple[int, Mapping[str, int]]] = [
-        (w.weight, m) for w in scorers if (m := w.plugin.score(pod, nodes, ledger))
+        (w.weight, m)
+        for w in scorers
+        if w.plugin.relevant(pod, ledger) and (m := w.plugin.score(pod, nodes, ledger))
     ]
     if not said:
         return []

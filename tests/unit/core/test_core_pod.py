@@ -39,7 +39,7 @@ def test_requests_ephemeral_and_priority() -> None:
     assert info.requests == {"escher.io/x": 2, "cpu": 500, "pods": 1}
     assert info.ephemeral == {"escher.io/x": 2}
     assert (info.priority, info.namespace, info.node, info.done) == (7, "default", "", False)
-    assert info.needs_extender and info.constraints is None
+    assert info.constraints is None
 
 
 @pytest.mark.parametrize(
@@ -91,4 +91,4 @@ def test_a_marker_resource_occupies_nothing_and_is_not_ephemeral(marker: str, na
     info = pod_info(raw, KEYS, "escher.io/")
     assert marker == name
     assert info.requests == {"cpu": 1000, "pods": 1}
-    assert info.ephemeral == {} and not info.needs_extender
+    assert info.ephemeral == {} and not (info.gang or info.marks)

@@ -35,6 +35,7 @@ from extender.wire import (
     ExtenderBindingArgs,
     ExtenderFilterResult,
     ExtenderPreemptionArgs,
+    HostPriority,
     MetaPod,
     MetaVictims,
     node_names,
@@ -245,10 +246,14 @@ class Fixed:
 
     name = "fixed"
 
-    def __init__(self, scores: dict[str, int]) -> None:
-        self.scores = scores
+    def __init__(self, scores: dict[str, int], relevant: bool = True) -> None:
+        self.scores, self.is_relevant, self.asked = scores, relevant, 0
+
+    def relevant(self, pod: PodInfo, ledger: Ledger) -> bool:
+        return self.is_relevant
 
     def score(self, pod: PodInfo, nodes: Sequence[str], ledger: Ledger) -> dict[str, int]:
+        self.asked += 1
         return self.scores
 
 
@@ -333,8 +338,12 @@ def test_prioritize_ranks_the_nodes_as_the_pod_asks(
 
 def test_prioritize_asks_no_scorer_about_a_pod_with_no_ephemeral_request_and_no_mark() -> None:
     v = verbs(ledger())
-    v.scorers = [Weighted(Fixed({"n0": 10}), 1)]
-    assert v.prioritize(args(PODS["plain"])) == []
+    plain = v.pod(args(PODS["plain"]).Pod)
+    assert not any(w.plugin.relevant(plain, v.ledger) for w in v.scorers)
+    skipped, asked = Fixed({"n0": 10}, relevant=False), Fixed({"n1": 10})
+    v.scorers = [Weighted(skipped, 1), Weighted(asked, 1)]
+    assert v.prioritize(args(PODS["plain"])) == [HostPriority(Host="n1", Score=10)]
+    assert (skipped.asked, asked.asked) == (0, 1)
 
 
 def test_the_default_weights_keep_a_preferred_node_above_every_other() -> None:
