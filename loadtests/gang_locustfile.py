@@ -66,7 +66,7 @@ class Run:
         self.stop = threading.Event()
         self.watcher = gevent.spawn(self.watch.run, self.stop)
         policy = None
-        if self.approach in approaches.POLICY:
+        if approaches.get(self.approach).uses_policy:
             assert self.info.extender_url is not None
             policy = PolicyClient(self.info.extender_url, self.info.token)
         self.env = approaches.Env(self.info, self.api, self.watch, self.on_event, policy)

@@ -130,9 +130,10 @@ def submitted_pods(
     manifests it would have created, with no cluster: every member is seen bound at once. The
     cluster runs scheduler-config/`scheduler_config` (deploy/'s split by default)."""
     from escher_harness.bench import approaches
+    from escher_harness.workload import Workload
 
     created: list[dict[str, Any]] = []
-    monkeypatch.setattr(approaches.Workload, "create", lambda self, m: created.append(m))
+    monkeypatch.setattr(Workload, "create", lambda self, m: created.append(m))
 
     class Watch:
         def bound(self, names: Any, timeout: float) -> int:

@@ -44,10 +44,11 @@ from escher_harness.bench.apimetrics import difference
 from escher_harness.bench.presets import Preset
 from escher_harness.bench.replay import SUCCEED_SLACK
 from escher_harness.localcluster.cpus import starting_on
+from escher_harness.localcluster.paths import REPO_ROOT
 from extender.core.names import CPU, MEMORY
 from extender.core.quantity import amount
 
-LOCUSTFILE = approaches.REPO / "loadtests" / "gang_locustfile.py"
+LOCUSTFILE = REPO_ROOT / "loadtests" / "gang_locustfile.py"
 # Budget for the load generator's set-up and warm-up, and for its drain beyond the last
 # gang's deadline and run time, before a run is declared hung.
 _SETUP_BUDGET = 120.0
@@ -62,15 +63,7 @@ def _say(msg: str) -> None:
 
 def unavailable(approach: str) -> str | None:
     """Why an approach cannot run here, or None."""
-    if approach == "coscheduling":
-        spec = approaches.cluster_spec(approach, Path("/"), approaches.Footing(1, "1", "1Gi"))
-        if (
-            spec.scheduler_binary is None
-            or not spec.scheduler_binary.exists()
-            or not spec.manifests
-        ):
-            return "kube-scheduler-plugins or its PodGroup CRD is not built: run `make peers`"
-    return None
+    return approaches.get(approach).unavailable()
 
 
 def order(which: Sequence[str], rep: int) -> list[str]:

@@ -1,10 +1,10 @@
 """The gang benchmark's plots, every repetition shown: latency CDFs (a line per repetition,
-one colour per approach), partially bound gangs over time, and completions per approach
-(median with min-max bars, each repetition a dot), and with topology placement quality (the
-same bars for gangs inside one domain, the largest-domain share and domains spanned over the
-minimum) and free whole blocks and racks over time (a line per repetition). Written as PNG
-beside report.md by escher_harness.bench.gang_bench; `runs[scenario][approach][rep]` are the
-recorded runs.
+one colour per approach, its registry row's), partially bound gangs over time, and
+completions per approach (median with min-max bars, each repetition a dot), and with
+topology placement quality (the same bars for gangs inside one domain, the largest-domain
+share and domains spanned over the minimum) and free whole blocks and racks over time (a
+line per repetition). Written as PNG beside report.md by escher_harness.bench.gang_bench;
+`runs[scenario][approach][rep]` are the recorded runs.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from escher_harness.bench.approaches import registry
 from escher_harness.bench.topology import SPAN_LEVELS
 
 Runs = Mapping[str, Mapping[str, Mapping[int, Mapping[str, Any]]]]
@@ -39,15 +40,33 @@ def write(out: Path, runs: Runs, scenarios: Sequence[str], approaches: Sequence[
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colour = {a: f"C{i}" for i, a in enumerate(approaches)}
-    n = len(scenarios)
+    colour = {a: registry.entry(a).colour for a in approaches}
+    canvas = _Canvas(plt, out, runs, scenarios, approaches, colour)
+    _latency_cdf(canvas)
+    _partial_gangs(canvas)
+    _completions(canvas)
+    # The topology preset's plots, each drawn when some run has its figures.
+    for key, draw in (("placement", _placement), ("free_domains_series", _fragmentation)):
+        if any(r.get(key) for by in runs.values() for reps in by.values() for r in reps.values()):
+            draw(canvas)
 
-    fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.8), squeeze=False)
-    for ax, sc in zip(axes[0], scenarios, strict=True):
-        for a in approaches:
+
+def _bar(ax: Any, i: int, values: Sequence[float], colour: str) -> None:
+    """The median of sorted `values` as a bar at `i`, min-max as its error bar, each a dot."""
+    mid = statistics.median(values)
+    ax.bar(i, mid, color=colour, alpha=0.6)
+    ax.errorbar(i, mid, yerr=[[mid - values[0]], [values[-1] - mid]], color="black", capsize=4)
+    ax.scatter([i] * len(values), values, color="black", s=10, zorder=3)
+
+
+def _latency_cdf(c: _Canvas) -> None:
+    n = len(c.scenarios)
+    fig, axes = c.plt.subplots(1, n, figsize=(6.5 * n, 4.8), squeeze=False)
+    for ax, sc in zip(axes[0], c.scenarios, strict=True):
+        for a in c.approaches:
             labelled = False
-            for rep in sorted(runs.get(sc, {}).get(a, {})):
-                lat = runs[sc][a][rep].get("latencies_ms") or []
+            for rep in sorted(c.runs.get(sc, {}).get(a, {})):
+                lat = c.runs[sc][a][rep].get("latencies_ms") or []
                 if not lat:
                     continue
                 ys = [(i + 1) / len(lat) for i in range(len(lat))]
@@ -55,7 +74,7 @@ def write(out: Path, runs: Runs, scenarios: Sequence[str], approaches: Sequence[
                     lat,
                     ys,
                     where="post",
-                    color=colour[a],
+                    color=c.colour[a],
                     alpha=0.75,
                     lw=1.2,
                     label=None if labelled else a,
@@ -68,27 +87,30 @@ def write(out: Path, runs: Runs, scenarios: Sequence[str], approaches: Sequence[
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "latency_cdf.png", dpi=120)
-    plt.close(fig)
+    fig.savefig(c.out / "latency_cdf.png", dpi=120)
+    c.plt.close(fig)
 
-    fig, axes = plt.subplots(
+
+def _partial_gangs(c: _Canvas) -> None:
+    n, approaches = len(c.scenarios), c.approaches
+    fig, axes = c.plt.subplots(
         len(approaches),
         n,
         figsize=(6.5 * n, 1.6 * len(approaches) + 1),
         squeeze=False,
         sharex="col",
     )
-    for col, sc in enumerate(scenarios):
+    for col, sc in enumerate(c.scenarios):
         for row, a in enumerate(approaches):
             ax = axes[row][col]
-            for rep in sorted(runs.get(sc, {}).get(a, {})):
-                series = runs[sc][a][rep].get("partial_series") or []
+            for rep in sorted(c.runs.get(sc, {}).get(a, {})):
+                series = c.runs[sc][a][rep].get("partial_series") or []
                 if series:
                     ax.step(
                         [t for t, _ in series],
-                        [c for _, c in series],
+                        [k for _, k in series],
                         where="post",
-                        color=colour[a],
+                        color=c.colour[a],
                         alpha=0.7,
                         lw=1,
                     )
@@ -98,35 +120,28 @@ def write(out: Path, runs: Runs, scenarios: Sequence[str], approaches: Sequence[
                 ax.set_title(f"partially bound gangs over time: {sc}")
         axes[-1][col].set_xlabel("seconds since the clock started (a line per repetition)")
     fig.tight_layout()
-    fig.savefig(out / "partial_gangs.png", dpi=120)
-    plt.close(fig)
+    fig.savefig(c.out / "partial_gangs.png", dpi=120)
+    c.plt.close(fig)
 
-    fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.2), squeeze=False)
-    for ax, sc in zip(axes[0], scenarios, strict=True):
-        for i, a in enumerate(approaches):
-            reps = runs.get(sc, {}).get(a, {})
-            done = [r["gangs_completed"] for r in reps.values() if "gangs_completed" in r]
+
+def _completions(c: _Canvas) -> None:
+    n = len(c.scenarios)
+    fig, axes = c.plt.subplots(1, n, figsize=(6.5 * n, 4.2), squeeze=False)
+    for ax, sc in zip(axes[0], c.scenarios, strict=True):
+        for i, a in enumerate(c.approaches):
+            reps = c.runs.get(sc, {}).get(a, {})
+            done = sorted(r["gangs_completed"] for r in reps.values() if "gangs_completed" in r)
             if not done:
                 continue
-            done.sort()
-            mid = statistics.median(done)
-            ax.bar(i, mid, color=colour[a], alpha=0.6)
-            ax.errorbar(i, mid, yerr=[[mid - done[0]], [done[-1] - mid]], color="black", capsize=4)
-            ax.scatter([i] * len(done), done, color="black", s=10, zorder=3)
+            _bar(ax, i, done, c.colour[a])
             total = max(r.get("gangs_submitted", 0) for r in reps.values())
             ax.axhline(total, color="grey", lw=0.8, ls="--")
-        ax.set_xticks(range(len(approaches)), approaches, rotation=20, fontsize=8)
+        ax.set_xticks(range(len(c.approaches)), c.approaches, rotation=20, fontsize=8)
         ax.set_title(f"gangs completed: {sc} (dashed: submitted)")
         ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out / "completions.png", dpi=120)
-    plt.close(fig)
-
-    # The topology preset's plots, each drawn when some run has its figures.
-    canvas = _Canvas(plt, out, runs, scenarios, approaches, colour)
-    for key, draw in (("placement", _placement), ("free_domains_series", _fragmentation)):
-        if any(r.get(key) for by in runs.values() for reps in by.values() for r in reps.values()):
-            draw(canvas)
+    fig.savefig(c.out / "completions.png", dpi=120)
+    c.plt.close(fig)
 
 
 # What placement.png draws: a row per figure of escher_harness.bench.topology.quality.
@@ -155,12 +170,7 @@ def _placement(c: _Canvas) -> None:
                 )
                 if not vals:
                     continue
-                mid = statistics.median(vals)
-                ax.bar(i, mid, color=c.colour[a], alpha=0.6)
-                ax.errorbar(
-                    i, mid, yerr=[[mid - vals[0]], [vals[-1] - mid]], color="black", capsize=4
-                )
-                ax.scatter([i] * len(vals), vals, color="black", s=10, zorder=3)
+                _bar(ax, i, vals, c.colour[a])
             ax.set_xticks(range(len(c.approaches)), c.approaches, rotation=20, fontsize=8)
             ax.set_title(f"{sc}: {title}", fontsize=9)
             ax.grid(True, axis="y", alpha=0.3)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from escher_harness.bench import sampling
+from escher_harness.bench.approaches.registry import EXTENDERS
 from escher_harness.bench.stats import spread
 
 Run = Mapping[str, Any]
@@ -310,9 +311,6 @@ def _compare(
         f"held in {sum(ok)} of {len(reps)} repetitions"
     )
     return Target(name, all(ok), detail)
-
-
-EXTENDERS = ("extender", "extender-gated", "extender-adaptive", "extender-marked")
 
 
 def targets(runs: Mapping[str, Mapping[str, Mapping[int, Run]]]) -> list[Target]:

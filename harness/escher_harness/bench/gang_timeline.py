@@ -33,13 +33,14 @@ from typing import Any
 
 from escher_harness import localcluster
 from escher_harness.bench import approaches
+from escher_harness.bench.approaches.registry import TIMELINE
 from escher_harness.bench.gang_bench import order
 from escher_harness.bench.recorder import Recorder
 from escher_harness.bench.scenario import GangArrival
 from escher_harness.bench.stats import spread
 from escher_harness.kubeclient import api_client
 
-APPROACHES = ("extender", "extender-gated", "extender-adaptive", "coscheduling", "native")
+APPROACHES = TIMELINE
 # The extender's timeline marks, in the order they happen, after `created`.
 MARKS = ("reserved", "filtered", "ready", "bindings")
 LABELS = {

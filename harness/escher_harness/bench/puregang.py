@@ -29,7 +29,7 @@ chooses nodes by domain as the ESL does (extender.esl.domains). kube-scheduler w
 placeholders anywhere, so with a required level the runner first chooses the domain from
 the cluster state (the best fit) and gives the placeholders a nodeSelector on it; a
 preferred level is not passed to them (kube-scheduler has no "fewest domains" to honour).
-Called by the gang benchmark (escher_harness.bench.approaches) and the e2e tests.
+Called by the gang benchmark (escher_harness.bench.approaches.pure) and the e2e tests.
 """
 
 from __future__ import annotations
