@@ -1,16 +1,24 @@
 """escher-extender: a kube-scheduler extender for ESCHER-style ephemeral resources.
 
-Packages, in the direction the layers point (docs/architecture.md draws the map):
-  extender.http, extender.app   HTTP: the edge (kube-scheduler's verbs), one router per area
-  extender.cluster              the cluster view, leader election, auth, the Kubernetes parts' build
-  extender.policies             the policy API's logic, its stores and its objects' reconcilers
-  extender.scheduling, extender.filters, extender.gang, extender.esl
-                                the verbs, filter/score plugins, gangs, the ESLs
-  extender.writeback, extender.dra
-                                ephemeral resources on the nodes, or as DRA devices
-  extender.kube                 the Kubernetes toolkit; only the features' `kube` parts use it
-  extender.core                 the ledger, quantities, pods, gang planning: pure, no I/O
-  extender.service              the composition root; extender.settings its one settings object
+One package per feature, each with its Kubernetes side in a `kube` sub-package (or as the
+whole package, for the write-back and DRA). In the order the layers contract points
+(.importlinter; docs/architecture.md draws the map):
+  extender.cli, .server, .app, .service
+                        the command line, the listeners, the FastAPI app, and the composition
+                        root that builds, starts and stops the parts
+  extender.http         the edge, kube-scheduler's verbs' endpoint, one router per area
+  extender.cluster      the cluster view, leader election, auth, the build of the Kubernetes parts
+  extender.policies     the policy API: its stores and, in policies.kube, its objects'
+                        reconcilers (above the ESLs); its logic, policies.api (below the gangs)
+  extender.dra          ephemeral resources as DRA devices (mode dra)
+  extender.writeback    ephemeral resources on Node status
+  extender.scheduling, extender.esl
+                        the verbs and the plugin registry; the ESLs
+  extender.filters      the filter and score plugins
+  extender.gang         gang scheduling
+  extender.kube         the Kubernetes toolkit; only the features' Kubernetes sides use it
+  extender.core         the ledger, quantities, pods, the plugin protocols: pure, no I/O
+Beside the layers: extender.settings (the one settings object), metrics, wire, logs.
 The harness (embedded control plane, benchmarks, test tooling) is escher_harness, a separate
 distribution the service never imports.
 """

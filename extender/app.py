@@ -1,11 +1,12 @@
 """The FastAPI application: the routers of extender.http, assembled around one Service.
 
-`create_app(settings)` builds the service (extender.service), mounts one router per area
-(policy, gangs, ESLs, operations), puts the edge in front (which serves
-kube-scheduler's verbs itself: they are the hot path) and the one error table, and completes
-the OpenAPI document with the verbs and the schemas of the msgspec wire types and of every
-ESL's parameters (so no `$ref` dangles). Called by extender.cli (`serve`) and by
-tests.
+`create_app(settings, service)` mounts one router per area (policy, gangs, ESLs,
+operations) over the service (a new one when none is given), puts the edge in front (which
+serves kube-scheduler's verbs itself: they are the hot path) and the one error table, and
+completes the OpenAPI document with the verbs and the schemas of the msgspec wire types and of
+every ESL's parameters (so no `$ref` dangles). Every listener serves this one app: uvicorn's,
+and the verbs' HTTP/2 listener (extender.http.verbs_listener). Called by extender.server
+(`serve`, which starts and stops the service itself: lifecycle=False) and by tests.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def create_app(
     settings: Settings, service: Service | None = None, *, lifecycle: bool = True
 ) -> FastAPI:
     """The app serving `service` (a new one by default). With `lifecycle`, the app's
-    lifespan starts and stops the service; without, the caller does (extender.cli)."""
+    lifespan starts and stops the service; without, the caller does (extender.server)."""
     svc = service or Service(settings)
 
     @asynccontextmanager
