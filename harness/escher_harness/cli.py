@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from escher_harness.bench.approaches import registry
 from escher_harness.localcluster.commands import add_cluster_parser, raise_interrupt
 from escher_harness.localcluster.config import SCOPES
 from escher_harness.localcluster.cpus import SIDES, CpuSplit
@@ -427,9 +428,7 @@ def _add_bench(sub: Any) -> None:
     tl.add_argument("--out", type=Path, required=True, help="directory for results")
     tl.add_argument(
         "--approaches",
-        type=_choices(
-            ("extender", "extender-gated", "extender-adaptive", "coscheduling", "native")
-        ),
+        type=_choices(registry.TIMELINE),
         help="comma-separated (default: all five)",
     )
     tl.add_argument("--gangs", type=_positive_int, default=20, help="gangs per run")
