@@ -112,7 +112,6 @@ def run_one(
     log.write_text("")
     warmup = warmup_gang(sc, arrivals)
     by_gang = shapes(preset, [*arrivals, warmup])
-    footing = preset.footing
     with tempfile.TemporaryDirectory(prefix=f"escher-gang-{approach}-") as tmp:
         spec = approaches.cluster_spec(approach, Path(tmp) / "c", preset.footing)
         info = localcluster.up(spec)
@@ -123,53 +122,10 @@ def run_one(
                 "workload": str(workload),
                 "log": str(log),
                 "result": str(result),
-                "deadline": sc.deadline,
-                "attempt_timeout": sc.attempt_timeout,
-                "warmup": asdict(warmup),
-                # Each gang's level, asked for as sc.topology says (escher_harness.bench.topology)
-                "topology": sc.topology,
-                "levels": {
-                    a.name: by_gang[a.name].level(a.size)
-                    for a in (*arrivals, warmup)
-                    if a.name in by_gang
-                },
-                # Every node's cpu (milli) and memory (bytes): the over-commit check's.
-                "capacity": [
-                    amount(CPU, footing.node_cpu, field="cpu"),
-                    amount(MEMORY, footing.node_memory, field="memory"),
-                ],
+                **_replay_config(preset, sc, arrivals, warmup, by_gang),
             }
-            before = {p.name: environment.cpu_seconds(p.pid) for p in info.processes}
-            budget = (
-                _SETUP_BUDGET
-                + max(a.at for a in arrivals)
-                + sc.deadline
-                + max(a.run_time for a in arrivals)
-                + _DRAIN_BUDGET
-            )
-            extender = next((p for p in info.processes if p.name == "extender"), None)
-            sampler = (
-                environment.ExtenderSampler(
-                    info.extender_url,
-                    extender,
-                    cpus=spec.cpu_split.of(extender.name) if spec.cpu_split else None,
-                )
-                if info.extender_url and extender
-                else None
-            )
-            with environment.LoadSampler() as load, sampler or contextlib.nullcontext():
-                _locust(
-                    cfg,
-                    log,
-                    label,
-                    len(arrivals),
-                    budget,
-                    run_dir / "locust.txt",
-                    spec.cpu_split.rest if spec.cpu_split else None,
-                )
-            after = {p.name: environment.cpu_seconds(p.pid) for p in info.processes}
-            if info.extender_url:
-                _save_metrics(info.extender_url, run_dir / "extender-metrics.txt")
+            budget = _budget(sc, arrivals)
+            measured = _measure(info, spec, cfg, len(arrivals), budget, run_dir, label)
         finally:
             # The extender's refusals (a bind refused, a gang that waits) are in its log only.
             environment.keep_logs(info.processes, run_dir / "logs")
@@ -182,15 +138,6 @@ def run_one(
     f = trace.figures(events)
     writes = difference(facts["writes_after"], facts["writes_before"])
     total = sum(writes.values())
-    # Free whole domains over time: only on a footing with topology (absent otherwise).
-    free: dict[str, Any] = {}
-    if footing.topology is not None:
-        domains = fragmentation.domains(footing.topology, footing.nodes)
-        series = fragmentation.free_series(events, footing.topology, domains)
-        free = {
-            "fragmentation": fragmentation.figures(series, domains),
-            "free_domains_series": series,
-        }
     return {
         **f.to_json(),
         "latencies_ms": f.latencies_ms,
@@ -200,6 +147,84 @@ def run_one(
         "writes": writes,
         "warmup": facts.get("warmup"),
         "unfinished_lives": facts.get("unfinished_lives"),
+        **measured,
+        "overcommits": len(facts.get("overcommits") or []),
+        "overcommit_examples": (facts.get("overcommits") or [])[:5],
+        "notes": facts.get("notes") or {},
+        "topology": sc.topology,
+        "placement": topology.run_quality(events, by_gang) if by_gang else {},
+        **_free_domains(preset, events),
+    }
+
+
+def _replay_config(
+    preset: Preset,
+    sc: scenario.Scenario,
+    arrivals: Sequence[scenario.GangArrival],
+    warmup: scenario.GangArrival,
+    by_gang: dict[str, topology.Shape],
+) -> dict[str, Any]:
+    """What the locustfile replays with, beside its files: the deadlines, the warm-up gang,
+    each gang's level and the nodes' capacity."""
+    footing = preset.footing
+    return {
+        "deadline": sc.deadline,
+        "attempt_timeout": sc.attempt_timeout,
+        "warmup": asdict(warmup),
+        # Each gang's level, asked for as sc.topology says (escher_harness.bench.topology)
+        "topology": sc.topology,
+        "levels": {
+            a.name: by_gang[a.name].level(a.size) for a in (*arrivals, warmup) if a.name in by_gang
+        },
+        # Every node's cpu (milli) and memory (bytes): the over-commit check's.
+        "capacity": [
+            amount(CPU, footing.node_cpu, field="cpu"),
+            amount(MEMORY, footing.node_memory, field="memory"),
+        ],
+    }
+
+
+def _budget(sc: scenario.Scenario, arrivals: Sequence[scenario.GangArrival]) -> float:
+    """How long the load generator may take before the run is declared hung."""
+    return (
+        _SETUP_BUDGET
+        + max(a.at for a in arrivals)
+        + sc.deadline
+        + max(a.run_time for a in arrivals)
+        + _DRAIN_BUDGET
+    )
+
+
+def _measure(
+    info: localcluster.ClusterInfo,
+    spec: localcluster.ClusterSpec,
+    cfg: dict[str, Any],
+    gangs: int,
+    budget: float,
+    run_dir: Path,
+    label: str,
+) -> dict[str, Any]:
+    """Replay with locust on the running cluster (its gangs, its time budget); the load,
+    each process's CPU seconds, the cluster's start-up and the extender's own figures."""
+    log = Path(cfg["log"])
+    before = {p.name: environment.cpu_seconds(p.pid) for p in info.processes}
+    extender = next((p for p in info.processes if p.name == "extender"), None)
+    sampler = (
+        environment.ExtenderSampler(
+            info.extender_url,
+            extender,
+            cpus=spec.cpu_split.of(extender.name) if spec.cpu_split else None,
+        )
+        if info.extender_url and extender
+        else None
+    )
+    with environment.LoadSampler() as load, sampler or contextlib.nullcontext():
+        cpus = spec.cpu_split.rest if spec.cpu_split else None
+        _locust(cfg, log, label, gangs, budget, run_dir / "locust.txt", cpus)
+    after = {p.name: environment.cpu_seconds(p.pid) for p in info.processes}
+    if info.extender_url:
+        _save_metrics(info.extender_url, run_dir / "extender-metrics.txt")
+    return {
         "load_average": load.summary(),
         "cpu_seconds": {
             k: round(a - b, 2)
@@ -210,12 +235,19 @@ def run_one(
         "extender": {**sampler.summary(), **_loop_lag(run_dir / "extender-metrics.txt")}
         if sampler
         else None,
-        "overcommits": len(facts.get("overcommits") or []),
-        "overcommit_examples": (facts.get("overcommits") or [])[:5],
-        "notes": facts.get("notes") or {},
-        "topology": sc.topology,
-        "placement": topology.run_quality(events, by_gang) if by_gang else {},
-        **free,
+    }
+
+
+def _free_domains(preset: Preset, events: Sequence[trace.Event]) -> dict[str, Any]:
+    """Free whole domains over time: only on a footing with topology (absent otherwise)."""
+    footing = preset.footing
+    if footing.topology is None:
+        return {}
+    domains = fragmentation.domains(footing.topology, footing.nodes)
+    series = fragmentation.free_series(events, footing.topology, domains)
+    return {
+        "fragmentation": fragmentation.figures(series, domains),
+        "free_domains_series": series,
     }
 
 

@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -149,6 +149,61 @@ def run(
     tmp = Path(tempfile.mkdtemp(prefix="schedperf-"))
     port = allocate_ports({"extender": None})["extender"]
     url = f"http://127.0.0.1:{port}"
+    test_case = _write_inputs(wl, way, run_dir, built, url)
+    argv = (
+        str(built.binary),
+        "-test.run=^$",
+        "-test.bench=BenchmarkPerfScheduling",
+        "-test.benchtime=1x",
+        "-perf-scheduling-label-filter=",  # the file holds exactly the workload to run
+        f"-escher-config={test_case}",
+        f"-escher-topic={TOPIC}",
+        f"-escher-handover={handover}",
+        f"-data-items-dir={items}",
+    )
+    token = secrets.token_hex(16)
+    hand = _Handover(
+        handover, url, token, _extender_argv(way, port, handover, token), run_dir, progress
+    )
+    started = time.monotonic()
+    bench = processes.spawn(
+        "scheduler-perf",
+        argv,
+        log=run_dir / "scheduler-perf.log",
+        port=0,
+        health_url="",
+        env=_bench_env(built, tmp),
+    )
+    try:
+        load = _follow(bench, hand, started)
+        code = processes.wait_exit(bench)
+    finally:
+        hand.stop_extender()
+        processes.stop(bench)  # and etcd, its child, if it is still there
+        shutil.rmtree(tmp, ignore_errors=True)
+    seconds = time.monotonic() - started
+    if code != 0:
+        raise RuntimeError(
+            f"scheduler-perf exited with {code}; last lines of {bench.log}:\n"
+            f"{processes.log_tail(bench.log, 25)}"
+        )
+    results = schedperf_items.parse(schedperf_items.find(items).read_bytes())
+    return Run(
+        workload=wl,
+        way=way,
+        repetition=repetition,
+        argv=argv,
+        extender_argv=hand.extender_argv,
+        seconds=seconds,
+        results=results,
+        client=hand.client,
+        load=tuple(load),
+        extender=extender_costs(hand.before, hand.after, wl.measured_pods + wl.init_pods),
+    )
+
+
+def _write_inputs(wl: Workload, way: Way, run_dir: Path, built: Build, url: str) -> Path:
+    """Write the run's scheduler configuration and test case; the test case's path."""
     scheduler_config = run_dir / "scheduler-config.yaml"
     scheduler_config.write_text(
         dump_yaml(render_scheduler_config(way, extender_url=url if way == "extender" else None))
@@ -165,19 +220,12 @@ def run(
             sort_keys=False,
         )
     )
-    argv = (
-        str(built.binary),
-        "-test.run=^$",
-        "-test.bench=BenchmarkPerfScheduling",
-        "-test.benchtime=1x",
-        "-perf-scheduling-label-filter=",  # the file holds exactly the workload to run
-        f"-escher-config={test_case}",
-        f"-escher-topic={TOPIC}",
-        f"-escher-handover={handover}",
-        f"-data-items-dir={items}",
-    )
+    return test_case
+
+
+def _bench_env(built: Build, tmp: Path) -> dict[str, str]:
     etcd = find_binaries().etcd
-    env = {
+    return {
         **os.environ,
         "PATH": f"{etcd.parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "TMPDIR": str(tmp),
@@ -186,92 +234,89 @@ def run(
         "TEST_WORKSPACE": "src",
         "KUBE_CACHE_MUTATION_DETECTOR": "false",  # as upstream's README runs benchmarks
     }
-    token = secrets.token_hex(16)
-    extender_argv = (
-        None
-        if way == "default"
-        else tuple(
-            extender_command(
-                port=port,
-                kubeconfig=handover / "cluster.kubeconfig",
-                mode="pure" if way == "pure" else "extender",
-                token=token,
-                # Not the workload's domain: an extender owning foo.com writes the nodes'
-                # foo.com/* capacity back to what its ledger declares (nothing), and no pod fits.
-                domain=DEFAULT_RESOURCE_DOMAIN,
-                kube_qps=SCHEDULER_CLIENT_QPS,
-                kube_burst=SCHEDULER_CLIENT_QPS,
-            )
+
+
+def _extender_argv(way: Way, port: int, handover: Path, token: str) -> tuple[str, ...] | None:
+    if way == "default":
+        return None
+    return tuple(
+        extender_command(
+            port=port,
+            kubeconfig=handover / "cluster.kubeconfig",
+            mode="pure" if way == "pure" else "extender",
+            token=token,
+            # Not the workload's domain: an extender owning foo.com writes the nodes'
+            # foo.com/* capacity back to what its ledger declares (nothing), and no pod fits.
+            domain=DEFAULT_RESOURCE_DOMAIN,
+            kube_qps=SCHEDULER_CLIENT_QPS,
+            kube_burst=SCHEDULER_CLIENT_QPS,
         )
     )
-    started = time.monotonic()
-    bench = processes.spawn(
-        "scheduler-perf", argv, log=run_dir / "scheduler-perf.log", port=0, health_url="", env=env
-    )
-    ext: processes.ProcessRecord | None = None
+
+
+def _follow(bench: processes.ProcessRecord, hand: _Handover, started: float) -> list[float]:
+    """Answer the hand-overs until the binary exits; the load average once a second."""
+    load: list[float] = []
+    next_sample = time.monotonic()
+    while processes.is_running(bench):
+        if time.monotonic() - started > _RUN_SECONDS:
+            raise RuntimeError(
+                f"scheduler-perf still running after {_RUN_SECONDS:g}s; see {bench.log}"
+            )
+        if time.monotonic() >= next_sample:
+            load.append(os.getloadavg()[0])
+            next_sample += 1.0
+        hand.answer_posted()
+        time.sleep(0.05)
+    return load
+
+
+@dataclass
+class _Handover:
+    """This side of scheduler_perf's hand-overs: the extender it starts and stops, the
+    client the binary posted, and the extender's /metrics before and after the workload."""
+
+    dir: Path
+    url: str
+    token: str
+    extender_argv: tuple[str, ...] | None
+    run_dir: Path
+    progress: Progress
+    extender: processes.ProcessRecord | None = None
     before: str | None = None
     after: str | None = None
-    client: dict[str, Any] = {}
-    load: list[float] = []
-    try:
-        next_sample = time.monotonic()
-        while processes.is_running(bench):
-            if time.monotonic() - started > _RUN_SECONDS:
-                raise RuntimeError(
-                    f"scheduler-perf still running after {_RUN_SECONDS:g}s; see {bench.log}"
-                )
-            if time.monotonic() >= next_sample:
-                load.append(os.getloadavg()[0])
-                next_sample += 1.0
-            for posted in sorted(handover.glob("*.json")):
-                ack = posted.with_suffix(".ack")
-                if ack.exists():
-                    continue
-                content = json.loads(posted.read_text())
-                if posted.stem == "cluster":
-                    client = content
-                    if extender_argv is not None:
-                        progress(
-                            f"  control plane up at {content['server']}; starting the extender"
-                        )
-                        ext = _start_extender(extender_argv, url, run_dir / "extender.log")
-                        before = _scrape(url)
-                elif posted.stem == "done":
-                    if ext is not None:
-                        after = _scrape(url)
-                        # Stopped while the apiserver runs: its teardown would otherwise wait
-                        # for the extender's watches to time out.
-                        processes.stop(ext)
-                        ext = None
-                elif ext is not None:
-                    _wait_nodes_seen(url, token, content["nodes"], progress)
-                ack.touch()
-            time.sleep(0.05)
-        code = processes.wait_exit(bench)
-    finally:
-        if ext is not None:
-            processes.stop(ext)
-        processes.stop(bench)  # and etcd, its child, if it is still there
-        shutil.rmtree(tmp, ignore_errors=True)
-    seconds = time.monotonic() - started
-    if code != 0:
-        raise RuntimeError(
-            f"scheduler-perf exited with {code}; last lines of {bench.log}:\n"
-            f"{processes.log_tail(bench.log, 25)}"
-        )
-    results = schedperf_items.parse(schedperf_items.find(items).read_bytes())
-    return Run(
-        workload=wl,
-        way=way,
-        repetition=repetition,
-        argv=argv,
-        extender_argv=extender_argv,
-        seconds=seconds,
-        results=results,
-        client=client,
-        load=tuple(load),
-        extender=extender_costs(before, after, wl.measured_pods + wl.init_pods),
-    )
+    client: dict[str, Any] = field(default_factory=dict)
+
+    def answer_posted(self) -> None:
+        """Answer each hand-over posted and not yet acknowledged, then acknowledge it."""
+        for posted in sorted(self.dir.glob("*.json")):
+            ack = posted.with_suffix(".ack")
+            if ack.exists():
+                continue
+            self._answer(posted.stem, json.loads(posted.read_text()))
+            ack.touch()
+
+    def _answer(self, point: str, content: dict[str, Any]) -> None:
+        if point == "cluster":
+            self.client = content
+            if self.extender_argv is not None:
+                self.progress(f"  control plane up at {content['server']}; starting the extender")
+                log = self.run_dir / "extender.log"
+                self.extender = _start_extender(self.extender_argv, self.url, log)
+                self.before = _scrape(self.url)
+        elif point == "done":
+            if self.extender is not None:
+                self.after = _scrape(self.url)
+                # Stopped while the apiserver runs: its teardown would otherwise wait for the
+                # extender's watches to time out.
+                self.stop_extender()
+        elif self.extender is not None:
+            _wait_nodes_seen(self.url, self.token, content["nodes"], self.progress)
+
+    def stop_extender(self) -> None:
+        if self.extender is not None:
+            processes.stop(self.extender)
+            self.extender = None
 
 
 def _start_extender(argv: tuple[str, ...], url: str, log: Path) -> processes.ProcessRecord:
