@@ -222,42 +222,62 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
+_TPUT_CAPTION = (
+    "Scheduling throughput, pods/s over the 10-90% bind window, median [min-max] over "
+    "repetitions, and kube-apiserver's write requests (POST/PUT/PATCH/DELETE/APPLY, "
+    "leases left out) per scheduled pod; ratios measured within each repetition "
+    "(plain pods: against none; ephemeral and prefer: against pure; gang members: "
+    "against none, which places the same pods with no gang semantics):\n"
+)
+_TPUT_HEAD = (
+    "nodes",
+    "pods",
+    "mode",
+    "pods/s",
+    "ratio",
+    "writes/pod",
+    "writes ratio",
+    "over capacity",
+)
+_CYCLE_CAPTION = (
+    "kube-scheduler's cycle per pod (ms, its own metrics): the algorithm, its part "
+    "outside the framework's phases (the extender's calls), and the extender's share "
+    "of the cycle; and how long its requests waited in all for its client's QPS budget "
+    "(s, client-go's rest_client_rate_limiter_duration_seconds: more than a little "
+    "means the budget, not the scheduler, set the pace); and the share of pods "
+    "placed on opportunistic batching's hint (scheduler_batch_attempts_total "
+    "hint_used per pod: the cluster's filters and scores skipped; off for a profile "
+    "with any extender, and for every pod while PodTopologySpread has default "
+    "constraints, as in the default profile):\n"
+)
+_CYCLE_HEAD = (
+    "nodes",
+    "pods",
+    "mode",
+    "algorithm",
+    "outside framework",
+    "extender share",
+    "QPS wait s",
+    "batched",
+)
+_VERB_COLS = tuple(
+    f"{verb} {q}" for verb in ("bind", "filter", "prioritize") for q in ("p50", "p99")
+)
+
+
 def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
     """The report's throughput, CPU, cycle and verb tables (median [min-max])."""
     tput, cpu, cycle, verbs = [], [], [], []
     for s in summary:
         for mode, m in s["modes"].items():
-            ratio = next(
-                (_fmt(v, 2) for k, v in s["ratios"].items() if k.startswith(f"{mode}/")), ""
-            )
-            write_ratio = next(
-                (
-                    _fmt(v, 2)
-                    for k, v in s.get("write_ratios", {}).items()
-                    if k.startswith(f"{mode}/")
-                ),
-                "",
-            )
-            tput.append(
-                [
-                    s["nodes"],
-                    s["workload"],
-                    mode,
-                    _fmt(m["pods_per_s"]),
-                    ratio,
-                    _fmt(m.get("api_writes_per_pod"), 2),
-                    write_ratio,
-                    m["over_capacity"],
-                ]
-            )
+            key = [s["nodes"], s["workload"], mode]
+            tput.append(key + _tput_cells(s, mode, m))
             c = m["cpu_ms_per_pod"]
-            cpu.append([s["nodes"], s["workload"], mode] + [_fmt(c.get(n), 2) for n in COMPONENTS])
+            cpu.append(key + [_fmt(c.get(n), 2) for n in COMPONENTS])
             share = m["extender_share_of_cycle"]
             cycle.append(
                 [
-                    s["nodes"],
-                    s["workload"],
-                    mode,
+                    *key,
                     _fmt(m["algorithm_ms_per_pod"], 2),
                     _fmt(m["outside_framework_ms_per_pod"], 2),
                     _fmt(share, 2) if share else "",
@@ -268,63 +288,40 @@ def throughput_tables(summary: Sequence[Mapping[str, Any]]) -> str:
             v = m["verb_ms"]
             if any(v.values()):  # only modes whose pods were sent to the extender
                 verbs.append(
-                    [s["nodes"], s["workload"], mode]
+                    key
                     + [_fmt(v[k], 2) for k in sorted(v)]
                     + [_fmt(m["bind_api_p50_ms"], 2), _fmt(m["apiserver_binding_p50_ms"], 2)]
                 )
-    verb_cols = [f"{verb} {q}" for verb in ("bind", "filter", "prioritize") for q in ("p50", "p99")]
     return "\n\n".join(
         [
-            "Scheduling throughput, pods/s over the 10-90% bind window, median [min-max] over "
-            "repetitions, and kube-apiserver's write requests (POST/PUT/PATCH/DELETE/APPLY, "
-            "leases left out) per scheduled pod; ratios measured within each repetition "
-            "(plain pods: against none; ephemeral and prefer: against pure; gang members: "
-            "against none, which places the same pods with no gang semantics):\n"
-            + table(
-                [
-                    "nodes",
-                    "pods",
-                    "mode",
-                    "pods/s",
-                    "ratio",
-                    "writes/pod",
-                    "writes ratio",
-                    "over capacity",
-                ],
-                tput,
-            ),
+            _TPUT_CAPTION + table(_TPUT_HEAD, tput),
             "CPU time per scheduled pod (ms), median [min-max]:\n"
             + table(["nodes", "pods", "mode", *COMPONENTS], cpu),
-            "kube-scheduler's cycle per pod (ms, its own metrics): the algorithm, its part "
-            "outside the framework's phases (the extender's calls), and the extender's share "
-            "of the cycle; and how long its requests waited in all for its client's QPS budget "
-            "(s, client-go's rest_client_rate_limiter_duration_seconds: more than a little "
-            "means the budget, not the scheduler, set the pace); and the share of pods "
-            "placed on opportunistic batching's hint (scheduler_batch_attempts_total "
-            "hint_used per pod: the cluster's filters and scores skipped; off for a profile "
-            "with any extender, and for every pod while PodTopologySpread has default "
-            "constraints, as in the default profile):\n"
-            + table(
-                [
-                    "nodes",
-                    "pods",
-                    "mode",
-                    "algorithm",
-                    "outside framework",
-                    "extender share",
-                    "QPS wait s",
-                    "batched",
-                ],
-                cycle,
-            ),
+            _CYCLE_CAPTION + table(_CYCLE_HEAD, cycle),
             "The extender's verbs, server-side (ms, from its histograms), and its Binding "
             "POSTs against the API server's own binding latency (p50):\n"
             + table(
-                ["nodes", "pods", "mode", *verb_cols, "bind API p50", "apiserver binding p50"],
+                ["nodes", "pods", "mode", *_VERB_COLS, "bind API p50", "apiserver binding p50"],
                 verbs,
             ),
         ]
     )
+
+
+def _tput_cells(s: Mapping[str, Any], mode: str, m: Mapping[str, Any]) -> list[object]:
+    """A mode's throughput row after its key: pods/s, its ratio, writes/pod and theirs."""
+    ratio = next((_fmt(v, 2) for k, v in s["ratios"].items() if k.startswith(f"{mode}/")), "")
+    write_ratio = next(
+        (_fmt(v, 2) for k, v in s.get("write_ratios", {}).items() if k.startswith(f"{mode}/")),
+        "",
+    )
+    return [
+        _fmt(m["pods_per_s"]),
+        ratio,
+        _fmt(m.get("api_writes_per_pod"), 2),
+        write_ratio,
+        m["over_capacity"],
+    ]
 
 
 def writes_table(summary: Sequence[Mapping[str, Any]]) -> str:

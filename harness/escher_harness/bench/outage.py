@@ -276,60 +276,79 @@ def one(out: Path, pause: float = PAUSE, say: Any = print) -> Run:
         run.first_bind = _first_bind_after(work, pods, stopped_wall, resumed_wall)
         with policies._lock:
             calls = list(policies.calls)
-        run.changes = len(calls)
-        for c in calls:
-            run.statuses[c.status] = run.statuses.get(c.status, 0) + 1
-        during = [c.answered - c.sent for c in calls if stopped <= c.sent < resumed]
-        run.longest_call = max(during, default=0.0)
-        run.in_pause = len(during)
-        # Every call is answered: 200 or 202 (applied), 503 (not confirmed, or refused).
-        odd = {s: n for s, n in run.statuses.items() if s not in (200, 202, 503)}
-        if odd:
-            run.violations.append(f"answers other than 200, 202, 503 (0: none): {odd}")
-        if not during:
-            run.violations.append("no policy call was sent during the pause: the writers hung")
-        domain = cluster.resource_domain
-        want = {f"{domain}/{c.name}": str(c.capacity) for c in calls}
-        try:
-            conv = converged(cluster, work, want, PREFIX, timeout=120)
-        except AssertionError as e:
-            run.violations.append(f"not converged: {e}")
-        else:
-            run.converged = time.monotonic() - resumed
-            run.applied, run.refused = len(conv.applied), len(want) - len(conv.applied)
-            lost = [c.name for c in calls if c.status in (200, 202)]
-            lost = [n for n in lost if f"{domain}/{n}" not in conv.applied]
-            if lost:
-                run.violations.append(f"answered 200/202 but on no node: {lost[:5]}")
-        run.pods = len(pods.created)
-        expect = min(run.pods, SLOTS * NODES)
-
-        def placed() -> dict[str, str | None] | None:
-            where = work.nodes(list(pods.created))
-            return where if sum(v is not None for v in where.values()) >= expect else None
-
-        try:
-            where: dict[str, str | None] | None = until(
-                placed, f"{expect} slot pods bound", 60, 0.5
-            )
-        except AssertionError as e:
-            run.violations.append(f"slots lost: {e}"[:300])
-            where = work.nodes(list(pods.created))
-        per_node: dict[str, int] = {}
-        for node in (where or {}).values():
-            if node is not None:
-                per_node[node] = per_node.get(node, 0) + 1
-        run.bound = sum(per_node.values())
-        run.most_on_a_node = max(per_node.values(), default=0)
-        if run.most_on_a_node > SLOTS:
-            run.violations.append(f"a node holds {run.most_on_a_node} slot pods of {SLOTS}")
-        if run.bound > expect:
-            run.violations.append(f"{run.bound} slot pods bound, more than {expect}")
+        _check_calls(run, calls, stopped, resumed)
+        _check_converged(run, cluster, work, calls, resumed)
+        _check_slots(run, work, pods)
     finally:
         with contextlib.suppress(ProcessLookupError, StopIteration):
             os.kill(apiserver_pid(cluster), signal.SIGCONT)  # never torn down paused
         localcluster.down(out, keep_logs=True)
     return run
+
+
+def _check_calls(run: Run, calls: list[Call], stopped: float, resumed: float) -> None:
+    """Every policy call answered, some of them sent during the pause."""
+    run.changes = len(calls)
+    for c in calls:
+        run.statuses[c.status] = run.statuses.get(c.status, 0) + 1
+    during = [c.answered - c.sent for c in calls if stopped <= c.sent < resumed]
+    run.longest_call = max(during, default=0.0)
+    run.in_pause = len(during)
+    # Every call is answered: 200 or 202 (applied), 503 (not confirmed, or refused).
+    odd = {s: n for s, n in run.statuses.items() if s not in (200, 202, 503)}
+    if odd:
+        run.violations.append(f"answers other than 200, 202, 503 (0: none): {odd}")
+    if not during:
+        run.violations.append("no policy call was sent during the pause: the writers hung")
+
+
+def _check_converged(
+    run: Run,
+    cluster: localcluster.ClusterInfo,
+    work: Workload,
+    calls: list[Call],
+    resumed: float,
+) -> None:
+    """Every change on all its nodes or none, and none answered 200/202 on no node."""
+    domain = cluster.resource_domain
+    want = {f"{domain}/{c.name}": str(c.capacity) for c in calls}
+    try:
+        conv = converged(cluster, work, want, PREFIX, timeout=120)
+    except AssertionError as e:
+        run.violations.append(f"not converged: {e}")
+    else:
+        run.converged = time.monotonic() - resumed
+        run.applied, run.refused = len(conv.applied), len(want) - len(conv.applied)
+        lost = [c.name for c in calls if c.status in (200, 202)]
+        lost = [n for n in lost if f"{domain}/{n}" not in conv.applied]
+        if lost:
+            run.violations.append(f"answered 200/202 but on no node: {lost[:5]}")
+
+
+def _check_slots(run: Run, work: Workload, pods: Load) -> None:
+    """The slot pods bound as far as the slots go, no node over its slots."""
+    run.pods = len(pods.created)
+    expect = min(run.pods, SLOTS * NODES)
+
+    def placed() -> dict[str, str | None] | None:
+        where = work.nodes(list(pods.created))
+        return where if sum(v is not None for v in where.values()) >= expect else None
+
+    try:
+        where: dict[str, str | None] | None = until(placed, f"{expect} slot pods bound", 60, 0.5)
+    except AssertionError as e:
+        run.violations.append(f"slots lost: {e}"[:300])
+        where = work.nodes(list(pods.created))
+    per_node: dict[str, int] = {}
+    for node in (where or {}).values():
+        if node is not None:
+            per_node[node] = per_node.get(node, 0) + 1
+    run.bound = sum(per_node.values())
+    run.most_on_a_node = max(per_node.values(), default=0)
+    if run.most_on_a_node > SLOTS:
+        run.violations.append(f"a node holds {run.most_on_a_node} slot pods of {SLOTS}")
+    if run.bound > expect:
+        run.violations.append(f"{run.bound} slot pods bound, more than {expect}")
 
 
 def run(out: Path, runs: int = 5, pause: float = PAUSE) -> tuple[str, bool]:

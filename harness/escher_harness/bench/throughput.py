@@ -318,23 +318,7 @@ def _measure(
     api_before = _apiserver_metrics(api)
     cpu_before = _cpu(info)
     load_before = os.getloadavg()[0]
-    stop = threading.Event()
-    found: dict[str, dict[str, float]] = {}
-    watcher = threading.Thread(
-        target=lambda: found.setdefault("bound", work.watch_bound(setup.pods, stop)),
-        daemon=True,
-    )
-    watcher.start()
-    recording = _profile(info, setup, f"{mode}-{kind}-{setup.nodes}")
-    time.sleep(0.5)  # the watch is established before the first bind
-    started = time.monotonic()
-    info = localcluster.start_component(info.dir, "kube-scheduler", timeout=120)
-    watcher.join(timeout=setup.bound_timeout)
-    stop.set()
-    watcher.join()
-    if recording is not None:
-        recording.stop()
-    bound = found.get("bound", {})
+    info, bound, started, recording = _schedule(info, work, setup, f"{mode}-{kind}-{setup.nodes}")
     cpu_after = _cpu(info)
     time.sleep(1.0)  # the last binds' trailing writes (events, claim status) are counted
     writes = apimetrics.difference(
@@ -384,6 +368,31 @@ def _measure(
         f"{row['scheduler']['client_rate_limiter_wait_s']}s for its QPS budget"
     )
     return row
+
+
+def _schedule(
+    info: localcluster.ClusterInfo, work: Workload, setup: Setup, name: str
+) -> tuple[localcluster.ClusterInfo, dict[str, float], float, profile.Recording | None]:
+    """Start kube-scheduler on the pods waiting, with the watch (and the profile `name`)
+    running, until all are bound or the time is up: the cluster as restarted, each pod's
+    bind time, when kube-scheduler was started, and the profile recorded."""
+    stop = threading.Event()
+    found: dict[str, dict[str, float]] = {}
+    watcher = threading.Thread(
+        target=lambda: found.setdefault("bound", work.watch_bound(setup.pods, stop)),
+        daemon=True,
+    )
+    watcher.start()
+    recording = _profile(info, setup, name)
+    time.sleep(0.5)  # the watch is established before the first bind
+    started = time.monotonic()
+    info = localcluster.start_component(info.dir, "kube-scheduler", timeout=120)
+    watcher.join(timeout=setup.bound_timeout)
+    stop.set()
+    watcher.join()
+    if recording is not None:
+        recording.stop()
+    return info, found.get("bound", {}), started, recording
 
 
 def _profile(info: localcluster.ClusterInfo, setup: Setup, name: str) -> profile.Recording | None:

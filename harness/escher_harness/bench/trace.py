@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -121,94 +121,126 @@ def figures(events: Sequence[Event]) -> Figures:
     events = sorted(events, key=lambda e: e.t)
     starts = [e.t for e in events if e.kind is Kind.START]
     start = starts[0] if starts else events[0].t if events else 0.0
-    size: dict[str, int] = {}
-    submitted: dict[str, float] = {}
-    created: dict[str, float] = {}
-    bound: dict[str, set[str]] = {}
-    held: dict[str, set[str]] = {}
-    complete_set: dict[str, frozenset[str]] = {}
-    succeeded: dict[str, set[str]] = {}
-    completed: dict[str, float] = {}
-    partial_since: dict[str, float] = {}
-    stretches: list[tuple[float, bool]] = []  # (seconds, ended by completing)
-    series: list[tuple[float, int]] = [(0.0, 0)]
-    pod_seconds = placeholder_seconds = 0.0
-    last_t = start
-    rollbacks = timeouts = 0
-    lag = 0.0
-    done_at = 0.0
+    run = _Run(start, last_t=start)
     for e in events:
-        # integrate the room held for incomplete gangs up to this event
-        dt = max(0.0, e.t - last_t)
-        waiting = [g for g in size if g not in completed]
-        members = sum(len(bound.get(g, ())) for g in waiting if g in partial_since)
-        placeholders = sum(len(held.get(g, ())) for g in waiting)
-        pod_seconds += dt * (members + placeholders)
-        placeholder_seconds += dt * placeholders
-        last_t = max(last_t, e.t)
+        run.read(e)
+    for since in run.partial_since.values():  # still partial when the log ends
+        run.stretches.append((run.last_t - since, False))
+    return run.figures()
+
+
+@dataclass
+class _Run:
+    """A run's gangs as its log is read, event by event, from `start`."""
+
+    start: float
+    last_t: float
+    size: dict[str, int] = field(default_factory=dict)
+    submitted: dict[str, float] = field(default_factory=dict)
+    created: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, set[str]] = field(default_factory=dict)
+    held: dict[str, set[str]] = field(default_factory=dict)
+    complete_set: dict[str, frozenset[str]] = field(default_factory=dict)
+    succeeded: dict[str, set[str]] = field(default_factory=dict)
+    completed: dict[str, float] = field(default_factory=dict)
+    partial_since: dict[str, float] = field(default_factory=dict)
+    stretches: list[tuple[float, bool]] = field(default_factory=list)  # (s, ended completing)
+    series: list[tuple[float, int]] = field(default_factory=lambda: [(0.0, 0)])
+    pod_seconds: float = 0.0
+    placeholder_seconds: float = 0.0
+    rollbacks: int = 0
+    timeouts: int = 0
+    lag: float = 0.0
+    done_at: float = 0.0
+
+    def read(self, e: Event) -> None:
+        self._hold_until(e.t)
+        self._note(e)
+        self._track_partial(e)
+
+    def _hold_until(self, t: float) -> None:
+        """Integrate the room held for incomplete gangs up to `t`."""
+        dt = max(0.0, t - self.last_t)
+        waiting = [g for g in self.size if g not in self.completed]
+        members = sum(len(self.bound.get(g, ())) for g in waiting if g in self.partial_since)
+        placeholders = sum(len(self.held.get(g, ())) for g in waiting)
+        self.pod_seconds += dt * (members + placeholders)
+        self.placeholder_seconds += dt * placeholders
+        self.last_t = max(self.last_t, t)
+
+    def _note(self, e: Event) -> None:
         g = e.gang
         if e.kind is Kind.SUBMIT:
-            size.setdefault(g, e.size)
-            submitted.setdefault(g, e.t)
+            self.size.setdefault(g, e.size)
+            self.submitted.setdefault(g, e.t)
             if e.due:
-                lag = max(lag, e.t - e.due)
+                self.lag = max(self.lag, e.t - e.due)
         elif e.kind is Kind.CREATED:
-            created.setdefault(g, e.t)
+            self.created.setdefault(g, e.t)
         elif e.kind is Kind.BOUND:
-            bound.setdefault(g, set()).add(e.pod)
+            self.bound.setdefault(g, set()).add(e.pod)
         elif e.kind is Kind.UNBOUND:
-            bound.setdefault(g, set()).discard(e.pod)
+            self.bound.setdefault(g, set()).discard(e.pod)
         elif e.kind is Kind.HELD:
-            held.setdefault(g, set()).add(e.pod)
+            self.held.setdefault(g, set()).add(e.pod)
         elif e.kind is Kind.RELEASED:
-            held.setdefault(g, set()).discard(e.pod)
+            self.held.setdefault(g, set()).discard(e.pod)
         elif e.kind is Kind.SUCCEEDED:
-            succeeded.setdefault(g, set()).add(e.pod)
+            self.succeeded.setdefault(g, set()).add(e.pod)
         elif e.kind is Kind.ROLLBACK:
-            rollbacks += 1
+            self.rollbacks += 1
         elif e.kind is Kind.TIMEOUT:
-            timeouts += 1
+            self.timeouts += 1
         elif e.kind is Kind.DONE:
-            done_at = max(done_at, e.t - start)
-        n, want = len(bound.get(g, ())), size.get(g, 0)
-        if want and n >= want and g not in completed:
-            completed[g] = e.t
-            complete_set[g] = frozenset(bound[g])
-        now = bool(want) and g not in completed and 0 < n < want
-        if now and g not in partial_since:
-            partial_since[g] = e.t
-            series.append((e.t - start, len(partial_since)))
-        elif not now and g in partial_since:
-            stretches.append((e.t - partial_since.pop(g), g in completed))
-            series.append((e.t - start, len(partial_since)))
-    for since in partial_since.values():  # still partial when the log ends
-        stretches.append((last_t - since, False))
-    latencies = [(completed[g] - submitted[g]) * 1000 for g in completed if g in submitted]
-    # CREATED is stamped when the last create call returns, and the watch may see a member
-    # bound first: no member is bound before it exists, so creation ends by completion.
-    creations = [
-        (min(created[g], completed.get(g, created[g])) - submitted[g]) * 1000
-        for g in created
-        if g in submitted
-    ]
-    return Figures(
-        gangs_submitted=len(submitted),
-        gangs_completed=len(completed),
-        gangs_succeeded=sum(
-            1 for g, members in complete_set.items() if members <= succeeded.get(g, set())
-        ),
-        latency_ms=summary(latencies) if latencies else {},
-        latencies_ms=sorted(latencies),
-        creation_ms=summary(creations) if creations else {},
-        max_partial_gangs=max(c for _, c in series),
-        partial_pod_seconds=round(pod_seconds, 3),
-        placeholder_pod_seconds=round(placeholder_seconds, 3),
-        partial_stretches=len(stretches),
-        wasted_partial_stretches=sum(1 for _, completing in stretches if not completing),
-        longest_partial_ms=round(max((s for s, _ in stretches), default=0.0) * 1000, 1),
-        rollbacks=rollbacks,
-        timeouts=timeouts,
-        replay_lag_ms=round(lag * 1000, 1),
-        last_done_s=round(done_at, 3),
-        partial_series=series,
-    )
+            self.done_at = max(self.done_at, e.t - self.start)
+
+    def _track_partial(self, e: Event) -> None:
+        """Whether `e`'s gang became complete, or began or ended a partial stretch."""
+        g = e.gang
+        n, want = len(self.bound.get(g, ())), self.size.get(g, 0)
+        if want and n >= want and g not in self.completed:
+            self.completed[g] = e.t
+            self.complete_set[g] = frozenset(self.bound[g])
+        now = bool(want) and g not in self.completed and 0 < n < want
+        if now and g not in self.partial_since:
+            self.partial_since[g] = e.t
+            self.series.append((e.t - self.start, len(self.partial_since)))
+        elif not now and g in self.partial_since:
+            self.stretches.append((e.t - self.partial_since.pop(g), g in self.completed))
+            self.series.append((e.t - self.start, len(self.partial_since)))
+
+    def figures(self) -> Figures:
+        completed, submitted, created = self.completed, self.submitted, self.created
+        latencies = [(completed[g] - submitted[g]) * 1000 for g in completed if g in submitted]
+        # CREATED is stamped when the last create call returns, and the watch may see a
+        # member bound first: no member is bound before it exists, so creation ends by
+        # completion.
+        creations = [
+            (min(created[g], completed.get(g, created[g])) - submitted[g]) * 1000
+            for g in created
+            if g in submitted
+        ]
+        stretches = self.stretches
+        return Figures(
+            gangs_submitted=len(submitted),
+            gangs_completed=len(completed),
+            gangs_succeeded=sum(
+                1
+                for g, members in self.complete_set.items()
+                if members <= self.succeeded.get(g, set())
+            ),
+            latency_ms=summary(latencies) if latencies else {},
+            latencies_ms=sorted(latencies),
+            creation_ms=summary(creations) if creations else {},
+            max_partial_gangs=max(c for _, c in self.series),
+            partial_pod_seconds=round(self.pod_seconds, 3),
+            placeholder_pod_seconds=round(self.placeholder_seconds, 3),
+            partial_stretches=len(stretches),
+            wasted_partial_stretches=sum(1 for _, completing in stretches if not completing),
+            longest_partial_ms=round(max((s for s, _ in stretches), default=0.0) * 1000, 1),
+            rollbacks=self.rollbacks,
+            timeouts=self.timeouts,
+            replay_lag_ms=round(self.lag * 1000, 1),
+            last_done_s=round(self.done_at, 3),
+            partial_series=self.series,
+        )
