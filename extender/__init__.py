@@ -18,7 +18,9 @@ whole package, for the write-back and DRA). In the order the layers contract poi
   extender.gang         gang scheduling
   extender.kube         the Kubernetes toolkit; only the features' Kubernetes sides use it
   extender.core         the ledger, quantities, pods, the plugin protocols: pure, no I/O
-Beside the layers: extender.settings (the one settings object), metrics, wire, logs.
+Beside the layers: extender.settings (the one settings object, each feature's typed args,
+its own <feature>/args.py, nested in it), extender.listen (the listeners' args), metrics,
+wire, logs.
 The harness (embedded control plane, benchmarks, test tooling) is escher_harness, a separate
 distribution the service never imports.
 """

@@ -75,11 +75,13 @@ def create_app(
         app.include_router(router.router(svc))
     app.edge = Edge(
         app.behind_edge,
-        max_body_bytes=settings.max_body_bytes,
-        body_timeout=settings.body_timeout_seconds,
+        max_body_bytes=settings.listen.max_body_bytes,
+        body_timeout=settings.listen.body_timeout_seconds,
         verbs=VerbEndpoints(svc.verbs, svc.metrics, svc.ready),
         verbs_ports=frozenset(
-            p for p in (settings.verbs_port, settings.verbs_http1_port) if p is not None
+            p
+            for p in (settings.listen.verbs_port, settings.listen.verbs_http1_port)
+            if p is not None
         ),
     )
     client_errors = svc.metrics.client_errors

@@ -2,7 +2,8 @@
 of installed plugins.
 
 The console-script entry point (pyproject [project.scripts]) and `python -m extender`.
-`serve`'s flags are generated from the one typed Settings object (one flag per field);
+`serve`'s flags are generated from the one typed Settings object (one flag per setting, by
+its flat name: extender.settings.Flat);
 errors a user can fix end in a one-line message and exit status 2, never a traceback.
 
 Other command groups (the harness's `cluster`, `tour` and `bench`) are not part of the
@@ -20,10 +21,10 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_settings import CliSettingsSource
+from pydantic_settings import BaseSettings, CliSettingsSource
 
 from extender import __version__
-from extender.settings import Settings
+from extender.settings import Flat, Settings, flat_name
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
@@ -38,7 +39,7 @@ def _serve(args: argparse.Namespace) -> int:
         settings = settings_of(args)
     except ValidationError as e:
         err = e.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "settings"
+        loc = flat_name(err["loc"]) or "settings"
         msg = str(err["msg"]).removeprefix("Value error, ")
         print(f"escher-extender serve: {loc}: {msg}", file=sys.stderr)
         return 2
@@ -55,10 +56,10 @@ def _add_serve(sub: Any) -> None:
         description="Run the extender service. Every flag is a field of its settings "
         "(extender.settings), also read from ESCHER_<FIELD> environment variables.",
     )
-    # pydantic-settings adds one flag per field (bools as --x / --no-x), with the field's
-    # description and bounds, so a setting cannot be missing from the command line.
-    source: CliSettingsSource[Settings] = CliSettingsSource(
-        Settings,
+    # pydantic-settings adds one flag per setting (bools as --x / --no-x), with its
+    # description and default, so a setting cannot be missing from the command line.
+    source: CliSettingsSource[BaseSettings] = CliSettingsSource(
+        Flat,
         root_parser=p,
         cli_kebab_case=True,
         cli_implicit_flags=True,
@@ -101,7 +102,7 @@ def _check_scheduler_config(args: argparse.Namespace) -> int:
 
 
 def _add_check_scheduler_config(sub: Any) -> None:
-    defaults = Settings.model_fields
+    defaults = Flat.model_fields
     p = sub.add_parser(
         "check-scheduler-config",
         help="check a KubeSchedulerConfiguration against what the extender needs of it",

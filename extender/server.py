@@ -33,6 +33,7 @@ from extender.app import create_app
 from extender.http import verbs_listener
 from extender.http.pending import Pending
 from extender.http.protocol import protocol
+from extender.listen import ListenArgs
 from extender.metrics import Metrics
 from extender.service import Service, StartupError
 from extender.settings import Settings
@@ -49,11 +50,11 @@ def run(settings: Settings) -> int:
     return uvloop.run(_serve(settings))
 
 
-def _configs(settings: Settings, app: object, metrics: Metrics) -> list[uvicorn.Config]:
+def _configs(listen: ListenArgs, app: object, metrics: Metrics) -> list[uvicorn.Config]:
     """uvicorn's listeners: `port`, the verbs' when they are HTTP/1.1 only, and their
     HTTP/1.1 listener beside the HTTP/2 one (`verbs_http1_port`). Raises
     OSError or ssl.SSLError when a certificate does not load."""
-    s = settings
+    s = listen
     common: dict[str, object] = {
         "log_config": None,
         "access_log": False,
@@ -83,12 +84,12 @@ def _configs(settings: Settings, app: object, metrics: Metrics) -> list[uvicorn.
     return configs
 
 
-def pending(settings: Settings, metrics: Metrics, listener: str) -> Pending:
+def pending(listen: ListenArgs, metrics: Metrics, listener: str) -> Pending:
     """A listener's set of connections that wait for a request (extender.http.pending)."""
     closed = metrics.pending_closed
     return Pending(
-        settings.max_pending_connections,
-        settings.header_timeout_seconds,
+        listen.max_pending_connections,
+        listen.header_timeout_seconds,
         lambda why: closed.labels(listener, why).inc(),
     )
 
@@ -103,15 +104,14 @@ def server_tls(certificate: tuple[Path, Path], client_ca: Path | None) -> ssl.SS
     return context
 
 
-def _verbs_server(s: Settings) -> str:
+def _verbs_server(s: ListenArgs) -> str:
     """Which server the verbs' own listener runs on: hypercorn for HTTP/2 (over TLS, the only
     way kube-scheduler's client speaks it), else uvicorn, cheaper per call."""
     return "hypercorn" if s.verbs_certificate() is not None and s.verbs_http2 else "uvicorn"
 
 
-def _http2_verbs_config(settings: Settings) -> HypercornConfig | None:
+def _http2_verbs_config(s: ListenArgs) -> HypercornConfig | None:
     """The verbs' HTTP/2 listener (hypercorn), unless they are HTTP/1.1 only."""
-    s = settings
     certificate = s.verbs_certificate()
     if s.verbs_port is None or certificate is None or _verbs_server(s) != "hypercorn":
         return None
@@ -135,7 +135,7 @@ async def _serve(settings: Settings) -> int:
         await service.stop()
         return 2
     try:
-        servers = [uvicorn.Server(c) for c in _configs(settings, app, service.metrics)]
+        servers = [uvicorn.Server(c) for c in _configs(settings.listen, app, service.metrics)]
     except (OSError, ssl.SSLError) as e:
         print(f"escher-extender serve: the certificate does not load: {e}", file=sys.stderr)
         await service.stop()
@@ -148,11 +148,13 @@ async def _serve(settings: Settings) -> int:
         deferral = asyncio.create_task(collector.defer_full(binding, most, service.metrics))
     stop = asyncio.Event()
     tasks = [asyncio.create_task(s.serve()) for s in servers]
-    verbs = _http2_verbs_config(settings)
+    verbs = _http2_verbs_config(settings.listen)
     if verbs is not None:
-        limited = verbs_listener.Limited(app, settings.max_concurrency, settings.max_body_bytes)
+        limited = verbs_listener.Limited(
+            app, settings.listen.max_concurrency, settings.listen.max_body_bytes
+        )
         ready = lambda: service.ready()[0]  # noqa: E731
-        waiting = pending(settings, service.metrics, "verbs")
+        waiting = pending(settings.listen, service.metrics, "verbs")
         tasks.append(
             asyncio.create_task(
                 verbs_listener.serve_while_ready(limited, verbs, waiting, ready, stop)

@@ -44,7 +44,6 @@ from extender.esl.registry import Instances
 from extender.gang.declarations import Declarations
 from extender.gang.gate import GangGate
 from extender.gang.manager import GangManager
-from extender.gang.planning import Offload
 from extender.gang.plugin import GangFilter
 from extender.gang.state import Phase
 from extender.gang.turns import Turns
@@ -83,56 +82,29 @@ class Service:
         self.ledger = Ledger(s.resource_domain)
         self.keys = Keys.for_domain(s.resource_domain)
         self.events = PodEvents()
-        # Gangs declared as PodGroups (filled by the adapters); a group that changes hands
-        # the pods naming it back to the gang manager.
+        # Gangs declared as PodGroups (filled by the gang's Kubernetes side); a group that
+        # changes hands the pods naming it back to the gang manager.
         self.declarations = Declarations()
-        self.gangs = GangManager(
-            self.ledger,
-            self.keys,
-            backoff=(s.gang_backoff_initial_seconds, s.gang_backoff_max_seconds),
-            hierarchy=s.hierarchy,
-            groups=self.declarations,
-            offload=Offload(s.gang_plan_offload_above, s.gang_filter_plan_offload_above),
-        )
+        self.gangs = GangManager(self.ledger, self.keys, s.gang, groups=self.declarations)
         self.events.subscribe(self.declarations.on_pod)
         filtered = FilteredPods(s.filtered_max_pods, s.filtered_max_bytes)
-        self.gate = GangGate(
-            self.gangs,
-            interval=s.gang_lift_interval_seconds,
-            cooldown=s.gang_gate_cooldown_seconds,
-        )
+        self.gate = GangGate(self.gangs, s.gang)
         self.declarations.on_change = self._redeclared
         self.events.subscribe(self.gangs.on_pod)
         self.events.subscribe(self.gate.on_pod)  # after the manager: it reads its members
         self.events.subscribe(filtered.on_pod)
-        self.kube: KubeParts | None = None
-        requeue: Requeue | None = None
         # ESLs created over HTTP (/v1/esl) or as objects, each on its own LedgerBackend.
         self.esls = Instances(self._esl_backend, limit=s.max_esl_instances)
-        if s.kube:
-            # Imported here: the standalone mode loads no Kubernetes client at all.
-            from extender.cluster.build import build
-
-            self.kube = k = build(
-                s,
-                self.ledger,
-                self.keys,
-                self.events,
-                self.metrics,
-                self.may_write,
-                self._leadership,
-                self.esls,
-                self._esl_backend,
-                self.wait_durable,
-                api,
-                self.declarations,
-            )
-            self.gangs.nominate = k.nominator
-            if k.waker is not None:
-                requeue = Requeue(k.waker, s.requeue_window_seconds, s.requeue_max_pods)
-                self.events.subscribe(requeue.on_pod)
+        self.kube: KubeParts | None = self._build_kube(api) if s.kube else None
+        requeue: Requeue | None = None
+        k = self.kube
+        if k is not None and k.gang is not None:
+            self.gangs.nominate = k.gang.nominator
+        if k is not None and k.scheduling is not None and k.scheduling.waker is not None:
+            requeue = Requeue(k.scheduling.waker, s.requeue_window_seconds, s.requeue_max_pods)
+            self.events.subscribe(requeue.on_pod)
         self.authorizer = Authorizer(
-            self.kube.api if self.kube is not None and s.kubernetes_auth else None,
+            k.api if k is not None and s.kubernetes_auth else None,
             s.resource_domain,
             s.token,
             s.auth_cache_seconds,
@@ -145,17 +117,17 @@ class Service:
             # Gangs need the pod informer and bind: the standalone mode has neither.
             registry.build_filters(handle, without=() if s.kube else (GangFilter.name,)),
             registry.build_scorers(handle),
-            self.kube.binder if self.kube is not None else None,
+            k.scheduling.binder if k is not None and k.scheduling is not None else None,
             learn_nodes=not s.kube,
             max_learned_nodes=s.max_learned_nodes,
-            gang_wait_seconds=s.gang_wait_seconds,
+            gang_wait_seconds=s.gang.wait_seconds,
             answers=Turns(s.bind_answers_per_turn),
             filtered=filtered,
             requeue=requeue,
         )
         self.store: PolicyStore = (
-            self.kube.store
-            if self.kube is not None and self.kube.store is not None
+            k.store
+            if k is not None and k.store is not None
             else MemoryStore(
                 self.ledger, s.resource_domain, self.esls, self.wait_durable, not s.kube
             )
@@ -166,6 +138,28 @@ class Service:
         self._started = False
         self._failed: str | None = None
         self._stopping = threading.Event()
+
+    def _build_kube(self, api: KubeAPI | None) -> KubeParts:
+        """The Kubernetes side (`api` replaces the client the settings give: tests)."""
+        # Imported here: the standalone mode loads no Kubernetes client at all.
+        from extender.cluster import build
+        from extender.kube.handle import Handle
+
+        s = self.settings
+        api = api or build.client(s)
+        handle = Handle(
+            api, s.resource_domain, self.ledger, self.keys, self.metrics, self.may_write
+        )
+        return build.build(
+            s,
+            handle,
+            self.events,
+            self._leadership,
+            self.esls,
+            self._esl_backend,
+            self.wait_durable,
+            self.declarations,
+        )
 
     # ---- the HTTP layer's Runtime ------------------------------------------------------------
 
@@ -203,7 +197,7 @@ class Service:
         if self.kube is None:
             return True
         return await self.kube.writeback.wait_durable(
-            version, nodes, self.settings.writeback_wait_seconds
+            version, nodes, self.settings.writeback.wait_seconds
         )
 
     async def authorize(self, token: str | None, verb: str, target: str) -> AuthDecision:
@@ -227,10 +221,11 @@ class Service:
             loopwatch.watch(self.metrics, self.settings.loop_watch_interval_seconds), "loop-watch"
         )
         self._spawn(self._expire_gangs(), "gang-expiry")
-        if k is not None and k.lifter is not None:
-            switch = k.switch.set if k.switch is not None else None
+        if k is not None and k.gang is not None:
+            lifter, switch = k.gang.lifter, k.gang.switch
             may_lift = lambda: self._started and self.may_write()  # noqa: E731
-            self._spawn(self.gate.run(k.lifter, switch, may_lift, k.lifter.tell), "gang-gate")
+            setting = switch.set if switch is not None else None
+            self._spawn(self.gate.run(lifter, setting, may_lift, lifter.tell), "gang-gate")
         threading.Thread(
             target=self.esls.run, args=(self._stopping,), name="esl-steps", daemon=True
         ).start()
@@ -255,8 +250,8 @@ class Service:
                 await k.writeback.sync()
                 if k.store is not None:
                     await k.store.sync()
-                if k.podgroups is not None:
-                    await k.podgroups.sync()  # a kind not served is no error
+                if k.gang is not None:
+                    await k.gang.podgroups.sync()  # a kind not served is no error
         self._failed = None
         self._spawn(k.view.nodes.run(), "watch-nodes")
         self._spawn(k.view.pods.run(), "watch-pods")
@@ -265,8 +260,8 @@ class Service:
             self._spawn(informer.run(), f"watch-{informer.name}")
         if k.store is not None:
             self._spawn(k.store.run(), "policy-objects")
-        if k.podgroups is not None:
-            self._spawn(k.podgroups.run(), "watch-podgroups")
+        if k.gang is not None:
+            self._spawn(k.gang.podgroups.run(), "watch-podgroups")
         if k.elector is not None:
             self._spawn(k.elector.run(), "leader-election")
         else:
@@ -295,8 +290,8 @@ class Service:
         k = self.kube
         if k is None:
             return
-        if k.switch is not None and not leading:
-            k.switch.forget()
+        if k.gang is not None and k.gang.switch is not None and not leading:
+            k.gang.switch.forget()
         if k.store is not None:
             k.store.leading(leading)
         if leading:
@@ -311,7 +306,7 @@ class Service:
 
     async def _expire_gangs(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.gang_expiry_interval_seconds)
+            await asyncio.sleep(self.settings.gang.expiry_interval_seconds)
             released = self.gangs.expire()
             if released:
                 log.info("gang reservations expired", extra={"gangs": released})
@@ -334,12 +329,10 @@ class Service:
         k = self.kube
         if k is None:
             return
-        for part in (k.waker, k.lifter, k.nominator, k.switch):
-            if part is not None:
-                await part.aclose()
+        await k.aclose()
         if k.elector is not None and self._started:
             with contextlib.suppress(TimeoutError):  # the API server away: the lease expires
-                async with asyncio.timeout(self.settings.retry_period_seconds):
+                async with asyncio.timeout(self.settings.leader_election.retry_period_seconds):
                     await k.elector.release()
         await k.api.aclose()
 
@@ -357,7 +350,7 @@ class Service:
             if loop is None:
                 return True
             future = asyncio.run_coroutine_threadsafe(self.wait_durable(version, nodes), loop)
-            return bool(future.result(timeout=s.writeback_wait_seconds + 5))
+            return bool(future.result(timeout=s.writeback.wait_seconds + 5))
 
         return LedgerBackend(
             self.ledger,
@@ -367,7 +360,7 @@ class Service:
             in_path=s.binds,  # extender mode: the extender is in kube-scheduler's path
             claim=claim,
             release=release,
-            hierarchy=s.hierarchy,  # what a gang ESL's topology names
+            hierarchy=s.gang.hierarchy,  # what a gang ESL's topology names
             unbounded=UNBOUNDED_DRA if s.mode == "dra" else UNBOUNDED,
         )
 

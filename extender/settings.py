@@ -1,38 +1,44 @@
-"""Configuration of the extender service: one typed settings object.
+"""Configuration of the extender service: one typed settings object, each feature's args in it.
 
 Read from ESCHER_* environment variables and overridden by `escher-extender serve` flags,
 which extender.cli generates from these fields (`--kube-qps` is `kube_qps`, its help the
-field's description). Everything else receives a Settings instance; nothing reads the
-environment. A setting that cannot work is refused at start with a message naming it.
+field's description). Each feature's typed args are defined and validated in its own package
+and nested here (settings.gang is extender.gang.args.GangArgs); their variables and flags stay
+flat, as they have always been: the group's name, then the field's (ESCHER_GANG_WAIT_SECONDS,
+`--gang-wait-seconds`), but for the listeners' and leader election's fields, which keep their
+own names (`--port`, `--lease-name`). Everything else receives a Settings instance, or its
+feature's args; nothing reads the environment. A setting that cannot work is refused at start
+with a message naming it.
 """
 
 from __future__ import annotations
 
-import ipaddress
+from collections.abc import Mapping
+from copy import copy
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, FiniteFloat, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, FiniteFloat, create_model, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
+from extender.cluster.args import LeaderElectionArgs
+from extender.core.args import Args, Seconds
 from extender.core.errors import InvalidValue
 from extender.core.names import check_domain
-from extender.gang import topology
-from extender.gang.planning import DEFAULT_OFFLOAD
+from extender.gang.args import GangArgs
+from extender.listen import ListenArgs
+from extender.policies.args import PolicyArgs
+from extender.writeback.args import WriteBackArgs
 
-# Finite: an infinite timeout or backoff is a hang, and NaN compares false with everything.
-Seconds = FiniteFloat
 Mode = Literal["standalone", "pure", "extender", "dra"]
 
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` is reachable only from this network namespace (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+# The groups whose fields are named flat without the group's name.
+_UNPREFIXED = ("listen", "leader_election")
 
 
 class Settings(BaseSettings):
@@ -40,50 +46,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="ESCHER_", extra="forbid")
 
-    # ---- listening -------------------------------------------------------------------------
-    host: str = Field("127.0.0.1", description="address to listen on")
-    port: int = Field(8888, ge=0, le=65535, description="port of the policy API (and verbs)")
-    tls_cert_file: Path | None = Field(None, description="serve HTTPS with this certificate")
-    tls_key_file: Path | None = Field(None, description="... and this key")
-    verbs_port: int | None = Field(
-        None,
-        ge=0,
-        le=65535,
-        description="serve kube-scheduler's verbs on this port only (TLS; with "
-        "verbs_client_ca_file, mutual TLS); the verbs are then refused on port",
-    )
-    verbs_host: str | None = Field(
-        None, description="address of the verbs listener (default: host)"
-    )
-    verbs_plain: bool = Field(
-        False,
-        description="serve verbs_port over plain HTTP/1.1, only on a loopback verbs_host: the "
-        "extender as a container of kube-scheduler's pod (deploy/overlays/sidecar)",
-    )
-    verbs_client_ca_file: Path | None = Field(
-        None, description="require kube-scheduler's client certificate, signed by this CA"
-    )
-    verbs_tls_cert_file: Path | None = Field(
-        None,
-        description="the verbs listener's own certificate (default: tls_cert_file), so the "
-        "verbs can be mutual TLS while port stays plain HTTP",
-    )
-    verbs_tls_key_file: Path | None = Field(None, description="... and its key")
-    verbs_http2: bool = Field(
-        True,
-        description="serve verbs_port over HTTP/2: one connection from kube-scheduler, no "
-        "handshake per gang member held at bind, more of the extender's CPU per call "
-        "(docs/deployment.md); off: HTTP/1.1 as the policy API",
-    )
-    verbs_http1_port: int | None = Field(
-        None,
-        ge=0,
-        le=65535,
-        description="also serve the verbs on this port, with verbs_port's TLS and client CA "
-        "over HTTP/1.1 (uvicorn): for the scheduler entries called one pod at a time "
-        "(filter, prioritize, preempt), cheaper per call for both processes than HTTP/2; bind "
-        "stays on verbs_port, where gang members held at the barrier share one connection",
-    )
+    listen: ListenArgs = Field(default_factory=ListenArgs)
 
     # ---- Kubernetes ------------------------------------------------------------------------
     mode: Mode = Field(
@@ -143,26 +106,7 @@ class Settings(BaseSettings):
     auth_cache_seconds: Seconds = Field(10.0, ge=0, description="how long a review is reused")
     metrics_auth: bool = Field(False, description="require the token on /metrics too")
 
-    # ---- limits: what anything that reaches the port can make the service hold ------------
-    max_body_bytes: int = Field(
-        32 * 1024 * 1024, gt=0, description="largest request body (a 5,000-node NodeList ~10 MB)"
-    )
-    header_timeout_seconds: Seconds = Field(
-        10.0,
-        gt=0,
-        description="a connection's TLS handshake and each request's headers must be done "
-        "within this (slowloris)",
-    )
-    max_pending_connections: int = Field(
-        256,
-        ge=1,
-        description="connections per listener still in handshake or headers; a new one past "
-        "that closes the oldest",
-    )
-    body_timeout_seconds: Seconds = Field(30.0, gt=0, description="a request body's deadline")
-    max_concurrency: int = Field(
-        2000, ge=1, description="requests in progress at once; more are answered 503 at once"
-    )
+    # ---- limits ------------------------------------------------------------------------------
     filtered_max_pods: int = Field(
         50_000, ge=1, description="pods seen at filter and not yet bound, kept for their bind"
     )
@@ -178,46 +122,17 @@ class Settings(BaseSettings):
     requeue_max_pods: int = Field(10_000, ge=1, description="pods remembered for that at most")
     max_esl_instances: int = Field(1000, ge=1, description="ESL instances at most")
 
-    # ---- policies as objects -----------------------------------------------------------------
-    policy_objects: bool = Field(
-        True,
-        description="keep policies as EphemeralResource and ESL objects (the CRDs of "
-        "deploy/crds), reconciled by the leader, the policy API a façade over them; off: in "
-        "the leader's memory only (always so in mode standalone)",
-    )
-    policy_resync_seconds: Seconds = Field(
-        10.0,
-        gt=0,
-        description="how often policy objects not settled are reconciled again, and their "
-        "status's usage refreshed",
-    )
     max_learned_nodes: int = Field(
         10_000, ge=1, description="standalone mode: nodes learnt from requests at most"
     )
 
-    # ---- write-back --------------------------------------------------------------------------
-    writeback_coalesce_seconds: Seconds = Field(
-        0.02, ge=0, description="changes gathered this long become one patch per node"
-    )
-    writeback_backoff_initial_seconds: Seconds = Field(
-        0.1, gt=0, description="retry backoff while the API server fails: first"
-    )
-    writeback_backoff_max_seconds: Seconds = Field(10.0, gt=0, description="... and longest")
-    writeback_wait_seconds: Seconds = Field(
-        10.0,
-        ge=0,
-        description="how long a policy call waits for its change on the nodes before "
-        "answering 202 (503 with leader election: a step-down would drop it)",
-    )
+    # ---- the features' args ------------------------------------------------------------------
+    policy: PolicyArgs = Field(default_factory=PolicyArgs)
+    writeback: WriteBackArgs = Field(default_factory=WriteBackArgs)
+    gang: GangArgs = Field(default_factory=GangArgs)
+    leader_election: LeaderElectionArgs = Field(default_factory=LeaderElectionArgs)
 
-    # ---- gangs -------------------------------------------------------------------------------
-    gang_wait_seconds: Seconds = Field(
-        60.0,
-        gt=0,
-        description="how long a member's bind waits for the rest of its gang, at most (its "
-        "reservation's expiry ends the wait sooner); below the httpTimeout of the bind entry "
-        "in the KubeSchedulerConfiguration",
-    )
+    # ---- binding and the event loop ----------------------------------------------------------
     bind_in_flight: int = Field(
         64,
         ge=1,
@@ -238,77 +153,6 @@ class Settings(BaseSettings):
         0.05,
         gt=0,
         description="how often the event loop's lag is measured (escher_event_loop_lag_seconds)",
-    )
-    gang_expiry_interval_seconds: Seconds = Field(
-        1.0, gt=0, description="how often expired gang reservations are looked for"
-    )
-    gang_backoff_initial_seconds: Seconds = Field(
-        1.0, gt=0, description="backoff before a gang whose reservation expired tries again"
-    )
-    gang_backoff_max_seconds: Seconds = Field(60.0, gt=0, description="... at most")
-    gang_plan_offload_above: int = Field(
-        DEFAULT_OFFLOAD.background,
-        ge=0,
-        description="a gang planned in the background (the gang gate) is planned in a worker "
-        "thread above this much work, inline below: nodes times the passes its topology makes "
-        "over them (1 plain, 2 packed, 5 with a required level, 6 preferred), plus members",
-    )
-    gang_filter_plan_offload_above: int = Field(
-        DEFAULT_OFFLOAD.filter,
-        ge=0,
-        description="... and one planned in its first member's filter (kube-scheduler's "
-        "scheduling cycle waits for that call; its binding cycles, other gangs' binds, do not)",
-    )
-    gang_lift_interval_seconds: Seconds = Field(
-        1.0,
-        gt=0,
-        description="how often held gangs are planned again without a pod event (room a node "
-        "added or grew)",
-    )
-    gang_gate_switch: str = Field(
-        "",
-        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?)?$",
-        max_length=317,
-        description="NAMESPACE/NAME of the ConfigMap deploy/'s adaptive gang-gate policy reads: "
-        "the extender sets its hold while gangs wait for room (empty: none written)",
-    )
-    gang_nominate: bool = Field(
-        True,
-        description="write each gang member's reserved node to its status.nominatedNodeName: "
-        "kube-scheduler then tries that node alone, and counts the reservation against other "
-        "pods (extender.gang.kube.nominator)",
-    )
-    gang_nominate_delay_seconds: Seconds = Field(
-        0.1,
-        ge=0,
-        le=10,
-        description="how long the nomination of a member whose scheduling cycle may come "
-        "first (created after its gang's reservation) waits, and is then written only if that "
-        "cycle has not come: kube-scheduler tries a new pod within milliseconds when it has no "
-        "backlog, and the member's filter gives it its place anyway (0: at once; "
-        "extender.gang.nominations)",
-    )
-    gang_topology: str = Field(
-        topology.DEFAULT,
-        max_length=2048,
-        description="topology levels gangs may require or prefer, outermost first: "
-        "name=node-label-key,... (extender.gang.topology)",
-    )
-    gang_gate_cooldown_seconds: Seconds = Field(
-        10.0, ge=0, description="... and keeps it this long after"
-    )
-
-    # ---- leader election (replicas): kube-scheduler's leaderElection defaults ---------------
-    leader_elect: bool = Field(False, description="run as one of several replicas")
-    lease_name: str = Field("escher-extender", description="the Lease replicas compete for")
-    lease_namespace: str = Field("kube-system", description="its namespace")
-    lease_duration_seconds: Seconds = Field(15.0, gt=0, description="the lease's duration")
-    renew_deadline_seconds: Seconds = Field(
-        10.0, gt=0, description="a leader that cannot renew within this steps down"
-    )
-    retry_period_seconds: Seconds = Field(2.0, gt=0, description="between renewals and tries")
-    identity: str | None = Field(
-        None, description="this replica's name in the lease (default: hostname_pid)"
     )
 
     # ---- the process ---------------------------------------------------------------------------
@@ -350,15 +194,28 @@ class Settings(BaseSettings):
         except InvalidValue as e:
             raise ValueError(str(e)) from None
 
-    @field_validator("gang_topology")
-    @classmethod
-    def _topology(cls, v: str) -> str:
-        return str(topology.parse(v))  # its ValueError names the bad level
-
     @field_validator("log_level", mode="before")
     @classmethod
     def _level(cls, v: object) -> object:
         return v.upper() if isinstance(v, str) else v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest(cls, data: Any) -> Any:
+        """Flat names (keyword arguments, the flags) into their feature's args."""
+        return nest(data) if isinstance(data, dict) else data
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The variables are read flat, as the flags are (no .env file or secrets directory).
+        return init_settings, _FlatEnv(Flat)
 
     @property
     def kube(self) -> bool:
@@ -375,82 +232,77 @@ class Settings(BaseSettings):
         """The DRA driver the dra mode publishes under."""
         return self.dra_driver or self.resource_domain
 
-    @property
-    def hierarchy(self) -> topology.Hierarchy:
-        return topology.parse(self.gang_topology)
-
-    def verbs_certificate(self) -> tuple[Path, Path] | None:
-        """The verbs listener's certificate and key: its own, else the service's (none when
-        they are plain)."""
-        if self.verbs_plain:
-            return None
-        if self.verbs_tls_cert_file is not None and self.verbs_tls_key_file is not None:
-            return self.verbs_tls_cert_file, self.verbs_tls_key_file
-        if self.tls_cert_file is not None and self.tls_key_file is not None:
-            return self.tls_cert_file, self.tls_key_file
-        return None
-
-    def verbs_address(self) -> str:
-        """The verbs listener's address: its own, else the service's."""
-        return self.host if self.verbs_host is None else self.verbs_host
-
-    def _plain_verbs(self) -> None:
-        """Without TLS anyone who reaches the verbs can have /bind create Bindings: only the
-        network namespace's own loopback (a container beside kube-scheduler in its pod)."""
-        if self.verbs_port is None:
-            raise ValueError("verbs_plain needs verbs_port (the verbs' own listener)")
-        if not is_loopback(self.verbs_address()):
-            raise ValueError(
-                f"verbs_plain serves the verbs without TLS: only on a loopback verbs_host, "
-                f"not {self.verbs_address()!r}"
-            )
-        if self.verbs_client_ca_file is not None or self.verbs_tls_cert_file is not None:
-            raise ValueError("verbs_plain serves no TLS: no verbs certificate or client CA")
-
-    def _http1_verbs(self) -> None:
-        """A second listener beside verbs_port's HTTP/2 one, with its TLS."""
-        if self.verbs_port is None or self.verbs_plain or not self.verbs_http2:
-            raise ValueError(
-                "verbs_http1_port is an HTTP/1.1 listener beside verbs_port's HTTP/2 one: it "
-                "needs verbs_port over TLS with verbs_http2 on (verbs_plain and verbs_http2 "
-                "off serve HTTP/1.1 on verbs_port already)"
-            )
-        if self.verbs_http1_port in (self.port, self.verbs_port) and self.verbs_http1_port:
-            raise ValueError("verbs_http1_port must differ from port and verbs_port")
-
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
-        if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            raise ValueError("tls_cert_file and tls_key_file must be given together")
-        if self.verbs_client_ca_file is not None and self.verbs_port is None:
-            raise ValueError("verbs_client_ca_file needs verbs_port (the mutual-TLS listener)")
-        if self.verbs_plain:
-            self._plain_verbs()
-        elif self.verbs_port is not None and self.verbs_certificate() is None:
-            raise ValueError(
-                "verbs_port serves TLS: give tls_cert_file and tls_key_file (or "
-                "verbs_tls_cert_file and verbs_tls_key_file), or verbs_plain on loopback"
-            )
-        if (self.verbs_tls_cert_file is None) != (self.verbs_tls_key_file is None):
-            raise ValueError("give verbs_tls_cert_file and verbs_tls_key_file together")
-        if self.verbs_tls_cert_file is not None and self.verbs_port is None:
-            raise ValueError("verbs_tls_cert_file needs verbs_port (the verbs' own listener)")
-        if self.verbs_port is not None and self.verbs_port == self.port != 0:
-            raise ValueError("verbs_port must differ from port")
-        if self.verbs_http1_port is not None:
-            self._http1_verbs()
-        if self.leader_elect:
-            if not self.kube:
-                raise ValueError("leader_elect needs the Kubernetes API (not mode standalone)")
-            if self.renew_deadline_seconds >= self.lease_duration_seconds:
-                raise ValueError(
-                    "renew_deadline_seconds must be below lease_duration_seconds, or a "
-                    "deposed leader could still write after another won the lease"
-                )
-            if self.retry_period_seconds >= self.renew_deadline_seconds:
-                raise ValueError("retry_period_seconds must be below renew_deadline_seconds")
-        if self.writeback_backoff_initial_seconds > self.writeback_backoff_max_seconds:
-            raise ValueError("writeback_backoff_initial_seconds is above the max")
+        if self.leader_election.leader_elect and not self.kube:
+            raise ValueError("leader_elect needs the Kubernetes API (not mode standalone)")
         if self.kubernetes_auth and not self.kube:
             raise ValueError("kubernetes_auth needs the Kubernetes API (not mode standalone)")
         return self
+
+
+def _groups() -> dict[str, type[Args]]:
+    """Settings' fields that are a feature's args, and their type."""
+    out: dict[str, type[Args]] = {}
+    for name, field in Settings.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, Args):
+            out[name] = field.annotation
+    return out
+
+
+GROUPS = _groups()
+# Every setting by its flat name (its ESCHER_ variable's and its flag's): where it is in
+# Settings, as (field,) or (group, field).
+FLAT: dict[str, tuple[str, ...]] = {}
+for _name, _field in Settings.model_fields.items():
+    if _name not in GROUPS:
+        FLAT[_name] = (_name,)
+        continue
+    _prefix = "" if _name in _UNPREFIXED else f"{_name}_"
+    FLAT.update({f"{_prefix}{f}": (_name, f) for f in GROUPS[_name].model_fields})
+
+
+def nest(data: Mapping[str, Any]) -> dict[str, Any]:
+    """`data` with its flat names moved into their groups (a flat name given beside its
+    group's args wins)."""
+    out = {k: v for k, v in data.items() if len(FLAT.get(k, ())) != 2}
+    for key, value in data.items():
+        where = FLAT.get(key, ())
+        if len(where) == 2:
+            group = out.get(where[0], {})
+            if isinstance(group, BaseModel):
+                group = group.model_dump(exclude_unset=True)
+            out[where[0]] = {**group, where[1]: value}
+    return out
+
+
+def flat_name(loc: tuple[str | int, ...]) -> str:
+    """The flat name of the setting at an error's location in Settings."""
+    for name, where in FLAT.items():
+        if where == loc[: len(where)]:
+            return name
+    return ".".join(str(p) for p in loc)
+
+
+class _FlatSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ESCHER_")
+
+
+def _flat_field(where: tuple[str, ...]) -> tuple[Any, Any]:
+    field = GROUPS[where[0]].model_fields[where[1]] if len(where) == 2 else None
+    field = field or Settings.model_fields[where[0]]
+    return field.annotation, copy(field)
+
+
+# The settings as users name them, one field per ESCHER_ variable and serve flag: what the
+# environment is read through and the flags are generated from (never validated as such).
+Flat: type[BaseSettings] = create_model(  # type: ignore[call-overload]
+    "Flat", __base__=_FlatSettings, **{name: _flat_field(w) for name, w in FLAT.items()}
+)
+
+
+class _FlatEnv(EnvSettingsSource):
+    """ESCHER_* variables by their flat names, nested as Settings holds them."""
+
+    def __call__(self) -> dict[str, Any]:
+        return nest(super().__call__())

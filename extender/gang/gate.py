@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from extender.core.events import PodChange, PodEvent
 from extender.core.pod import PodInfo
+from extender.gang.args import DEFAULT_ARGS, GangArgs
 from extender.gang.manager import GangManager
 from extender.gang.state import Outcome, Phase
 
@@ -47,10 +48,9 @@ class GangGate:
     def __init__(
         self,
         gangs: GangManager,
+        args: GangArgs = DEFAULT_ARGS,
         clock: Callable[[], float] = time.monotonic,
         lift_retry: float = 5.0,
-        interval: float = 1.0,
-        cooldown: float = 10.0,
         nomination_wait: float = 1.0,
     ) -> None:
         self.gangs = gangs
@@ -58,8 +58,8 @@ class GangGate:
         # A pod named for lifting is not named again for lift_retry seconds unless the
         # informer shows it held anew (the patch may have been lost).
         self.lift_retry = lift_retry
-        self.interval = interval
-        self.cooldown = cooldown
+        self.interval = args.lift_interval_seconds
+        self.cooldown = args.gate_cooldown_seconds
         # With nominations, a member is let through once the informer shows its place in its
         # nominatedNodeName, so that kube-scheduler's first cycle tries that node alone; at
         # most nomination_wait seconds after it had its place (a nomination lost costs speed,

@@ -49,10 +49,11 @@ from extender.core.ledger import Ledger
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo
 from extender.gang import nominations, places, planning
+from extender.gang.args import DEFAULT_ARGS, GangArgs
 from extender.gang.declarations import NO_GROUPS, Groups
-from extender.gang.planning import DEFAULT_OFFLOAD, Offload, PlanJob
+from extender.gang.planning import PlanJob
 from extender.gang.planning import Result as PlanResult
-from extender.gang.spec import DEFAULT_HIERARCHY, GangSpec, InvalidGang, gang_spec
+from extender.gang.spec import GangSpec, InvalidGang, gang_spec
 from extender.gang.state import (
     Arrival,
     GangState,
@@ -62,7 +63,6 @@ from extender.gang.state import (
     Refused,
     Ticket,
 )
-from extender.gang.topology import Hierarchy
 
 log = logging.getLogger(__name__)
 
@@ -74,28 +74,26 @@ class GangManager:
         self,
         ledger: Ledger,
         keys: Keys,
+        args: GangArgs = DEFAULT_ARGS,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
-        backoff: tuple[float, float] = (1.0, 60.0),
         max_gangs: int = 100_000,
         unconfirmed_ttl: float = 60.0,
-        hierarchy: Hierarchy = DEFAULT_HIERARCHY,
         groups: Groups = NO_GROUPS,
-        offload: Offload = DEFAULT_OFFLOAD,
     ) -> None:
         self.ledger = ledger
         self.keys = keys
         # Plans of more work than this (PlanJob.work) run in a worker thread.
-        self.offload = offload
+        self.offload = args.offload
         # The topology levels gangs may name, and the group objects (PodGroups) members may
         # name: what gang_spec reads besides the pod (extender.gang.declarations).
-        self.hierarchy = hierarchy
+        self.hierarchy = hierarchy = args.hierarchy
         # The levels plans pack by: all but the hostname, whose domains are single nodes.
         self._pack = tuple(lv for lv in hierarchy.levels if lv.key != HOSTNAME)
         self.groups = groups
         self.clock = clock
         self.wall = wall
-        self.backoff = backoff
+        self.backoff = args.backoff
         # What a caller of the verbs alone can make the manager hold: members the informer
         # never confirms are forgotten after unconfirmed_ttl, and there are at most
         # max_gangs gangs.

@@ -94,9 +94,9 @@ def settled(rt: Runtime, durable: bool, ok: int = 200) -> int:
     first, so it is not acknowledged: NotConfirmed (503), outcome unknown, retry."""
     if durable:
         return ok
-    if not rt.settings.leader_elect:
+    if not rt.settings.leader_election.leader_elect:
         return 202
-    wait = rt.settings.writeback_wait_seconds
+    wait = rt.settings.writeback.wait_seconds
     raise NotConfirmed(
         f"the change is not confirmed on the nodes after {wait:g}s (is the API server "
         "away?): this replica keeps writing it while it leads, but drops it if it steps "

@@ -10,7 +10,7 @@
   the body, checked chunk by chunk as it is read (no copy for the usual ASCII body). The
   decoders behind would find such bytes only where they read strings (msgspec), or guess
   another encoding (Python's json takes UTF-16 and surrogates).
-- With mutual TLS on listeners of their own (settings.verbs_port, and verbs_http1_port),
+- With mutual TLS on listeners of their own (settings.listen.verbs_port, and verbs_http1_port),
   kube-scheduler's verbs are served only there and nothing else is: the listener a request
   came in on decides.
 - kube-scheduler's verbs go straight to their endpoint (extender.http.verbs), past the

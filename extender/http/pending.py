@@ -6,9 +6,9 @@ hold it. A client that opens connections and sends nothing, or trickles its hand
 headers a byte at a time (slowloris), would keep each one open for as long as it likes. So
 each listener keeps its connections that wait for a request in one `Pending` set:
 
-- each is closed `timeout` seconds (settings.header_timeout_seconds) after it began to wait:
+- each is closed `timeout` seconds (settings.listen.header_timeout_seconds) after it began to wait:
   from its accept for a new connection, from the first byte of a request on a kept-alive one;
-- when `limit` wait at once (settings.max_pending_connections), a new one closes the oldest:
+- when `limit` wait at once (settings.listen.max_pending_connections), a new one closes the oldest:
   a flood of slow connections cannot keep out a client that sends its request at once, which
   is done waiting long before it would be the oldest.
 

@@ -1,7 +1,7 @@
 """The verbs' mutual-TLS listener, over HTTP/2, open while this replica is ready.
 
 kube-scheduler's filter, prioritize, bind and preempt calls come here when the service has a
-verbs port (settings.verbs_port, as deploy/ runs it) and settings.verbs_http2 is on (the
+verbs port (settings.listen.verbs_port, as deploy/ runs it) and its verbs_http2 is on (the
 default); the policy API stays on uvicorn, and so do the verbs with verbs_http2 off.
 
 Why HTTP/2. kube-scheduler calls an extender through Go's http.Transport with its defaults,

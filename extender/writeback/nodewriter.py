@@ -240,7 +240,7 @@ class NodeWriter(ABC):
     async def run(self) -> None:
         """Write for ever (until cancelled)."""
         self._loop = asyncio.get_running_loop()
-        coalesce = self._settings.writeback_coalesce_seconds
+        coalesce = self._settings.writeback.coalesce_seconds
         tasks: set[asyncio.Task[None]] = set()
         slot = asyncio.Event()  # a write finished: its slot is free
 
@@ -348,8 +348,8 @@ class NodeWriter(ABC):
             return  # this replica stepped down meanwhile: nothing to retry
         with self._lock:
             prev = self._backoff.get(node)
-            delay = s.writeback_backoff_initial_seconds if prev is None else prev * 2
-            delay = min(delay, s.writeback_backoff_max_seconds)
+            delay = s.writeback.backoff_initial_seconds if prev is None else prev * 2
+            delay = min(delay, s.writeback.backoff_max_seconds)
             self._backoff[node] = delay
             self._retry_at[node] = time.monotonic() + delay
         self._stale(node)

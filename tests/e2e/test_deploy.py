@@ -190,10 +190,10 @@ class Env:
         """The overlay's mutual-TLS verbs listeners (HTTP/2, and HTTP/1.1 beside it), on free
         local ports with the local CA."""
         overlay = serve_settings(self.rendered)
-        if overlay.verbs_port is None:
+        if overlay.listen.verbs_port is None:
             return ()
         flags = ("--verbs-port", str(self.verbs_port), "--verbs-client-ca-file", str(self.tls.ca))
-        if overlay.verbs_http1_port is not None:
+        if overlay.listen.verbs_http1_port is not None:
             flags += ("--verbs-http1-port", str(self.verbs_http1_port))
         return flags
 
@@ -349,8 +349,8 @@ def env(
     # kube-scheduler calls each entry's verbs listener, where the overlay has them.
     overlay = serve_settings(rendered)
     local = {
-        overlay.verbs_port: ports["verbs"],
-        overlay.verbs_http1_port: ports["verbs-http1"],
+        overlay.listen.verbs_port: ports["verbs"],
+        overlay.listen.verbs_http1_port: ports["verbs-http1"],
     }
     config = local_scheduler_config(
         rendered,

@@ -205,8 +205,8 @@ def test_the_objects_are_accepted_and_the_extender_has_no_workload_of_its_own(en
     secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     assert secrets == {"escher-extender-tls"}
     parsed = settings_of(build_parser().parse_args(["serve", *extender_args(env.rendered)]))
-    assert parsed.verbs_plain and parsed.verbs_host == "127.0.0.1"
-    assert parsed.verbs_certificate() is None and parsed.verbs_client_ca_file is None
+    assert parsed.listen.verbs_plain and parsed.listen.verbs_host == "127.0.0.1"
+    assert parsed.listen.verbs_certificate() is None and parsed.listen.verbs_client_ca_file is None
     # The Service reaches the extender's policy port in that pod, and no verbs port.
     (service,) = [d for d in env.rendered if d["kind"] == "Service"]
     assert service["spec"]["ports"] == [{"name": "https", "port": 8888, "targetPort": "policy"}]

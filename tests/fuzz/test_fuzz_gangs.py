@@ -33,6 +33,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import HolderKind, Ledger
 from extender.core.pod import PodInfo
+from extender.gang.args import GangArgs
 from extender.gang.gate import GangGate
 from extender.gang.manager import GangManager
 from extender.gang.state import Phase, Refused, Ticket
@@ -71,13 +72,16 @@ def pod(
 TAKEN: Counter[str] = Counter()  # steps of every run, by outcome, for the tally
 
 
+BACKOFF = GangArgs(backoff_initial_seconds=2.0, backoff_max_seconds=8.0)
+
+
 @seed(SEED)
 class GangMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.lg = Ledger("escher.io")
         self.clock = Clock()
-        self.gm = GangManager(self.lg, KEYS, clock=self.clock, backoff=(2.0, 8.0))
+        self.gm = GangManager(self.lg, KEYS, BACKOFF, clock=self.clock)
         self.gate = GangGate(self.gm, clock=self.clock)
         self.sizes: dict[str, int] = {}
         self.shapes: dict[str, tuple[int, int]] = {}  # uid -> (cpu, e) of its pod

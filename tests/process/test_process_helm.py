@@ -44,8 +44,10 @@ from rbac import EXPECTED, triples
 from escher_harness.localcluster.binaries import find_kubectl, find_tool
 from escher_harness.localcluster.errors import MissingBinaryError
 from extender.cli import build_parser, settings_of
+from extender.cluster.args import LeaderElectionArgs
 from extender.core.pod import Keys
 from extender.dra.slices import MANAGED_BY
+from extender.listen import ListenArgs
 from extender.scheduling.profile import problems
 from extender.settings import Settings
 
@@ -303,20 +305,22 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     # The extender's flags.
     args = serve_args(docs, name)
     assert args.mode == values["mode"] and args.resource_domain == values["resourceDomain"]
-    assert args.leader_elect == election
-    assert args.policy_objects == values["policyObjects"]
-    assert args.lease_name == (name if election else Settings.model_fields["lease_name"].default)
+    assert args.leader_election.leader_elect == election
+    assert args.policy.objects == values["policyObjects"]
+    assert args.leader_election.lease_name == (
+        name if election else LeaderElectionArgs().lease_name
+    )
     switch = f"{NAMESPACE}/{values['gangGate']['switchConfigMap']}"
-    assert args.gang_gate_switch == (switch if gate else "")
-    assert (args.verbs_port is not None) == extender_mode
+    assert args.gang.gate_switch == (switch if gate else "")
+    assert (args.listen.verbs_port is not None) == extender_mode
     # The verbs also over HTTP/1.1 where they are over mutual TLS (not on the sidecar's
     # loopback, plain HTTP/1.1 already).
-    assert (args.verbs_http1_port is not None) == (extender_mode and not sidecar)
+    assert (args.listen.verbs_http1_port is not None) == (extender_mode and not sidecar)
     api = values["kubeAPI"]
     own = api["extender"]
     assert args.kube_qps == (own.get("qps") or api["qps"])
     assert args.kube_burst == (own.get("burst") or api["burst"])
-    assert args.verbs_host == ("127.0.0.1" if sidecar else None)
+    assert args.listen.verbs_host == ("127.0.0.1" if sidecar else None)
     if sidecar:
         # One pod, never two at once: its kube-scheduler calls its own extender.
         spec = deployment(docs, scheduler)["spec"]
@@ -356,7 +360,7 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
     managed = [e.get("managedResources") for e in extenders]
     # What the scheduler's init container checks before it starts (check-scheduler-config).
     keys_ = Keys.for_domain(values["resourceDomain"])
-    assert problems(config, keys_, args.gang_wait_seconds) == []
+    assert problems(config, keys_, args.gang.wait_seconds) == []
     (check,) = deployment(docs, scheduler)["spec"]["template"]["spec"]["initContainers"]
     assert f"--kube-qps={args.kube_qps:g}" in check["command"]
     domain_flag = [a for a in check["command"] if a.startswith("--resource-domain=")]
@@ -376,7 +380,7 @@ def test_each_combination_renders_what_its_values_say(path: Path) -> None:
         # The bind entry outwaits the barrier; the filter entry holds the cycle briefly.
         timeouts = [e["httpTimeout"] for e in extenders]
         assert timeouts[1] == f"{values['gangs']['waitSeconds'] + 15}s"
-        assert args.gang_wait_seconds == values["gangs"]["waitSeconds"]
+        assert args.gang.wait_seconds == values["gangs"]["waitSeconds"]
     else:
         assert extenders == []
 
@@ -491,33 +495,39 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
 
     # What the extender's flags name exists and is granted.
     args = serve_args(docs, name)
-    if args.leader_elect:
+    if args.leader_election.leader_elect:
         role = find(docs, "Role", f"{name}-leader-election")
-        assert args.lease_namespace == NAMESPACE
-        assert [args.lease_name] in [r.get("resourceNames") for r in role["rules"]]
-    if args.gang_gate_switch:
-        ns, switch = args.gang_gate_switch.split("/")
+        assert args.leader_election.lease_namespace == NAMESPACE
+        assert [args.leader_election.lease_name] in [r.get("resourceNames") for r in role["rules"]]
+    if args.gang.gate_switch:
+        ns, switch = args.gang.gate_switch.split("/")
         binding = find(docs, "MutatingAdmissionPolicyBinding", f"{name}-gang-gate")
         assert binding["spec"]["paramRef"] == {
             "name": switch, "namespace": ns, "parameterNotFoundAction": "Allow",
         }  # fmt: skip
         role = find(docs, "Role", f"{name}-gang-gate")
         assert [switch] in [r.get("resourceNames") for r in role["rules"]]
-    if args.verbs_port is not None and sidecar:
+    if args.listen.verbs_port is not None and sidecar:
         # Plain HTTP on the pod's loopback, never a port of the pod's or the Service's.
-        assert args.verbs_plain and args.verbs_host == "127.0.0.1"
-        assert args.verbs_certificate() is None and args.verbs_client_ca_file is None
-        assert args.verbs_http1_port is None
+        assert args.listen.verbs_plain and args.listen.verbs_host == "127.0.0.1"
+        assert args.listen.verbs_certificate() is None and args.listen.verbs_client_ca_file is None
+        assert args.listen.verbs_http1_port is None
         ports = [p for c in deployment(docs, pod_of)["spec"]["template"]["spec"]["containers"]
                  for p in c["ports"]]  # fmt: skip
-        assert args.verbs_port not in [p["containerPort"] for p in ports]
-    elif args.verbs_port is not None:
+        assert args.listen.verbs_port not in [p["containerPort"] for p in ports]
+    elif args.listen.verbs_port is not None:
         c = container(docs, name)
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-        assert (ports["verbs"], ports["verbs-http1"]) == (args.verbs_port, args.verbs_http1_port)
-        assert args.verbs_http2 and args.verbs_http1_port not in (args.port, args.verbs_port)
+        assert (ports["verbs"], ports["verbs-http1"]) == (
+            args.listen.verbs_port,
+            args.listen.verbs_http1_port,
+        )
+        assert args.listen.verbs_http2 and args.listen.verbs_http1_port not in (
+            args.listen.port,
+            args.listen.verbs_port,
+        )
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
-        assert str(args.verbs_client_ca_file) == f"{mounts['client-ca']}/ca.crt"
+        assert str(args.listen.verbs_client_ca_file) == f"{mounts['client-ca']}/ca.crt"
         # The Service passes both verbs ports on, as numbered in the scheduler's URLs.
         assert [p for p in service["spec"]["ports"] if p["name"].startswith("verbs")] == [
             {"name": n, "port": ports[n], "targetPort": n} for n in ("verbs", "verbs-http1")
@@ -555,7 +565,7 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
     ]
     for extender in config.get("extenders", []):
         if sidecar:
-            assert extender["urlPrefix"] == f"http://127.0.0.1:{args.verbs_port}"
+            assert extender["urlPrefix"] == f"http://127.0.0.1:{args.listen.verbs_port}"
             assert "tlsConfig" not in extender and "enableHTTPS" not in extender
             continue
         http1 = values["scope"] == "split" and "bindVerb" not in extender
@@ -592,7 +602,7 @@ def test_another_release_name_renames_everything_consistently() -> None:
         "app.kubernetes.io/instance": "team-a",
     }
     args = serve_args(docs, name)
-    assert args.lease_name == name
+    assert args.leader_election.lease_name == name
     config = scheduler_config(docs, "batch-scheduler")
     assert [e["urlPrefix"] for e in config["extenders"]] == [
         f"https://{name}.{NAMESPACE}.svc:{port}" for port in (8890, 8889, 8890)
@@ -999,7 +1009,7 @@ def test_the_slow_client_bounds_reach_the_extender(
 ) -> None:
     """connections.* become the extender's settings, on every listener it opens; the
     defaults are the extender's own."""
-    defaults = Settings.model_fields
+    defaults = ListenArgs.model_fields
     for given, want in (
         ({}, (defaults["header_timeout_seconds"].default, defaults["body_timeout_seconds"].default,
               defaults["max_pending_connections"].default)),
@@ -1011,7 +1021,11 @@ def test_the_slow_client_bounds_reach_the_extender(
         for name in ("HEADER_TIMEOUT_SECONDS", "BODY_TIMEOUT_SECONDS", "MAX_PENDING_CONNECTIONS"):
             monkeypatch.setenv(f"ESCHER_{name}", str(env[f"ESCHER_{name}"]))
         args = serve_args(docs)
-        got = (args.header_timeout_seconds, args.body_timeout_seconds, args.max_pending_connections)
+        got = (
+            args.listen.header_timeout_seconds,
+            args.listen.body_timeout_seconds,
+            args.listen.max_pending_connections,
+        )
         assert got == want
 
 

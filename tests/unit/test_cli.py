@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from operator import attrgetter
 from pathlib import Path
 
 import pytest
 
 from extender.cli import build_parser
-from extender.settings import Settings
+from extender.settings import FLAT, GROUPS, Settings
 
 
 def serve_parser() -> argparse.ArgumentParser:
@@ -30,7 +31,10 @@ def test_every_setting_is_a_flag_with_its_description() -> None:
         for action in serve_parser()._actions
         for opt in action.option_strings
     }
-    for name, field in Settings.model_fields.items():
+    for name, where in FLAT.items():
+        group, *inner = where
+        field = Settings.model_fields[group]
+        field = GROUPS[group].model_fields[inner[0]] if inner else field
         flag = "--" + name.replace("_", "-")
         assert flag in flags, f"{name} has no flag"
         assert field.description and field.description in flags[flag]
@@ -50,14 +54,14 @@ def test_every_setting_is_a_flag_with_its_description() -> None:
 )
 def test_flags_set_their_fields(argv: tuple[str, ...], expected: dict[str, object]) -> None:
     s = settings(*argv)
-    assert {k: getattr(s, k) for k in expected} == expected
+    assert {k: attrgetter(".".join(FLAT[k]))(s) for k in expected} == expected
 
 
 def test_a_flag_overrides_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ESCHER_PORT", "7000")
     monkeypatch.setenv("ESCHER_MODE", "pure")
     s = settings("--port", "7001")
-    assert (s.port, s.mode) == (7001, "pure")
+    assert (s.listen.port, s.mode) == (7001, "pure")
 
 
 def test_the_standalone_service_loads_no_kubernetes_client() -> None:

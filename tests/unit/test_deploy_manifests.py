@@ -28,8 +28,9 @@ from escher_harness.localcluster.config import SCHEDULER_ENV
 from extender.cli import build_parser, settings_of
 from extender.core.pod import COSCHEDULING_LABEL, Keys
 from extender.dra.slices import MANAGED_BY
+from extender.gang.args import GangArgs
+from extender.listen import ListenArgs
 from extender.scheduling.profile import problems
-from extender.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -142,8 +143,10 @@ def test_leader_election_may_create_leases_and_use_only_its_own() -> None:
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
     (container,) = pod_spec(docs, "escher-extender")["containers"]
     parsed = settings_of(build_parser().parse_args(["serve", *container["args"]]))
-    assert parsed.leader_elect and parsed.lease_namespace == NAMESPACE
-    lease = parsed.lease_name
+    assert (
+        parsed.leader_election.leader_elect and parsed.leader_election.lease_namespace == NAMESPACE
+    )
+    lease = parsed.leader_election.lease_name
     by_name = {tuple(r.get("resourceNames", [])): set(r["verbs"]) for r in role["rules"]}
     assert by_name == {(): {"create"}, (lease,): {"get", "update"}}
 
@@ -346,7 +349,7 @@ def test_an_admission_policy_holds_gang_members_at_the_gang_gate_when_the_switch
     ref = binding["paramRef"]
     (container,) = pod_spec(docs, "escher-extender")["containers"]
     parsed = settings_of(build_parser().parse_args(["serve", *container["args"]]))
-    assert parsed.gang_gate_switch == f"{ref['namespace']}/{ref['name']}"
+    assert parsed.gang.gate_switch == f"{ref['namespace']}/{ref['name']}"
     role = find(docs, "Role", "escher-extender-gang-gate")
     assert role["metadata"]["namespace"] == ref["namespace"]
     by_name = {tuple(r.get("resourceNames", [])): set(r["verbs"]) for r in role["rules"]}
@@ -475,15 +478,19 @@ def test_in_extender_mode_the_verbs_take_only_the_schedulers_client_certificate(
     (container,) = spec["containers"]
     parsed = settings_of(build_parser().parse_args(["serve", *container["args"]]))
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert parsed.verbs_port == ports["verbs"] != parsed.port == ports["https"]
+    assert parsed.listen.verbs_port == ports["verbs"] != parsed.listen.port == ports["https"]
     # The verbs also over HTTP/1.1, beside the HTTP/2 listener, with its TLS and client CA.
-    assert parsed.verbs_http2 and not parsed.verbs_plain
-    assert parsed.verbs_http1_port == ports["verbs-http1"] not in (parsed.port, parsed.verbs_port)
+    assert parsed.listen.verbs_http2 and not parsed.listen.verbs_plain
+    assert (
+        parsed.listen.verbs_http1_port
+        == ports["verbs-http1"]
+        not in (parsed.listen.port, parsed.listen.verbs_port)
+    )
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v["secret"] for v in spec["volumes"]}
     # The CA that signed the scheduler's client certificate, from the same Secret, and
     # nothing else of it (not the scheduler's key).
-    assert str(parsed.verbs_client_ca_file) == f"{mounts['client-ca']}/ca.crt"
+    assert str(parsed.listen.verbs_client_ca_file) == f"{mounts['client-ca']}/ca.crt"
     assert volumes["client-ca"] == {
         "secretName": "escher-scheduler-client-tls",
         "items": [{"key": "ca.crt", "path": "ca.crt"}],
@@ -528,14 +535,14 @@ def test_the_extender_runs_in_its_mode_with_flags_the_cli_accepts(mode: str) -> 
     (container,) = spec["containers"]
     parsed = settings_of(build_parser().parse_args(["serve", *container["args"]]))
     assert parsed.mode == mode
-    assert parsed.in_cluster and parsed.port == 8888
+    assert parsed.in_cluster and parsed.listen.port == 8888
     # The serving pair from the escher-extender-tls Secret, mounted where the flags point.
     mount = next(m for m in container["volumeMounts"] if m["name"] == "tls")
     volume = next(v for v in spec["volumes"] if v["name"] == "tls")
     assert (
         mount["name"] == volume["name"] and volume["secret"]["secretName"] == "escher-extender-tls"
     )
-    assert {str(parsed.tls_cert_file), str(parsed.tls_key_file)} == {
+    assert {str(parsed.listen.tls_cert_file), str(parsed.listen.tls_key_file)} == {
         f"{mount['mountPath']}/{item['path']}" for item in volume["secret"]["items"]
     }
     # The policy API's token from a Secret, through the ESCHER_TOKEN setting; not a flag.
@@ -544,7 +551,7 @@ def test_the_extender_runs_in_its_mode_with_flags_the_cli_accepts(mode: str) -> 
     assert token["name"] == "ESCHER_TOKEN" and "secretKeyRef" in token["valueFrom"]
     # The slow-client bounds, shown with the extender's own defaults (what the chart's
     # connections.* set).
-    defaults = Settings.model_fields
+    defaults = ListenArgs.model_fields
     assert {e["name"]: e["value"] for e in bounds} == {
         f"ESCHER_{name.upper()}": f"{defaults[name].default:g}"
         for name in ("header_timeout_seconds", "body_timeout_seconds", "max_pending_connections")
@@ -671,7 +678,7 @@ def test_a_network_policy_lets_only_the_scheduler_at_the_verbs_and_labelled_name
 def test_the_scheduler_checks_its_configuration_before_it_starts(mode: str) -> None:
     """deploy/'s scheduler configuration has no mistake the extender's check finds, and the
     scheduler's pod runs the check on the file kube-scheduler reads, in an init container."""
-    wait = Settings.model_fields["gang_wait_seconds"].default  # deploy/ leaves it at that
+    wait = GangArgs().wait_seconds  # deploy/ leaves it at that
     assert problems(scheduler_config(mode), KEYS, gang_wait_seconds=wait) == []
     spec = pod_spec(overlay(mode), "escher-scheduler")
     (check,) = spec["initContainers"]
@@ -705,12 +712,12 @@ def test_the_sidecar_config_is_the_split_one_over_the_pods_loopback() -> None:
     spec = patch["spec"]
     (extender,) = [c for c in spec["template"]["spec"]["containers"] if c["name"] == "extender"]
     parsed = settings_of(build_parser().parse_args(["serve", *extender["args"]]))
-    assert parsed.verbs_plain and parsed.verbs_address() == "127.0.0.1"
-    assert parsed.verbs_http1_port is None  # plain HTTP/1.1 already, for every entry
-    assert parsed.mode == "extender" and parsed.leader_elect
-    url = f"http://{parsed.verbs_address()}:{parsed.verbs_port}"
+    assert parsed.listen.verbs_plain and parsed.listen.verbs_address() == "127.0.0.1"
+    assert parsed.listen.verbs_http1_port is None  # plain HTTP/1.1 already, for every entry
+    assert parsed.mode == "extender" and parsed.leader_election.leader_elect
+    url = f"http://{parsed.listen.verbs_address()}:{parsed.listen.verbs_port}"
     assert {e["urlPrefix"] for e in deployed["extenders"]} == {url}
     # Not a port of the pod: nothing outside it may call /bind.
-    assert [p["containerPort"] for p in extender["ports"]] == [parsed.port]
+    assert [p["containerPort"] for p in extender["ports"]] == [parsed.listen.port]
     assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
-    assert problems(deployed, KEYS, parsed.gang_wait_seconds) == []
+    assert problems(deployed, KEYS, parsed.gang.wait_seconds) == []

@@ -162,7 +162,7 @@ def test_entrypoint_is_the_console_script_serve(
 def test_exposes_the_port_the_service_listens_on(dockerfile: list[Instruction]) -> None:
     exposed = [i.args for i in final_stage(dockerfile) if i.keyword == "EXPOSE"]
     assert exposed == ["8888"]
-    assert Settings().port == 8888
+    assert Settings().listen.port == 8888
     container = extender_deployment()["spec"]["template"]["spec"]["containers"][0]
     assert container["ports"] == [{"name": "https", "containerPort": 8888}]
     # Listening on all interfaces is the image's default, so a bare `docker run` is reachable.

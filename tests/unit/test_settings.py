@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from extender.settings import Settings
+from extender.settings import FLAT, Settings
 
 # Every duration, and the API budget: infinity would be a hang or no limit, NaN no order.
-FINITE = [*sorted(n for n in Settings.model_fields if n.endswith("_seconds")), "kube_qps"]
+FINITE = [*sorted(n for n in FLAT if n.endswith("_seconds")), "kube_qps"]
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), "inf", "NaN"])
@@ -16,7 +16,7 @@ FINITE = [*sorted(n for n in Settings.model_fields if n.endswith("_seconds")), "
 def test_durations_and_the_api_budget_must_be_finite(name: str, value: object) -> None:
     with pytest.raises(ValidationError) as e:
         Settings(**{name: value})  # type: ignore[arg-type]
-    assert [err["loc"] for err in e.value.errors()] == [(name,)]
+    assert [err["loc"] for err in e.value.errors()] == [FLAT[name]]
 
 
 def test_there_are_durations_to_check_and_the_defaults_are_valid() -> None:
@@ -43,17 +43,17 @@ def test_there_are_durations_to_check_and_the_defaults_are_valid() -> None:
 )
 def test_the_gang_gate_switch_is_a_config_map_namespace_and_name(value: object, ok: bool) -> None:
     if ok:
-        assert Settings(gang_gate_switch=value).gang_gate_switch == value  # type: ignore[arg-type]
+        assert Settings(gang_gate_switch=value).gang.gate_switch == value  # type: ignore[arg-type]
         return
     with pytest.raises(ValidationError) as e:
         Settings(gang_gate_switch=value)  # type: ignore[arg-type]
-    assert [err["loc"] for err in e.value.errors()] == [("gang_gate_switch",)]
+    assert [err["loc"] for err in e.value.errors()] == [("gang", "gate_switch")]
 
 
 def test_the_gang_gate_cool_down_may_not_be_negative() -> None:
     with pytest.raises(ValidationError) as e:
         Settings(gang_gate_cooldown_seconds=-1)
-    assert [err["loc"] for err in e.value.errors()] == [("gang_gate_cooldown_seconds",)]
+    assert [err["loc"] for err in e.value.errors()] == [("gang", "gate_cooldown_seconds")]
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_plain_verbs_only_on_loopback(host: str, verbs_host: str | None, plain: 
         return Settings(host=host, verbs_host=verbs_host, verbs_port=9999, verbs_plain=True)
 
     if plain:
-        assert settings().verbs_address() == (verbs_host or host)
+        assert settings().listen.verbs_address() == (verbs_host or host)
     else:
         with pytest.raises(ValidationError, match="verbs_plain serves the verbs without TLS"):
             settings()
@@ -145,7 +145,7 @@ def test_the_http1_verbs_listener_sits_beside_the_http2_one(
         return Settings(verbs_http1_port=7, **overrides)  # type: ignore[arg-type]
 
     if message is None:
-        assert settings().verbs_http1_port == 7
+        assert settings().listen.verbs_http1_port == 7
     else:
         with pytest.raises(ValidationError, match=message):
             settings()
@@ -157,7 +157,7 @@ def test_plain_verbs_take_no_certificate_even_when_the_policy_api_has_one() -> N
         host="0.0.0.0", tls_cert_file="/c", tls_key_file="/k", verbs_host="127.0.0.1",
         verbs_port=9, verbs_plain=True,
     )  # fmt: skip
-    assert s.verbs_certificate() is None and s.tls_cert_file is not None
+    assert s.listen.verbs_certificate() is None and s.listen.tls_cert_file is not None
 
 
 @pytest.mark.parametrize("value", [0, -1, 1025, "abc", 1.5, None, "1e400"])

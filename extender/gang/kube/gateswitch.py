@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from extender.gang.args import GangArgs
 from extender.kube.client import ApiError, KubeAPI, merge_patch
 from extender.metrics import Metrics
 
@@ -25,10 +26,10 @@ log = logging.getLogger(__name__)
 
 class GateSwitch:
     def __init__(
-        self, api: KubeAPI, where: str, metrics: Metrics, may_write: Callable[[], bool]
+        self, api: KubeAPI, args: GangArgs, metrics: Metrics, may_write: Callable[[], bool]
     ) -> None:
         self._api = api
-        self._namespace, self._name = where.split("/", 1)
+        self._namespace, self._name = args.gate_switch.split("/", 1)
         self._gauge = metrics.gang_gate_hold
         self._may_write = may_write
         self._written: bool | None = None  # None: not known to be written (start, failure)

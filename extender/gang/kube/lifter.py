@@ -5,7 +5,7 @@ merge patch that deletes the gate by name (other gates stay), through PodPatches
 UID named, at most `limit` in flight: more wait for the gate's next turn, which names them
 again after its lift_retry). `tell` shows on a held member's pod why it stays held (a gang
 that can never fit), as a condition of its status. Each outcome is counted
-(escher_gang_lifts_total, "told" for a condition). Created by extender.cluster.build, called
+(escher_gang_lifts_total, "told" for a condition). Created by extender.gang.kube.build, called
 by the gang gate's loop.
 """
 

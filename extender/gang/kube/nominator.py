@@ -15,9 +15,9 @@ status subresource with a merge patch, through PodPatches (the pod's UID named, 
 every node, as without one). Counted by escher_gang_nominations_total.
 
 A delayed nomination (extender.gang.nominations: a member whose cycle may come first) is
-sent `delay` seconds later, if the manager still wants it then; one no longer wanted is
-counted `unneeded`. Each waits on a timer of the loop, one per pod, cancelled on stop.
-Created by extender.cluster.build.
+sent the gang args' nominate_delay_seconds later, if the manager still wants it then; one no
+longer wanted is counted `unneeded`. Each waits on a timer of the loop, one per pod,
+cancelled on stop. Created by extender.gang.kube.build.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import asyncio
 from collections.abc import Callable
 
 from extender.core.pod import PodInfo
+from extender.gang.args import GangArgs
 from extender.kube.client import KubeAPI
 from extender.kube.podpatches import PodPatches
 from extender.metrics import Metrics
@@ -37,17 +38,17 @@ class Nominator:
         api: KubeAPI,
         metrics: Metrics,
         may_write: Callable[[], bool],
-        delay: float,
+        args: GangArgs,
         limit: int = 1024,
     ) -> None:
         self._counter = metrics.gang_nominations
         self._patches = PodPatches(api, self._counter, may_write, limit)
-        self._delay = delay
+        self._delay = args.nominate_delay_seconds
         self._delayed: dict[str, asyncio.TimerHandle] = {}  # pod uid -> its timer
 
     def __call__(self, pod: PodInfo, node: str, wanted: Callable[[], bool] | None = None) -> None:
-        """Nominate `node` for `pod` ("" clears the nomination); with `wanted`, `delay`
-        seconds later, if wanted() is True then. A later call for the pod replaces a
+        """Nominate `node` for `pod` ("" clears the nomination); with `wanted`, that delay
+        later, if wanted() is True then. A later call for the pod replaces a
         delayed one."""
         pending = self._delayed.pop(pod.uid, None)
         if pending is not None:

@@ -11,7 +11,7 @@ and runtime config (off by default in 1.37), the CRD must be installed. A kind w
 fails (404 not served, 403 no RBAC, anything else) is logged once at info, has no
 declarations, and is listed again every `retry_seconds`, so an API enabled or a CRD installed
 later is picked up without a restart; it never fails the service's start-up. Built by
-extender.cluster.build in the extender mode; extender.service syncs it before reporting
+extender.gang.kube.build in the extender mode; extender.service syncs it before reporting
 ready and runs it.
 """
 

@@ -2,5 +2,5 @@
 
 objects: their wire shapes and bodies; loop: the controller pattern both kinds share;
 resources and esls: the two reconcilers and the façade's writes; store: the PolicyStore
-(extender.policies.store) the policy API uses when settings.policy_objects.
+(extender.policies.store) the policy API uses when settings.policy.objects.
 """

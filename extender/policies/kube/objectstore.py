@@ -7,8 +7,8 @@ nodes first); `run()` watches them, reconciles what changed while leading, and e
 an ESL without room, a status whose usage moved). `leading(True)` adopts the resources found
 on the nodes without an object, then queues every object: a new leader resumes each ESL
 and re-applies each change a previous leader left unconfirmed. `leading(False)` forgets the
-running instances (their objects keep them). Built by extender.cluster.build when
-settings.policy_objects; the service runs it.
+running instances (their objects keep them). Built by extender.policies.kube.build when
+settings.policy.objects; the service runs it.
 """
 
 from __future__ import annotations

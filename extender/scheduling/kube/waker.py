@@ -5,7 +5,7 @@ A merge patch of one annotation, `<domain>/requeued-at`, set to the time: a pod 
 which kube-scheduler requeues a pod an extender rejected. Sent through PodPatches (the pod's
 UID named, at most `limit` in flight: more are dropped, kube-scheduler's own retries still
 come). Each outcome is counted (escher_requeue_wakes_total). Created by
-extender.cluster.build.
+extender.scheduling.kube.build.
 """
 
 from __future__ import annotations

@@ -70,8 +70,8 @@ from escher_harness.localcluster.processes import (
     stop,
 )
 from extender.core.pod import Keys
+from extender.gang.args import GangArgs
 from extender.scheduling import profile
-from extender.settings import Settings
 
 _EXTENDED_RESOURCE = re.compile(
     r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -600,7 +600,7 @@ def _start(
         # As deploy/'s scheduler checks its configuration before it starts (a user's file
         # above all): said, not refused, so an experiment can still run.
         keys = Keys.for_domain(spec.resource_domain)
-        wait = Settings.model_fields["gang_wait_seconds"].default
+        wait = GangArgs().wait_seconds
         for problem in profile.problems(scheduler_config, keys, wait):
             say(f"warning: kube-scheduler's configuration: {problem}")
     _write_private(cdir.tokens, config.render_tokens_csv(admin_token))

@@ -19,12 +19,14 @@ from extender.core.ledger import HolderKind, Ledger
 from extender.core.objects import Taint
 from extender.core.plugins import Verdict
 from extender.core.pod import Keys, PodInfo
+from extender.gang.args import GangArgs
 from extender.gang.barrier import WAKE_BATCH, Barrier, Wake, Woken
 from extender.gang.manager import GangManager
 from extender.gang.state import Phase, Refused, Ticket
 from extender.gang.status import gang_status
 
 KEYS = Keys.for_domain("escher.io")
+BACKOFF = GangArgs(backoff_initial_seconds=2.0, backoff_max_seconds=8.0)
 NODES = [f"n{i}" for i in range(4)]
 
 
@@ -47,7 +49,7 @@ def member(gang: str, i: int, *, size: int = 3, **more: Any) -> PodInfo:
 
 
 def manager(lg: Ledger | None = None, clock: Clock | None = None) -> GangManager:
-    return GangManager(lg or cluster(), KEYS, clock=clock or Clock(), backoff=(2.0, 8.0))
+    return GangManager(lg or cluster(), KEYS, BACKOFF, clock=clock or Clock())
 
 
 def upsert(gm: GangManager, pod: PodInfo) -> None:

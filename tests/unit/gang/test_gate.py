@@ -12,11 +12,12 @@ from typing import Any
 import builders
 import pytest
 from builders import Clock, info
-from test_gang_manager import KEYS, NODES, cluster, member, passed, reserved
+from test_gang_manager import BACKOFF, KEYS, NODES, cluster, member, passed, reserved
 
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import Ledger
 from extender.core.pod import PodInfo
+from extender.gang.args import GangArgs
 from extender.gang.gate import GangGate
 from extender.gang.manager import GangManager
 from extender.gang.state import Phase
@@ -28,7 +29,7 @@ class Gated:
 
     def __init__(self, lg: Ledger | None = None, clock: Clock | None = None, **gate: Any):
         clock = clock or Clock()
-        self.gm = GangManager(lg or cluster(), KEYS, clock=clock, backoff=(2.0, 8.0))
+        self.gm = GangManager(lg or cluster(), KEYS, BACKOFF, clock=clock)
         self.gate = GangGate(self.gm, clock=clock, **gate)
 
     def gang(self, key: str) -> Any:
@@ -308,7 +309,7 @@ def test_the_adaptive_hold_lasts_while_a_gang_waits_for_room_and_a_cooldown_afte
     lg, clock = cluster(), Clock()
     for i, n in enumerate(NODES):
         lg.observe_bound(f"other{i}", n, {"cpu": 4000})
-    gm = manager(lg, clock, cooldown=10.0)
+    gm = manager(lg, clock, args=GangArgs(gate_cooldown_seconds=10.0))
     assert not gm.gate.hold()
     upsert(gm, held("g", 0, size=1))
     assert lifted(gm) == [] and gm.gate.hold()  # it waits for room
@@ -352,7 +353,7 @@ def test_run_takes_a_turn_for_held_and_gang_pods_and_none_for_other_pods_while_n
     gang, most of a cluster's, cost no turn while nothing is held."""
 
     async def body() -> list[int]:
-        gm = manager(interval=3600.0)
+        gm = manager(args=GangArgs(lift_interval_seconds=3600.0))
         turns: list[int] = []
         lift = gm.gate.lift
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 from fakeapi import FakeAPI
 
+from extender.gang.args import GangArgs
 from extender.gang.kube.gateswitch import GateSwitch
 from extender.kube.client import KubeAPI
 from extender.metrics import Metrics
@@ -43,7 +44,8 @@ def test_the_switch_writes_each_change_once_creating_the_config_map(tmp_path: Pa
         leading = False
         async with FakeAPI(server, tmp_path) as fake:
             api = KubeAPI(fake.kubeconfig, qps=100, burst=10)
-            switch = GateSwitch(api, "escher-system/escher-gang-gate", metrics, lambda: leading)
+            args = GangArgs(gate_switch="escher-system/escher-gang-gate")
+            switch = GateSwitch(api, args, metrics, lambda: leading)
             switch.set(True)  # a follower writes nothing
             await settle(switch)
             leading = True

@@ -14,6 +14,7 @@ import pytest
 from fakeapi import FakeAPI
 
 from extender.core.pod import Keys, PodInfo
+from extender.gang.args import GangArgs
 from extender.gang.kube.nominator import Nominator
 from extender.kube.client import KubeAPI
 from extender.metrics import Metrics
@@ -53,7 +54,9 @@ def run(
         metrics = Metrics()
         async with FakeAPI(server, tmp_path) as fake:
             api = KubeAPI(fake.kubeconfig, qps=100, burst=10)
-            nominator = Nominator(api, metrics, lambda: True, DELAY)
+            nominator = Nominator(
+                api, metrics, lambda: True, GangArgs(nominate_delay_seconds=DELAY)
+            )
             for name, node, wanted in calls:
                 want = None if wanted is None else (lambda w=wanted: w)
                 nominator(pod(name), node, want)

@@ -20,6 +20,7 @@ from test_manager_topology import racks
 
 from extender.core.plugins import Verdict
 from extender.gang import planning
+from extender.gang.args import GangArgs
 from extender.gang.manager import GangManager
 from extender.gang.planning import Offload
 from extender.gang.state import Outcome, Phase
@@ -28,9 +29,13 @@ from extender.gang.topology import Level, Placement
 RACK, BLOCK = Level("rack", RACK_KEY), Level("block", BLOCK_KEY)
 
 
+def offloaded(offload: Offload) -> GangArgs:
+    return GangArgs(plan_offload_above=offload.background, filter_plan_offload_above=offload.filter)
+
+
 def offloading(lg: Any = None) -> GangManager:
     """A manager that plans every gang in a worker thread."""
-    return GangManager(lg or cluster(), KEYS, clock=Clock(), offload=Offload(0, 0))
+    return GangManager(lg or cluster(), KEYS, offloaded(Offload(0, 0)), clock=Clock())
 
 
 async def verdict_of(decided: Verdict | Awaitable[Verdict] | None) -> Verdict:
@@ -197,7 +202,7 @@ def test_where_a_plan_runs_depends_on_its_size_and_who_asks(
     offload: Offload, filter_threaded: bool, gate_threaded: bool
 ) -> None:
     async def scenario() -> tuple[bool, bool]:
-        gm = GangManager(cluster(), KEYS, clock=Clock(), offload=offload)
+        gm = GangManager(cluster(), KEYS, offloaded(offload), clock=Clock())
         first = member("g", 0)
         upsert(gm, first)
         decided = gm.filter(first, NODES)
@@ -243,7 +248,7 @@ def test_a_plan_under_a_topology_runs_off_the_loop_sooner(
 
     async def scenario() -> bool:
         lg, _ = racks({"r0": 4, "r1": 4})
-        gm = GangManager(lg, KEYS, clock=Clock(), offload=Offload(background=10**6, filter=30))
+        gm = GangManager(lg, KEYS, offloaded(Offload(background=10**6, filter=30)), clock=Clock())
         pods = [topology_member("g", i, 4, **annotations) for i in range(4)]
         upsert(gm, pods[0])
         decided = gm.filter(pods[0], sorted(lg.node_names()))

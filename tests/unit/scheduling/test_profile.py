@@ -12,14 +12,14 @@ import pytest
 import yaml
 
 from extender.core.pod import Keys
+from extender.gang.args import GangArgs
 from extender.scheduling.profile import extender_entries, problems
-from extender.settings import Settings
 
 KEYS = Keys.for_domain("escher.io")
 REPO = Path(__file__).resolve().parents[3]
 SPLIT = yaml.safe_load((REPO / "scheduler-config" / "extender-split.yaml").read_text())
 EVERY_POD = yaml.safe_load((REPO / "scheduler-config" / "extender.yaml").read_text())
-WAIT = Settings.model_fields["gang_wait_seconds"].default
+WAIT = GangArgs().wait_seconds
 
 
 def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from extender.core.objects import Pod
 from extender.core.plugins import Weighted
 from extender.core.pod import Keys, PodInfo, Rejection
 from extender.filters import ephemeral, preference
+from extender.gang.args import GangArgs
 from extender.gang.manager import GangManager
 from extender.gang.planning import DEFAULT_OFFLOAD, Offload
 from extender.gang.turns import Turns
@@ -76,7 +77,8 @@ def verbs(
     answers: Turns | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Verbs:
-    handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS, clock=clock, offload=offload))
+    args = GangArgs(plan_offload_above=offload.background, filter_plan_offload_above=offload.filter)
+    handle = registry.Handle(lg, KEYS, GangManager(lg, KEYS, args, clock=clock))
     return Verbs(
         lg,
         KEYS,
