@@ -30,10 +30,12 @@ rest of a partly bound gang is planned around them, so a gang is completed, neve
 
 Runs on the event loop only (informer events, filter and bind all arrive there), so it takes
 no lock; the ledger it reserves in is thread-safe, and a plan run in a thread touches only
-the ledger and copies (extender.gang.planning). Its state is extender.gang.state's. Fed by
-the cluster view, called through the Gangs protocol (extender.gang) by the gang filter
-(extender.gang.plugin) and the bind verb (extender.scheduling.verbs), by the service's
-expiry tick and by the gang gate; read by GET /v1/gangs.
+the ledger and copies (extender.gang.planning). Its state is extender.gang.state's, changed
+only through GangState's methods: the planner and the nominations return what should change,
+and the manager applies it. Fed by the cluster view, called through the Gangs protocol
+(extender.gang) by the gang filter (extender.gang.plugin) and the bind verb
+(extender.scheduling.verbs), by the service's expiry tick and by the gang gate; read by
+GET /v1/gangs.
 """
 
 from __future__ import annotations
@@ -142,8 +144,7 @@ class GangManager:
             return
         if spec is not None and (spec.key in self._gangs or len(self._gangs) < self.max_gangs):
             new = pod.uid not in self._member_of
-            g, m = self._learn(spec, pod)
-            m.unconfirmed_since = None
+            g, m = self._learn(spec, pod, None)
             # A member created after its gang was reserved takes a place kept for it now, so
             # that its nomination reaches kube-scheduler before its first cycle.
             if (
@@ -154,9 +155,9 @@ class GangManager:
                 and places.slot_of(g, m, [s.node for s in g.slots.values()], self.ledger)
                 is not None
             ):
-                nominations.place(g, self.nominate, only=pod.uid, later=True)
+                self._nominate(g, only=pod.uid, later=True)
             elif not m.bound:
-                nominations.seen(g, pod, self.nominate)
+                self._seen(g, pod)
         else:
             self._forget(pod.uid)
 
@@ -172,11 +173,14 @@ class GangManager:
             g = self._gangs.get(spec.key) if spec is not None else None
             if spec is not None and g is not None and g.phase is not Phase.BOUND and g.spec != spec:
                 self._release(g, f"gang {g.key}: its declaration changed")
-                g.spec = spec
-                g.roster += 1
+                g.redeclare(spec)
             self.on_pod(PodEvent(PodChange.UPSERT, pod.uid, pod))
 
-    def _learn(self, spec: GangSpec, pod: PodInfo) -> tuple[GangState, Member]:
+    def _learn(
+        self, spec: GangSpec, pod: PodInfo, unconfirmed_since: float | None
+    ) -> tuple[GangState, Member]:
+        """Learn member `pod` (GangState.learn): from the informer when `unconfirmed_since`
+        is None, else from a filter call then."""
         key = self._member_of.get(pod.uid)
         if key is not None and key != spec.key:
             self._forget(pod.uid)  # relabelled into another gang
@@ -185,15 +189,9 @@ class GangManager:
             g = self._gangs[spec.key] = GangState(
                 spec, next(self._generations), learnt_at=self.wall()
             )
-        m = g.members.get(pod.uid)
-        was_bound = m is not None and m.bound
-        if m is None:
-            m = g.members[pod.uid] = Member(pod, unconfirmed_since=self.clock())
-            self._member_of[pod.uid] = spec.key
-            g.roster += 1
-        elif pod.node or not was_bound:  # a stale filter request must not unbind a member
-            m.pod = pod
-        if m.bound and not was_bound:
+        m, landed = g.learn(pod, unconfirmed_since)
+        self._member_of[pod.uid] = spec.key
+        if landed:
             self._on_bound(g, m)
         return g, m
 
@@ -202,13 +200,7 @@ class GangManager:
         if key is None:
             return
         g = self._gangs[key]
-        g.members.pop(uid, None)
-        g.roster += 1
-        g.committed.discard(uid)
-        g.passed.discard(uid)
-        g.landed.pop(uid, None)
-        nominations.forget(g, uid)
-        g.vacate(uid)
+        g.forget(uid)
         if not g.members:
             self._release(g, f"gang {key} ended: its members are gone")
             del self._gangs[key]
@@ -216,10 +208,7 @@ class GangManager:
 
     def _on_bound(self, g: GangState, m: Member) -> None:
         """A member is seen bound: its place is the bound pod now, not a reservation."""
-        g.committed.discard(m.pod.uid)
-        g.landed[m.pod.uid] = None
-        nominations.forget(g, m.pod.uid)
-        slot = g.take(m.pod.uid)
+        slot = g.bound(m.pod.uid)
         if slot is not None:
             self.ledger.release(slot.holder)
         self._settle(g)
@@ -230,9 +219,8 @@ class GangManager:
             if g.phase is Phase.BOUND:
                 return
             self._release(g, "")
-            g.phase = Phase.BOUND
-            g.reason = ""
-            self._set_short(g, False)
+            g.complete()
+            self._index_short(g)
             log.info("gang bound", extra=g.timeline(bound_at=self.wall()))
         elif g.barrier is not None and g.ready():
             g.open_barrier(self.wall)
@@ -262,11 +250,11 @@ class GangManager:
                 f"says {spec.min_members}, others {g.spec.min_members}",
                 unresolvable=True,
             )
-        g, m = self._learn(spec, pod)
+        g, m = self._learn(spec, pod, self.clock())
         if g.phase is Phase.BOUND:
             return None
         if m.constraints is not None and m.constraints.unevaluable:
-            m.feasible = frozenset(nodes)
+            g.offered(m, nodes)
         if g.planning is not None:
             return self._when_planned(g, m, nodes, g.planning)
         if g.phase is Phase.RESERVED:
@@ -289,7 +277,7 @@ class GangManager:
         """The member's verdict once its gang was planned: its place, or why it waits."""
         if outcome is Outcome.RESERVED and g.phase is Phase.RESERVED:
             # m gets its place in its cycle; the others' cycles may come before the patches
-            nominations.place(g, self.nominate, skip=m.pod.uid, later=True)
+            self._nominate(g, skip=m.pod.uid, later=True)
             verdict = self._reserved(g, m, nodes)
             if verdict is not None:
                 return verdict
@@ -306,7 +294,7 @@ class GangManager:
             and m.pod.nominated == nodes[0]
             and (slot is None or slot.node != nodes[0])
         ):
-            nominations.place(g, self.nominate, only=m.pod.uid)
+            self._nominate(g, only=m.pod.uid)
             return Verdict.rejecting(
                 nodes, f"gang {g.key}: this pod's place is not its nominated node"
             )
@@ -320,24 +308,17 @@ class GangManager:
             # kube-scheduler's own filters refused the reserved node: move the place to an
             # offered one, or plan the gang again without it.
             refused = slot.node
-            m.excluded = m.excluded | {refused}
-            if not places.move(g, m, slot, nodes, self.ledger):
+            g.exclude(m, refused)
+            node = places.move(g, m, slot, nodes, self.ledger)
+            if node is None:
                 self._release(g, f"kube-scheduler refused node {refused} for member {m.pod.name}")
                 return None
-            nominations.forget(g, m.pod.uid)
+            g.move(slot, node)
             log.info(
                 "gang member's place moved",
                 extra={"gang": g.key, "member": m.pod.name, "refused": refused, "node": slot.node},
             )
-        g.passed.add(m.pod.uid)
-        need = g.spec.min_members
-        # The count is over the members (a cheap bound first: a filter per member).
-        if (
-            g.filtered_at is None
-            and len(g.passed) + len(g.landed) >= need
-            and g.placed_count() >= need
-        ):
-            g.filtered_at = self.wall()
+        g.pass_filter(m.pod.uid, self.wall)
         return Verdict.passing_only(slot.node)
 
     def _reserve(
@@ -348,8 +329,9 @@ class GangManager:
         `inline_up_to`, else in a worker thread, whose task is returned (and kept in
         g.planning until it is applied)."""
         job = planning.job(g, m, nodes, self.ledger, self._pack, self.clock())
-        if isinstance(job, Outcome):
-            return job
+        if isinstance(job, planning.Wait):
+            self._change(g, job)
+            return Outcome.WAITING
         if job.work <= inline_up_to:
             return self._apply(g, job, job.run())
 
@@ -357,18 +339,26 @@ class GangManager:
             try:
                 result = await asyncio.to_thread(job.run)
             finally:
-                g.planning = None
+                g.end_plan()
             return self._apply(g, job, result)
 
-        g.planning = asyncio.get_running_loop().create_task(offloaded())
-        return g.planning
+        task = asyncio.get_running_loop().create_task(offloaded())
+        g.start_plan(task)
+        return task
 
     def _apply(self, g: GangState, job: PlanJob, result: PlanResult) -> Outcome:
         current = self._gangs.get(job.key) is g
-        outcome, short = planning.apply(g, job, result, current, self.clock(), self.wall())
-        if short is not None:
-            self._set_short(g, short)
+        outcome, change = planning.decide(g, job, result, current, self.clock(), self.wall())
+        self._change(g, change)
         return outcome
+
+    def _change(self, g: GangState, change: planning.Change) -> None:
+        """Take what planning came to into gang `g`'s state."""
+        if isinstance(change, planning.Wait):
+            g.wait(change.reason, change.short)
+        elif change is not None:
+            g.reserve(change)
+        self._index_short(g)
 
     # ---- for the gang gate (extender.gang.gate) -------------------------------------------
 
@@ -377,9 +367,9 @@ class GangManager:
         adaptive gang gate holds new members for (extender.service)."""
         return bool(self._short)
 
-    def _set_short(self, g: GangState, short: bool) -> None:
-        g.short = short
-        if short:
+    def _index_short(self, g: GangState) -> None:
+        """Keep the index of the gangs short of room true to g.short."""
+        if g.short:
             self._short.add(g.key)
         else:
             self._short.discard(g.key)
@@ -405,7 +395,7 @@ class GangManager:
             if len(g.places) < len(g.slots):  # a place is left that it does not suit
                 self._release(g, f"gang {g.key}: a held member fits none of the reserved places")
                 return False
-        nominations.place(g, self.nominate)
+        self._nominate(g)
         return True
 
     # ---- bind ------------------------------------------------------------------------------
@@ -441,12 +431,9 @@ class GangManager:
         m = g.members.get(uid)
         if m is None:
             return
-        slot = g.take(uid)
+        slot = g.bind(uid)
         if slot is not None:
             self.ledger.convert(slot.holder, uid, m.pod.requests)
-        g.committed.add(uid)
-        g.landed[uid] = None
-        nominations.forget(g, uid)
         self._settle(g)
 
     # ---- time ---------------------------------------------------------------------------------
@@ -479,17 +466,46 @@ class GangManager:
     def _release(self, g: GangState, why: str) -> None:
         """Give back every reserved place and wake the barrier's waiters with `why` (a plan
         running meanwhile is void: it would be applied to a gang that moved on)."""
-        g.epoch += 1
-        if g.slots:
-            self.ledger.release_all(g.slots)
-            g.unhold()
+        write = self.nominate
+        if write is not None:
+            for pod in nominations.cleared(g):
+                write(pod, "")
+        held = g.release(why)
+        if held:
+            self.ledger.release_all(held)
             self.room_epoch += 1
-        g.passed = set()
-        nominations.clear(g, self.nominate)
-        if g.barrier is not None:
-            g.barrier.cancel(why or f"gang {g.key} was released")
-            g.barrier = None
-        if g.phase is Phase.RESERVED:
-            g.phase = Phase.WAITING
-        if why:
-            g.reason = why
+
+    # ---- nominations (extender.gang.nominations) ------------------------------------------
+
+    def _nominate(self, g: GangState, skip: str = "", only: str = "", later: bool = False) -> None:
+        """Write the nominations due (nominations.due) and record them in `g`; a delayed one
+        is written only if still wanted then."""
+        write = self.nominate
+        if write is None:
+            return
+        for n in nominations.due(g, skip, only, later):
+            g.nominate(n.pod.uid, n.node)
+            write(n.pod, n.node, _wanted(g, n.pod.uid, n.node) if n.later else None)
+
+    def _seen(self, g: GangState, pod: PodInfo) -> None:
+        """The pod watch shows member `pod`: note its nomination arrived, or write it again if
+        kube-scheduler cleared it while the place is still held (nominations.seen)."""
+        seen = nominations.seen(g, pod)
+        if seen is nominations.Seen.ARRIVED:
+            g.nomination_seen(pod.uid)
+        elif seen is nominations.Seen.CLEARED:
+            g.forget_nomination(pod.uid)
+            self._nominate(g, only=pod.uid)
+
+
+def _wanted(g: GangState, uid: str, node: str) -> Callable[[], bool]:
+    """What the writer asks before writing member `uid`'s delayed nomination of `node`: one
+    not wanted any more is withdrawn."""
+
+    def wanted() -> bool:
+        if nominations.wanted(g, uid, node):
+            return True
+        g.withdraw_nomination(uid, node)
+        return False
+
+    return wanted

@@ -40,7 +40,7 @@ MAX_TRIES = 8
 
 def slot_of(g: GangState, m: Member, nodes: Sequence[str], ledger: Ledger) -> Slot | None:
     """m's place, or a place kept for a member to come that suits it among `nodes` (then
-    assigned to m)."""
+    assigned to m, GangState.assign)."""
     slot = g.place_of(m.pod.uid)
     if slot is not None:
         return slot
@@ -60,16 +60,17 @@ def suits(m: Member, slot: Slot, ledger: Ledger) -> bool:
     return view is not None and _allowed(m, view)
 
 
-def move(g: GangState, m: Member, slot: Slot, nodes: Sequence[str], ledger: Ledger) -> bool:
-    """Move member `m`'s place `slot` to one of `nodes` with room for it, in the same domain
-    of `g`'s required level (its preferred level's first); False when none has room."""
+def move(g: GangState, m: Member, slot: Slot, nodes: Sequence[str], ledger: Ledger) -> str | None:
+    """Hold member `m`'s place `slot` in the ledger on one of `nodes` with room for it, in
+    the same domain of `g`'s required level (its preferred level's first): that node (the
+    caller moves the place there, GangState.move), or None when none has room."""
     old = ledger.node(slot.node)
     if old is None:
-        return False
+        return None
     required, preferred = g.spec.required, g.spec.preferred
     domain = old.labels.get(required.key) if required is not None else None
     if required is not None and domain is None:
-        return False
+        return None
     near = old.labels.get(preferred.key) if preferred is not None else None
     first: list[str] = []
     rest: list[str] = []
@@ -87,9 +88,8 @@ def move(g: GangState, m: Member, slot: Slot, nodes: Sequence[str], ledger: Ledg
             rest.append(name)
     for name in (first + rest)[:MAX_TRIES]:
         if ledger.reserve([(slot.holder, name, slot.amounts)]) is None:
-            slot.node = name
-            return True
-    return False
+            return name
+    return None
 
 
 def _allowed(m: Member, view: NodeView) -> bool:

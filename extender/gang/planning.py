@@ -1,17 +1,19 @@
 """One reservation attempt of a gang: made on the loop, run anywhere, applied on the loop.
 
 The gang manager (extender.gang.manager) decides on the loop that a gang must be planned,
-and `job()` copies into a PlanJob what the plan reads of its state (or says why it is not
-planned now): each member still to be bound (its requests, constraints, and the nodes
+and `job()` copies into a PlanJob what the plan reads of its state (or returns a Wait: why it
+is not planned now): each member still to be bound (its requests, constraints, and the nodes
 kube-scheduler found feasible for it or refused it), how many members are still to be
 created, the nodes offered, the topology. `run()` does the work that grows with nodes and
 members: it reads the nodes' views (immutable, lock-free), plans (extender.gang.plan) and,
 if the gang fits, reserves every place in the ledger in one atomic step (thread-safe). It
 touches nothing else, so it may run in a worker thread: the manager runs a small job inline
 and a large one (see Offload) in a thread, so that planning a gang of 1,024 over 5,000 nodes
-in the background does not hold the loop. `apply()` takes the result into the gang's state
-back on the loop, or gives the places back if the gang ended, was reserved or released
-meanwhile. Pure Python, no I/O.
+in the background does not hold the loop. `decide()`, back on the loop, says what the result
+comes to: the outcome, and what should change in the gang's state (a Reservation, or a Wait
+with why), which the manager applies through GangState's methods; or it gives the places back
+if the gang ended, was reserved or released meanwhile. Neither writes the gang's state. Pure
+Python, no I/O.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ from dataclasses import dataclass
 
 from extender.core.constraints import Constraints
 from extender.core.ledger import Ledger, NodeView, Shortfall
-from extender.gang.barrier import Barrier
 from extender.gang.plan import Planned, Want, plan
-from extender.gang.state import GangState, Member, Outcome, Phase, Slot
+from extender.gang.state import GangState, Member, Outcome, Phase, Reservation, Slot
 from extender.gang.topology import Level, Placement
 
 
@@ -87,6 +88,19 @@ class Taken:
 
 
 Result = Reserved | NoRoom | Taken
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """The gang is not reserved now, for `reason` (GangState.wait); `short`: whether it waits
+    for room (None: as it was)."""
+
+    reason: str
+    short: bool | None = None
+
+
+# What a plan's result changes in its gang: a reservation, a wait, or nothing (a void plan).
+Change = Reservation | Wait | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,15 +182,16 @@ def job(
     ledger: Ledger,
     pack: tuple[Level, ...],
     now: float,
-) -> Outcome | PlanJob:
+) -> Wait | PlanJob:
     """What planning gang `g` for member `m` (offered `nodes`) reads, copied; or why it is
-    not planned now (g.reason says it)."""
+    not planned now."""
     if now < g.retry_at:
         # No countdown in the reason: kube-scheduler writes the pod's condition again whenever
         # its message changes, so a reason that changes every attempt costs a status write
         # every attempt. GET /v1/gangs shows when the next try is.
-        g.reason = f"gang {g.key}: backing off after its reservation expired ({g.timeouts} time(s))"
-        return Outcome.WAITING
+        return Wait(
+            f"gang {g.key}: backing off after its reservation expired ({g.timeouts} time(s))"
+        )
     pending = [x for x in g.members.values() if not x.bound]
     unknown = [
         x.pod.name
@@ -184,11 +199,10 @@ def job(
         if x.constraints is not None and x.constraints.unevaluable and x.feasible is None
     ]
     if unknown:
-        g.reason = (
+        return Wait(
             f"gang {g.key}: waiting for kube-scheduler to try member(s) "
             f"{', '.join(sorted(unknown)[:5])}, whose constraints only it can evaluate"
         )
-        return Outcome.WAITING
     # m first: its place must be among `nodes`, the ones kube-scheduler offered it in this
     # cycle, as a place elsewhere could not be answered now (the hypothesis state machine of
     # tests/fuzz found a gang reserved with its asking member off the offered nodes).
@@ -210,42 +224,29 @@ def job(
     )
 
 
-def apply(
+def decide(
     g: GangState, job: PlanJob, result: Result, current: bool, now: float, wall: float
-) -> tuple[Outcome, bool | None]:
-    """Take a plan's result into gang `g`'s state, on the loop: the outcome, and whether the
-    gang is now short of room (None: unchanged). A gang no longer `current` (it ended), or
-    reserved or released while it was planned, gives the places back."""
+) -> tuple[Outcome, Change]:
+    """What a plan's result comes to for gang `g`, on the loop: the outcome, and what should
+    change in the gang's state. A gang no longer `current` (it ended), or reserved or
+    released while it was planned, gives the places back and changes nothing."""
     if not current or g.phase is not Phase.WAITING or g.epoch != job.epoch:
         if isinstance(result, Reserved):
             job.ledger.release_all(s.holder for s in result.slots)
         return (Outcome.RESERVED if g.phase is Phase.RESERVED else Outcome.WAITING), None
     if isinstance(result, NoRoom):
         if result.never:
-            g.reason = f"gang {g.key} can never fit: {result.never}"
-            return Outcome.NEVER, False
-        g.reason = f"gang {g.key} does not fit now: {result.reason}; waiting for resources to free"
-        return Outcome.WAITING, True
+            return Outcome.NEVER, Wait(f"gang {g.key} can never fit: {result.never}", False)
+        why = f"gang {g.key} does not fit now: {result.reason}; waiting for resources to free"
+        return Outcome.WAITING, Wait(why, True)
     if isinstance(result, Taken):  # by a concurrent change: plan again later
-        g.reason = f"gang {g.key} does not fit now: {result.short.detail}"
-        return Outcome.WAITING, True
-    for p, s in zip(job.parts, result.slots, strict=False):
-        x = g.members.get(p.uid)
-        if x is not None and not x.bound:  # else its place waits for a member to come
-            s.member = p.uid
-    g.hold(result.slots)
-    g.phase = Phase.RESERVED
-    g.attempts += 1
-    g.expires = now + g.spec.timeout
-    g.reserved_at = wall
-    g.filtered_at = None
-    g.passed = set()
-    g.barrier = Barrier()
+        return Outcome.WAITING, Wait(f"gang {g.key} does not fit now: {result.short.detail}", True)
     pending = sum(not x.bound for x in g.members.values())
     waiting = g.spec.min_members - g.bound_count() - pending
-    g.reason = (
+    why = (
         f"gang {g.key}: places reserved; waiting for {waiting} more member(s) to be created"
         if waiting > 0
         else ""
     )
-    return Outcome.RESERVED, False
+    members = tuple(p.uid for p in job.parts)
+    return Outcome.RESERVED, Reservation(result.slots, members, now + g.spec.timeout, wall, why)

@@ -1,6 +1,12 @@
 """A gang's state as the manager keeps it: its members, its reserved places, its phase, and
-what a member's arrival at bind comes to. Plain data, and the few helpers that keep its
-indexes (a member's place) true to what they index.
+what a member's arrival at bind comes to.
+
+One writer: a GangState changes only through its own methods, each named for what happens
+to the gang (learn, forget, reserve, move, pass_filter, bind, bound, release, back_off,
+complete...), and they keep its indexes (a member's place, the members landed) true to what
+they index. The planner (extender.gang.planning) and the nominations
+(extender.gang.nominations) only read it and return what should change (a Reservation, a
+Wait, the nominations due); tests/unit/gang/test_one_writer.py pins the rule.
 
 Made and changed by the gang manager (extender.gang.manager) on the event loop; read by the
 gang gate, the status route (extender.gang.status) and the bind verb (through `Arrival`).
@@ -73,6 +79,21 @@ class Outcome(Enum):
     RESERVED = "reserved"  # a place is held for every member still to be bound
     WAITING = "waiting"  # it does not fit now (or may not be planned yet): reason says why
     NEVER = "never"  # it cannot fit even on empty nodes
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A plan that fitted, as its gang takes it (GangState.reserve; made by
+    extender.gang.planning): its places, already held in the ledger, in the plan's order; the
+    members the first places are for, in that order (a place whose member went or was bound
+    meanwhile waits for a member to come); until when it holds (monotonic), when it was made
+    (wall clock), and what the gang still waits for ("": nothing)."""
+
+    slots: tuple[Slot, ...]
+    members: tuple[str, ...]
+    expires: float
+    at: float
+    reason: str
 
 
 @dataclass
@@ -162,6 +183,112 @@ class GangState:
             self.ready_at = wall()
         self.barrier.open()
 
+    def place_of(self, uid: str) -> Slot | None:
+        """Member `uid`'s reserved place, if it has one."""
+        holder = self.places.get(uid)
+        return None if holder is None else self.slots.get(holder)
+
+    # ---- its members -----------------------------------------------------------------------
+
+    def learn(self, pod: PodInfo, unconfirmed_since: float | None) -> tuple[Member, bool]:
+        """Member `pod` as it is now: new (learnt from a filter call at `unconfirmed_since`,
+        or from the informer when None), or its pod replaced, though a stale filter request
+        must not unbind it; the informer confirms it when `unconfirmed_since` is None. Returns
+        the member, and whether it is newly seen bound (`bound` is to follow)."""
+        m = self.members.get(pod.uid)
+        was_bound = m is not None and m.bound
+        if m is None:
+            m = self.members[pod.uid] = Member(pod, unconfirmed_since=unconfirmed_since)
+            self.roster += 1
+        else:
+            if pod.node or not was_bound:
+                m.pod = pod
+            if unconfirmed_since is None:
+                m.unconfirmed_since = None
+        return m, m.bound and not was_bound
+
+    def forget(self, uid: str) -> None:
+        """Member `uid` is gone: its place waits for another."""
+        self.members.pop(uid, None)
+        self.roster += 1
+        self.committed.discard(uid)
+        self.passed.discard(uid)
+        self.landed.pop(uid, None)
+        self.forget_nomination(uid)
+        holder = self.places.pop(uid, None)
+        slot = self.slots.get(holder) if holder is not None else None
+        if slot is not None:
+            slot.member = None
+
+    def redeclare(self, spec: GangSpec) -> None:
+        """Its declaration changed (its places given back first): a plan is worth trying."""
+        self.spec = spec
+        self.roster += 1
+
+    def offered(self, m: Member, nodes: Iterable[str]) -> None:
+        """kube-scheduler offered member `m` `nodes`: where it found m feasible."""
+        m.feasible = frozenset(nodes)
+
+    def exclude(self, m: Member, node: str) -> None:
+        """kube-scheduler refused member `m` `node`: no plan puts it there again."""
+        m.excluded = m.excluded | {node}
+
+    # ---- its reservation -------------------------------------------------------------------
+
+    def start_plan(self, task: asyncio.Task[Outcome]) -> None:
+        """A plan of it runs off the loop: members asking meanwhile wait for it."""
+        self.planning = task
+
+    def end_plan(self) -> None:
+        self.planning = None
+
+    def wait(self, reason: str, short: bool | None = None) -> None:
+        """It is not reserved now, for `reason`; `short`: whether for room (None: as it was)."""
+        self.reason = reason
+        if short is not None:
+            self.short = short
+
+    def reserve(self, r: Reservation) -> None:
+        """It holds the places of `r`, and a new barrier for its members."""
+        for uid, s in zip(r.members, r.slots, strict=False):
+            m = self.members.get(uid)
+            if m is not None and not m.bound:  # else its place waits for a member to come
+                s.member = uid
+        self.slots = {s.holder: s for s in r.slots}
+        self.places = {s.member: s.holder for s in self.slots.values() if s.member is not None}
+        self.phase = Phase.RESERVED
+        self.attempts += 1
+        self.expires = r.expires
+        self.reserved_at = r.at
+        self.filtered_at = None
+        self.passed = set()
+        self.barrier = Barrier()
+        self.reason = r.reason
+        self.short = False
+
+    def assign(self, slot: Slot, uid: str) -> None:
+        """Place `slot`, kept for a member to come, is member `uid`'s."""
+        slot.member = uid
+        self.places[uid] = slot.holder
+
+    def move(self, slot: Slot, node: str) -> None:
+        """Place `slot` moved to `node` (held there in the ledger): its nomination is void."""
+        slot.node = node
+        if slot.member is not None:
+            self.forget_nomination(slot.member)
+
+    def pass_filter(self, uid: str, wall: Callable[[], float]) -> None:
+        """Member `uid`'s filter passed its reserved node; notes when its minimum first all
+        had (the count is over the members, a cheap bound first: a filter per member)."""
+        self.passed.add(uid)
+        need = self.spec.min_members
+        if (
+            self.filtered_at is None
+            and len(self.passed) + len(self.landed) >= need
+            and self.placed_count() >= need
+        ):
+            self.filtered_at = wall()
+
     def back_off(self, now: float, backoff: tuple[float, float]) -> None:
         """Its reservation timed out: no new one before an exponential backoff, and what
         kube-scheduler refused its members then may fit next time."""
@@ -171,35 +298,72 @@ class GangState:
         lo, hi = backoff
         self.retry_at = now + min(hi, lo * 2 ** (self.timeouts - 1))
 
-    def place_of(self, uid: str) -> Slot | None:
-        """Member `uid`'s reserved place, if it has one."""
-        holder = self.places.get(uid)
-        return None if holder is None else self.slots.get(holder)
+    def release(self, why: str) -> dict[str, Slot]:
+        """Its places are given back (returned, by holder, for the ledger), its nominations
+        dropped and its barrier's waiters woken with `why`; a plan made before is void."""
+        self.epoch += 1
+        held = self.slots
+        if held:
+            self.slots = {}
+            self.places = {}
+        self.passed = set()
+        self.nominated = {}
+        self.seen_nominated = set()
+        if self.barrier is not None:
+            self.barrier.cancel(why or f"gang {self.key} was released")
+            self.barrier = None
+        if self.phase is Phase.RESERVED:
+            self.phase = Phase.WAITING
+        if why:
+            self.reason = why
+        return held
 
-    def assign(self, slot: Slot, uid: str) -> None:
-        slot.member = uid
-        self.places[uid] = slot.holder
+    def complete(self) -> None:
+        """Its minimum is bound (its places given back): further members are ordinary pods."""
+        self.phase = Phase.BOUND
+        self.reason = ""
+        self.short = False
 
-    def vacate(self, uid: str) -> None:
-        """Member `uid` is gone: its place waits for another."""
-        holder = self.places.pop(uid, None)
-        slot = self.slots.get(holder) if holder is not None else None
-        if slot is not None:
-            slot.member = None
+    # ---- bind ------------------------------------------------------------------------------
 
-    def take(self, uid: str) -> Slot | None:
-        """Member `uid`'s place leaves the reservation (it is the member's pod now)."""
+    def bind(self, uid: str) -> Slot | None:
+        """Member `uid`'s Binding was created: its place (returned) leaves the reservation,
+        to be the pod's own until the informer reports it bound."""
+        self.committed.add(uid)
+        return self._landed(uid)
+
+    def bound(self, uid: str) -> Slot | None:
+        """Member `uid` is seen bound: its place (returned) is the bound pod now."""
+        self.committed.discard(uid)
+        return self._landed(uid)
+
+    def _landed(self, uid: str) -> Slot | None:
+        self.landed[uid] = None
+        self.forget_nomination(uid)
         holder = self.places.pop(uid, None)
         return None if holder is None else self.slots.pop(holder, None)
 
-    def hold(self, slots: Iterable[Slot]) -> None:
-        """The places of a new reservation (those with a member are its)."""
-        self.slots = {s.holder: s for s in slots}
-        self.places = {s.member: s.holder for s in self.slots.values() if s.member is not None}
+    # ---- nominations (extender.gang.nominations decides them) ------------------------------
 
-    def unhold(self) -> None:
-        self.slots = {}
-        self.places = {}
+    def nominate(self, uid: str, node: str) -> None:
+        """`node` was written (or is to be, a moment later) to member `uid`'s nomination."""
+        self.nominated[uid] = node
+
+    def nomination_seen(self, uid: str) -> None:
+        """The pod watch showed member `uid` with its nomination."""
+        self.seen_nominated.add(uid)
+
+    def forget_nomination(self, uid: str) -> None:
+        """Member `uid`'s nomination is not the gang's to keep (bound, binding, gone, moved,
+        or cleared by kube-scheduler)."""
+        self.nominated.pop(uid, None)
+        self.seen_nominated.discard(uid)
+
+    def withdraw_nomination(self, uid: str, node: str) -> None:
+        """Member `uid`'s delayed nomination of `node` is not written after all: it is no
+        longer recorded, so nothing clears it."""
+        if self.nominated.get(uid) == node:
+            del self.nominated[uid]
 
 
 @dataclass(frozen=True, slots=True)
