@@ -25,7 +25,12 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         help="run a local Kubernetes control plane (etcd, kube-apiserver, kube-scheduler)",
     )
     sub = cluster.add_subparsers(dest="cluster_command", required=True)
+    _add_up(sub)
+    _add_down(sub)
+    _add_status(sub)
 
+
+def _add_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("up", help="start a cluster with fake nodes; returns once it is ready")
     _add_dir(p)
     p.add_argument("--nodes", type=int, default=3, help="number of fake nodes (default 3)")
@@ -42,6 +47,15 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         metavar="FILE",
         help="KubeSchedulerConfiguration to run instead of the mode's",
     )
+    _add_node_shape(p)
+    _add_api(p)
+    _add_extender(p)
+    _add_ports_and_waits(p)
+    p.set_defaults(func=_up)
+
+
+def _add_node_shape(p: argparse.ArgumentParser) -> None:
+    """cluster up's flags for what every fake node offers."""
     p.add_argument("--node-cpu", default="32", help="cpu of each node (default 32)")
     p.add_argument("--node-memory", default="128Gi", help="memory of each node (default 128Gi)")
     p.add_argument("--node-pods", default="110", help="pod capacity of each node (default 110)")
@@ -61,6 +75,10 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         metavar="NAME=QTY",
         help="extended resource on every node (repeatable)",
     )
+
+
+def _add_api(p: argparse.ArgumentParser) -> None:
+    """cluster up's flags for the resources' domain and what kube-apiserver serves."""
     p.add_argument(
         "--resource-domain",
         default=DEFAULT_RESOURCE_DOMAIN,
@@ -82,6 +100,10 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         metavar="GROUP/VERSION=BOOL",
         help="kube-apiserver API group (repeatable)",
     )
+
+
+def _add_extender(p: argparse.ArgumentParser) -> None:
+    """cluster up's flags for how the extender runs and is called."""
     p.add_argument(
         "--replicas",
         type=int,
@@ -99,6 +121,10 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "members get filter, bind and preempt, pods with a preference prioritize, the others "
         "none); every-pod: every pod every exchange (scheduler-config/extender.yaml)",
     )
+
+
+def _add_ports_and_waits(p: argparse.ArgumentParser) -> None:
+    """cluster up's fixed ports, kubelets and time to be ready."""
     for component in ("etcd", "apiserver", "scheduler", "extender"):
         p.add_argument(
             f"--{component}-port",
@@ -119,13 +145,16 @@ def add_cluster_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         default=120.0,
         help="seconds for all components to become ready (default 120)",
     )
-    p.set_defaults(func=_up)
 
+
+def _add_down(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("down", help="stop a cluster and remove its data (idempotent)")
     _add_dir(p)
     p.add_argument("--keep-logs", action="store_true", help="keep <dir>/logs")
     p.set_defaults(func=_down)
 
+
+def _add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="pids, health and memory; exit 1 unless all healthy")
     _add_dir(p)
     p.add_argument("--json", action="store_true", help="print JSON")
