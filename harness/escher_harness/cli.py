@@ -296,6 +296,17 @@ def _positive_float(text: str) -> float:
 def _add_bench(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks")
     kinds = p.add_subparsers(dest="benchmark", required=True)
+    _add_bench_extender(kinds)
+    _add_bench_gang(kinds)
+    _add_bench_esl(kinds)
+    _add_bench_gang_timeline(kinds)
+    _add_bench_stall(kinds)
+    _add_bench_failover(kinds)
+    _add_bench_outage(kinds)
+    _add_bench_scheduler_perf(kinds)
+
+
+def _add_bench_extender(kinds: Any) -> None:
     e = kinds.add_parser(
         "extender", help="filter/prioritize latency and scheduling throughput with vs without"
     )
@@ -347,6 +358,9 @@ def _add_bench(sub: Any) -> None:
     )
     e.add_argument("--baseline", type=Path, help="an earlier results.json to guard against")
     e.set_defaults(func=_guarded(_bench_extender))
+
+
+def _add_bench_gang(kinds: Any) -> None:
     g = kinds.add_parser(
         "gang",
         help="gang scheduling: ten approaches replay one workload trace",
@@ -374,6 +388,13 @@ def _add_bench(sub: Any) -> None:
     g.add_argument("--repeat", type=_positive_int, help="repetitions (default: the preset's)")
     g.add_argument("--seed", type=int, help="the workload's seed (default: the preset's, 1)")
     g.add_argument("--resume", action="store_true", help="keep the runs already in --out")
+    _add_gang_scenario(g)
+    _add_gang_cluster(g)
+    g.set_defaults(func=_guarded(_bench_gang))
+
+
+def _add_gang_scenario(g: argparse.ArgumentParser) -> None:
+    """bench gang's scenario fields, each applied to every scenario of the preset kept."""
     g.add_argument("--nodes", type=_positive_int, help="nodes (each of the preset's shape)")
     g.add_argument("--rate", type=_positive_float, help="gang arrivals per second (Poisson)")
     g.add_argument("--duration", type=_positive_float, help="seconds of arrivals")
@@ -383,6 +404,10 @@ def _add_bench(sub: Any) -> None:
         "--run-time", help="run time distribution (s): 5, uniform:2,8, exp:5, lognormal:4,0.6,20"
     )
     g.add_argument("--deadline", type=_positive_float, help="seconds before a gang is given up")
+
+
+def _add_gang_cluster(g: argparse.ArgumentParser) -> None:
+    """bench gang's flags for how every approach's cluster runs."""
     g.add_argument("--qps", type=_positive_float, help="every scheduler's client qps (1000)")
     g.add_argument("--burst", type=_positive_int, help="every scheduler's client burst (2000)")
     g.add_argument(
@@ -415,12 +440,17 @@ def _add_bench(sub: Any) -> None:
         "autogroup nice, -20..19 (default 0: the share of every other process; -5: about 3x, "
         "-10: about 9x; below 0 needs CAP_SYS_NICE)",
     )
-    g.set_defaults(func=_guarded(_bench_gang))
+
+
+def _add_bench_esl(kinds: Any) -> None:
     s = kinds.add_parser("esl", help="soft constraints and bin-packing: scores vs timeouts")
     s.add_argument("--out", type=Path, required=True, help="directory for results")
     s.add_argument("--quick", action="store_true", help="two trials each (under a minute)")
     s.add_argument("--trials", type=int, default=5, help="trials per scenario")
     s.set_defaults(func=_guarded(_bench_esl))
+
+
+def _add_bench_gang_timeline(kinds: Any) -> None:
     tl = kinds.add_parser(
         "gang-timeline",
         help="one gang at a time: where its time goes, extender vs the in-framework peers",
@@ -435,12 +465,18 @@ def _add_bench(sub: Any) -> None:
     tl.add_argument("--size", type=_positive_int, default=4, help="members per gang")
     tl.add_argument("--repeat", type=_positive_int, default=3, help="repetitions, interleaved")
     tl.set_defaults(func=_guarded(_bench_gang_timeline))
+
+
+def _add_bench_stall(kinds: Any) -> None:
     t = kinds.add_parser(
         "stall", help="the longest event-loop stall one request causes, seen by /healthz"
     )
     t.add_argument("--out", type=Path, required=True, help="directory for stall.md")
     t.add_argument("--repeat", type=int, default=5, help="times each heavy request is sent")
     t.set_defaults(func=_guarded(_bench_stall))
+
+
+def _add_bench_failover(kinds: Any) -> None:
     f = kinds.add_parser(
         "failover",
         help="seconds from SIGKILL or SIGSTOP of the leader to the next bind, as deploy/ ships it",
@@ -461,6 +497,9 @@ def _add_bench(sub: Any) -> None:
         help="deploy/overlays/sidecar's configuration: the split over plain HTTP/1.1",
     )
     f.set_defaults(func=_guarded(_bench_failover))
+
+
+def _add_bench_outage(kinds: Any) -> None:
     o = kinds.add_parser(
         "outage",
         help="kube-apiserver paused under policy and binding load: each change on all its "
@@ -470,6 +509,9 @@ def _add_bench(sub: Any) -> None:
     o.add_argument("--runs", type=_positive_int, default=5, help="outages, each a fresh cluster")
     o.add_argument("--pause", type=_positive_float, default=30.0, help="seconds paused")
     o.set_defaults(func=_guarded(_bench_outage))
+
+
+def _add_bench_scheduler_perf(kinds: Any) -> None:
     from escher_harness.bench.schedperf_config import TEST_CASE_NAMES, WAYS
 
     k = kinds.add_parser(
