@@ -2,7 +2,7 @@
 
 Nothing here imports kubernetes, fastapi, starlette, httpx, aiohttp or uvicorn (an import-linter
 contract). Everything above it (the scheduling plugins, the gang feature, the ESLs, the HTTP
-routes and the Kubernetes adapters) is built on these modules:
+routes and the features' Kubernetes sides) is built on these modules:
 
   objects      the fields of Kubernetes objects the extender reads, as msgspec structs
   quantity     Kubernetes quantities, parsed exactly as the API server does

@@ -1,6 +1,6 @@
 """Who may call the policy API: the outcome of checking a caller, as a value.
 
-The adapters' Authorizer (extender.cluster.auth) decides it, with a static token or a
+The Authorizer (extender.cluster.auth) decides it, with a static token or a
 TokenReview and a SubjectAccessReview; the service passes it up and the HTTP layer
 (extender.http.deps) maps it to 401, 403 or 503. Pure, no I/O.
 """

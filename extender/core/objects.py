@@ -10,7 +10,8 @@ while decoding, with the path of the field in the error.
 Structs are frozen (a decoded object is never mutated) and not tracked by the garbage
 collector (they hold no reference cycles). `msgspec.Raw` fields keep a sub-tree undecoded:
 the extender only needs to know whether it is there (constraints it cannot evaluate itself).
-Pure data, no I/O; used by the core, the plugins, the gang feature, the wire and the adapters.
+Pure data, no I/O; used by the core, the plugins, the gang feature, the wire and the
+Kubernetes sides.
 """
 
 from __future__ import annotations

@@ -11,11 +11,12 @@ Two kinds of object declare a gang besides the extender's own labels and annotat
   the label `scheduling.x-k8s.io/pod-group`: `spec.minMember` and `spec.scheduleTimeoutSeconds`.
 
 `Declarations` is the index the gang manager reads through the `Groups` protocol: filled by
-the adapters' informers (extender.gang.kube.podgroups), which call `put`, `remove` and
-`listed`. It also follows the pods that name a group (subscribed to the cluster view's pod
-events), so that when a group appears, changes or goes, its members are handed back to the
-gang manager (`on_change`, wired by extender.service to GangManager.redeclared) and a gang
-waiting for its declaration is planned again. Runs on the event loop only; pure, no I/O.
+the gang's Kubernetes side (extender.gang.kube.podgroups, its informers), which calls `put`,
+`remove` and `listed`. It also follows the pods that name a group (subscribed to the cluster
+view's pod events), so that when a group appears, changes or goes, its members are handed
+back to the gang manager (`on_change`, wired by extender.service to GangManager.redeclared)
+and a gang waiting for its declaration is planned again. Runs on the event loop only; pure,
+no I/O.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ there, so a reservation holds even against pods that never reach the extender. A
 nominations follow its places: each member's written once per place, written again when
 kube-scheduler cleared it while the place is still held (it clears a pod's nomination when its
 bind fails), cleared when the places are given back, dropped for a member bound or gone.
-What was written is GangState.nominated; the writes go through `Write` (the adapter
-extender.gang.kube.nominator in extender mode; None: nominations are off).
+What was written is GangState.nominated; the writes go through `Write` (the gang's
+Kubernetes side, extender.gang.kube.nominator, in extender mode; None: nominations are off).
 
 The functions here decide and write nothing: `due` says which nominations to write, `seen`
 what the pod watch's view of one comes to, `cleared` whose to clear, `wanted` whether a

@@ -1,7 +1,7 @@
 """What the routes depend on: the runtime they serve, readiness, and who the caller is.
 
 Routes see the service through the Runtime protocol only (extender.service.Service is the
-implementation, set on app.state by extender.app), so this layer imports no adapter. Every
+implementation, set on app.state by extender.app), so this layer imports no Kubernetes side. Every
 dependency here is async and O(1) (authentication answers from a cache, or awaits the API
 server without holding a thread): probes and binds never queue behind policy calls.
 """

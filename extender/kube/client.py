@@ -14,7 +14,7 @@ so a pass of 5,000 node patches never holds up a policy's write or a bind.
 
 Every failure is an ApiError, and `reason` maps it to a short, bounded label for metrics and
 logs: this module is the one place that reads the API server's Status objects. Used by the
-other adapters (cluster view, write-back, binder, leader election, authentication).
+every Kubernetes side (cluster view, write-back, binder, leader election, authentication).
 """
 
 from __future__ import annotations
