@@ -44,7 +44,7 @@ from escher_harness import localcluster
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.binaries import find_kubectl
 from escher_harness.localcluster.errors import MissingBinaryError
-from extender.dra.slices import MANAGED_BY
+from extender.dra.objects import MANAGED_BY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=1, kwok=False)]
 

@@ -46,7 +46,7 @@ from escher_harness.localcluster.errors import MissingBinaryError
 from extender.cli import build_parser, settings_of
 from extender.cluster.args import LeaderElectionArgs
 from extender.core.pod import Keys
-from extender.dra.slices import MANAGED_BY
+from extender.dra.objects import MANAGED_BY
 from extender.listen import ListenArgs
 from extender.scheduling.profile import problems
 from extender.settings import Settings

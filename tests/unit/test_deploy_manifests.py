@@ -27,7 +27,7 @@ from rbac import DRA, EXPECTED, PLACEMENT, triples
 from escher_harness.localcluster.config import SCHEDULER_ENV
 from extender.cli import build_parser, settings_of
 from extender.core.pod import COSCHEDULING_LABEL, Keys
-from extender.dra.slices import MANAGED_BY
+from extender.dra.objects import MANAGED_BY
 from extender.gang.args import GangArgs
 from extender.listen import ListenArgs
 from extender.scheduling.profile import problems

@@ -20,15 +20,9 @@ from fakeapi import Cluster, connected
 
 from extender.core.errors import Conflict, InvalidValue
 from extender.core.ledger import HolderKind, Ledger
-from extender.dra.slices import (
-    MANAGED_BY,
-    SlicePublisher,
-    Want,
-    device_names,
-    dns_name,
-    pool_name,
-    publication,
-)
+from extender.dra.devices import Want, device_names, dns_name, pool_name, publication
+from extender.dra.objects import MANAGED_BY
+from extender.dra.slices import SlicePublisher
 from extender.metrics import Metrics
 from extender.policies import api as policy
 from extender.settings import Settings
@@ -204,7 +198,7 @@ def test_a_decrease_keeps_every_device_a_claim_holds(tmp_path: Path) -> None:
         assert await s.durable()
         s.claim("c1", ("n0/r/1", "u150"))
         s.claim("c2", ("n0/r/0", "u7"), ("other/pool/0", "u1"))
-        await settled(s, lambda: "n0/r" in s.publisher._allocated)
+        await settled(s, lambda: "n0/r" in s.publisher._holdings.allocated)
         s.ledger.set_capacity(R, {"n0": 4})
         assert await s.durable()
         assert s.devices() == ["u0", "u1", "u7", "u150"]
@@ -319,9 +313,9 @@ def test_a_device_claimed_while_the_decrease_is_being_written_is_published_again
         send = api.request
 
         async def claimed_meanwhile(method: str, path: str, **kw: Any) -> bytes:
-            if method == "PUT" and "resourceslices" in path and not s.publisher._claims:
+            if method == "PUT" and "resourceslices" in path and not s.publisher._holdings.held:
                 s.claim("late", ("n0/r/0", "u7"))
-                await settled(s, lambda: bool(s.publisher._claims))
+                await settled(s, lambda: bool(s.publisher._holdings.held))
             return await send(method, path, **kw)
 
         api.request = claimed_meanwhile  # type: ignore[method-assign]
