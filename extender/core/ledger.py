@@ -13,10 +13,17 @@ Observations of what the cluster already did (a pod plain kube-scheduler bound) 
 as facts even when they exceed capacity; they then block further placements.
 
 Concurrency. Every change is atomic (all of it or none, under one lock held only for work
-proportional to what changes) and bumps `version`. Readers never take the lock: each node is
-an immutable NodeView that a change replaces, so `node()` and the filter's index lookups see
-either the old or the new node, never half of one, and `snapshot()` is a copy of a dict of
-pointers. Totals for metrics are maintained as changes happen.
+proportional to what changes) and bumps `version`. The hot reads take no lock: each node is an
+immutable NodeView that a change replaces, so `node()` and the filter's index lookups
+(`shortfalls`, the scores: extender.core.freeindex) see either the old or the new node, never
+half of one. Two reads take the lock briefly for a consistent copy: `snapshot()` (two dicts of
+pointers at one version) and `holders_on()`; a ranking or score computed without it is cached
+only if the lock is free at once, so the event loop never waits for it. Totals for metrics are
+maintained as changes happen.
+
+The values it keeps and hands out live beside it: NodeView and the checks over it
+(extender.core.nodeview), Holding, HolderKind and Shortfall (extender.core.holdings), Snapshot
+and Totals (extender.core.snapshot).
 
 Called by the scheduling verbs and the gang feature (decisions), the policy API and the ESLs
 (capacities), the cluster view (facts from the API server) and the write-back (what to
@@ -25,140 +32,43 @@ persist, through `subscribe`).
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
-from types import MappingProxyType
-from typing import Any, NamedTuple
 
-from msgspec import Struct
-
-from extender.core.errors import Conflict, CoreError, UnknownNode
+from extender.core.errors import CoreError, UnknownNode
+from extender.core.freeindex import FreeIndex
+from extender.core.holdings import HolderKind, Holding, Shortfall
+from extender.core.nodeview import (
+    EMPTY,
+    NodeView,
+    check_above_allocated,
+    check_unheld,
+    first_shortfall,
+    present,
+)
 from extender.core.objects import Taint
+from extender.core.snapshot import Snapshot, Totals
 
-
-class HolderKind(StrEnum):
-    POD = "pod"  # bound, as observed from the API server
-    ASSUMED = "assumed"  # accepted for binding, not yet observed bound
-    RESERVATION = "reservation"  # places held for pods that have not been placed yet
-    CLAIM = "claim"  # mode dra: devices a ResourceClaim holds, as the API server reports
-
-
-class Holding(Struct, frozen=True, gc=False):
-    """Amounts that one holder takes on one node.
-
-    Not tracked by the garbage collector (a msgspec Struct with gc=False): a gang of 1,024
-    reserves 1,024 of them at once and a large cluster holds hundreds of thousands, each one
-    an object every full collection would walk. A Holding refers only to strings, ints, its
-    kind (an enum member) and a dict of ints, none of which refers back: it can be in no
-    reference cycle."""
-
-    holder: str
-    node: str
-    amounts: Mapping[str, int]
-    kind: HolderKind
-    priority: int = 0  # of a pod: who may preempt it
-
-
-@dataclass(frozen=True, slots=True)
-class Shortfall:
-    """Why a node cannot take an amount of a resource (a decision, returned as a value)."""
-
-    node: str
-    resource: str
-    requested: int
-    available: int
-    capacity: int
-
-    @property
-    def unresolvable(self) -> bool:
-        """True when evicting every holder would still not make room."""
-        return self.capacity < self.requested
-
-    def __str__(self) -> str:
-        # Node-independent, as NodeResourcesFit words it: kube-scheduler counts nodes per
-        # distinct reason ("0/4 nodes are available: 3 Insufficient escher.io/x, ...").
-        if self.capacity == 0:
-            return f"node(s) lack {self.resource}"
-        return f"Insufficient {self.resource}"
-
-    @property
-    def detail(self) -> str:
-        return (
-            f"{self.node}: {self.resource} requested {self.requested}, "
-            f"available {self.available} of {self.capacity}"
-        )
-
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})  # a default no view can change
-
-
-class NodeView(NamedTuple):
-    """One node at one moment. Never mutated: a change makes a new one. A tuple rather than
-    a frozen dataclass: the policy API and the ESLs make thousands at once, and a tuple is
-    built in C where a frozen dataclass sets each field through object.__setattr__."""
-
-    name: str
-    labels: Mapping[str, str] = _EMPTY
-    taints: tuple[Taint, ...] = ()
-    unschedulable: bool = False
-    physical: Mapping[str, int] = _EMPTY
-    ephemeral: Mapping[str, int] = _EMPTY
-    used: Mapping[str, int] = _EMPTY
-
-    def capacity(self, resource: str) -> int:
-        return self.ephemeral.get(resource, self.physical.get(resource, 0))
-
-    def available(self, resource: str) -> int:
-        return max(0, self.capacity(resource) - self.used.get(resource, 0))
-
-    def shown(self) -> dict[str, int]:
-        """Each ephemeral resource's capacity, or what its holders hold if that is more (the
-        listeners are told when it changes with the holdings). Holders can exceed a capacity
-        just lowered: the ledger refuses a decrease below what it has seen allocated, but
-        kube-scheduler may have placed pods against the old capacity that the watch has not
-        reported yet. Neither write-back raises a capacity to it: the Node-status one writes
-        the capacities (extender.writeback.nodes), so kube-scheduler finds no room there
-        until the holders are below it, and mode dra publishes only the held devices, tainted
-        so that none is allocated again (extender.dra.slices)."""
-        used = self.used
-        return {r: max(cap, used.get(r, 0)) for r, cap in self.ephemeral.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A consistent copy of the whole ledger at one version (dicts of immutable parts)."""
-
-    version: int
-    nodes: Mapping[str, NodeView]
-    holdings: Mapping[str, Holding]
-
-
-@dataclass(frozen=True, slots=True)
-class Totals:
-    """What the metrics report, maintained as changes happen (no scan of the nodes)."""
-
-    version: int
-    nodes: int
-    resources: int
-    holdings: Mapping[HolderKind, int]
+# The ledger's vocabulary, importable from here as its callers always have.
+__all__ = [
+    "HolderKind",
+    "Holding",
+    "Ledger",
+    "NodeView",
+    "Shortfall",
+    "Snapshot",
+    "Totals",
+    "check_above_allocated",
+    "check_unheld",
+]
 
 
 Listener = Callable[[int, frozenset[str]], None]
 
-SCORE_CACHES = 4  # cached LeastAllocated answers per resource (distinct amounts asked)
-
-
-def _least(free: int, cap: int, want: int, top: int) -> int:
-    """`top` times the fraction of `cap` left free after taking `want`, rounded."""
-    left = free - want
-    return int(top * left / cap + 0.5) if left > 0 else 0
-
 
 class Ledger:
-    """Thread-safe; every public method is atomic; reads take no lock."""
+    """Thread-safe; every public method is atomic; only snapshot() and holders_on() among the
+    reads take the lock."""
 
     def __init__(self, domain: str = "escher.io") -> None:
         # Resources under this domain are ephemeral: the ledger decides them. Others (cpu,
@@ -172,20 +82,11 @@ class Ledger:
         self.shape = 0
         self._nodes: dict[str, NodeView] = {}
         self._holdings: dict[str, Holding] = {}
-        # Ephemeral resource -> node -> free units (the filter's index), and -> capacity.
-        self._free: dict[str, dict[str, int]] = {}
-        self._caps: dict[str, dict[str, int]] = {}
-        # Resource -> (amount, top) -> node -> LeastAllocated score (see _scores_of).
-        self._scores: dict[str, dict[tuple[int, int], dict[str, int]]] = {}
-        # Resource -> its nodes as (-used, name), sorted: the fullest first, equals by name
-        # (see most_used). Only for the resources a pack preference has asked about; kept up
-        # to date by _index and dropped with the resource.
-        self._ranks: dict[str, list[tuple[int, str]]] = {}
+        # The free indexes (per resource and node: free units, capacities, rankings, scores;
+        # physical room), brought up to date with every view under the lock.
+        self._index = FreeIndex(self._lock, lambda: self._version)
         # Node -> reservation holdings on it: ReservationFit checks only these nodes.
         self._reserved: dict[str, int] = {}
-        # Physical resource -> node -> what is free of it (allocatable less everything held),
-        # for each node that reports it: ReservationFit's check is a lookup per node.
-        self._room: dict[str, dict[str, int]] = {}
         # Node -> its holders (preemption and node removal look at one node's holders), each
         # a dict with None values rather than a set: a dict of strings is not tracked by the
         # garbage collector, a set always is, and every full collection walked each entry.
@@ -200,7 +101,7 @@ class Ledger:
         # can publish); raises a core error, and then nothing is changed.
         self.guard: Callable[[str, Mapping[str, int]], None] | None = None
 
-    # ---- observation (no lock) ----------------------------------------------------------
+    # ---- observation (no lock, but in snapshot) ---------------------------------------------
 
     @property
     def version(self) -> int:
@@ -237,60 +138,23 @@ class Ledger:
         return self._holdings.get(holder)
 
     def has_resource(self, resource: str) -> bool:
-        return bool(self._free.get(resource))
+        return bool(self._index.free.get(resource))
 
     def most_used(self, resource: str, nodes: Sequence[str]) -> str | None:
-        """The one of `nodes` with the most units of an ephemeral resource in use (the first
-        by name among equals), None when none has it: what a pack preference scores.
-
-        prioritize asks it of every feasible node, 5,000 at a time, so it walks the
-        resource's ranking (fullest first) to the first offered node, a set lookup a step:
-        the nodes before it are those not offered, mostly the full ones. Even a walk of every
-        node costs less than one pass computing each offered node's use (66 us against 490
-        at 5,000 nodes), and the set of offered names as much again.
-        """
-        caps, free = self._caps.get(resource), self._free.get(resource)
-        if not caps or free is None or not nodes:
-            return None
-        ranks = self._ranks.get(resource)
-        if ranks is None:
-            ranks = self._rank(resource, free, caps)
-        offered: Sequence[str] | set[str] = set(nodes) if len(nodes) > 8 else nodes
-        # A list another thread changes under the walk may be read a step off: a score,
-        # not a decision, and the next call reads it right.
-        for _, name in ranks:
-            if name in offered:
-                return name
-        return None
-
-    def _rank(
-        self, resource: str, free: dict[str, int], caps: dict[str, int]
-    ) -> list[tuple[int, str]]:
-        """Build `resource`'s ranking (once; _index keeps it). Built from copies without the
-        lock (this runs on the event loop), and kept only if nothing changed meanwhile and
-        the lock is free at once, as a cached score is."""
-        version = self._version
-        pairs, capacity = list(free.items()), dict(caps)
-        ranks = sorted((f - capacity[n], n) for n, f in pairs if n in capacity)
-        if self._lock.acquire(blocking=False):
-            try:
-                if self._version == version and self._free.get(resource) is free:
-                    self._ranks[resource] = ranks
-            finally:
-                self._lock.release()
-        return ranks
+        """The one of `nodes` with the most units of `resource` in use (FreeIndex.most_used)."""
+        return self._index.most_used(resource, nodes)
 
     def nodes_with(self, resource: str) -> Mapping[str, int]:
         """Free units of an ephemeral resource, per node that has it (a live read-only view:
         copy it before iterating while others may change the ledger)."""
-        return self._free.get(resource, {})
+        return self._index.free.get(resource, {})
 
     def reserved_nodes(self) -> Mapping[str, int]:
         """Nodes holding reservations (and how many); empty when there are none."""
         return self._reserved
 
     def totals(self) -> Totals:
-        return Totals(self._version, len(self._nodes), len(self._free), dict(self._kinds))
+        return Totals(self._version, len(self._nodes), len(self._index.free), dict(self._kinds))
 
     # ---- decisions --------------------------------------------------------------------------
 
@@ -304,14 +168,14 @@ class Ledger:
         items = list(request.items())
         if len(items) == 1:
             (res, want), *_ = items
-            free = self._free.get(res, {})
+            free = self._index.free.get(res, {})
             for name in nodes:
                 if free.get(name, 0) < want:
                     out[name] = self._shortfall(name, res, want)
             return out
         for name in nodes:
             for res, want in items:
-                if self._free.get(res, {}).get(name, 0) < want:
+                if self._index.free.get(res, {}).get(name, 0) < want:
                     out[name] = self._shortfall(name, res, want)
                     break
         return out
@@ -326,64 +190,9 @@ class Ledger:
     def least_allocated(
         self, nodes: Iterable[str], request: Mapping[str, int], top: int
     ) -> Mapping[str, int]:
-        """Per node, `top` times the mean fraction of each requested resource left free after
-        placing `request`, rounded: NodeResourcesFit's LeastAllocated over the ledger. Nodes
-        scoring 0 (no room, or too little to round up) are left out: to a caller that adds
-        scores up, as kube-scheduler does, absent and 0 are the same.
-
-        For one resource, the answer is the live cache of every node's score, `nodes` or not
-        (a ScorePlugin's contract): prioritize then reads it with one lookup per offered node,
-        rather than after a copy restricted to them. Read it with `get`, never iterate it: the
-        ledger updates it in place."""
-        out: dict[str, int] = {}
-        if len(request) == 1:  # the common case
-            ((res, want),) = request.items()
-            return self._scores_of(res, want, top)
-        if not request:
-            return out
-        fractions = dict.fromkeys(nodes, 0.0)
-        share = 1 / len(request)
-        for res, want in request.items():
-            free, caps = self._free.get(res, {}), self._caps.get(res, {})
-            for name in fractions:
-                left = free.get(name, 0) - want
-                if left > 0:
-                    fractions[name] += share * left / caps[name]
-        for name, fraction in fractions.items():
-            if score := int(top * fraction + 0.5):
-                out[name] = score
-        return out
-
-    def _scores_of(self, res: str, want: int, top: int) -> Mapping[str, int]:
-        """LeastAllocated for one resource and amount, per node that has it (nonzero only).
-
-        Kept for the last few (amount, top) of each resource and updated node by node as the
-        free index changes, so that prioritize costs a lookup per node. A miss is computed
-        without the lock (prioritize runs on the event loop), and kept only if nothing
-        changed meanwhile and the lock is free at once.
-        """
-        cached = self._scores.get(res, {}).get((want, top))
-        if cached is not None:
-            return cached
-        version = self._version
-        free, caps = self._free.get(res, {}), self._caps.get(res, {})
-        # One C-level copy each: another thread may change the index while we read.
-        pairs, capacity = list(free.items()), dict(caps)
-        scores = {
-            n: score
-            for n, f in pairs
-            if (cap := capacity.get(n)) and (score := _least(f, cap, want, top))
-        }
-        if free and self._lock.acquire(blocking=False):
-            try:
-                if self._version == version and self._free.get(res) is free:
-                    per = self._scores.setdefault(res, {})
-                    if len(per) >= SCORE_CACHES:
-                        del per[next(iter(per))]  # the oldest
-                    per[(want, top)] = scores
-            finally:
-                self._lock.release()
-        return scores
+        """NodeResourcesFit's LeastAllocated over the ledger, per node, zeros left out
+        (FreeIndex.least_allocated: for one resource a live cache, read it with `get`)."""
+        return self._index.least_allocated(nodes, request, top)
 
     def short_of_physical(self, nodes: Iterable[str], amounts: Mapping[str, int]) -> dict[str, str]:
         """Of `nodes`, those holding reservations whose physical allocatable, less everything
@@ -398,7 +207,7 @@ class Ledger:
         held = [n for n in nodes if n in reserved]
         out: dict[str, str] = {}
         for res, want in amounts.items():
-            room = self._room.get(res)
+            room = self._index.room.get(res)
             if room is None or res.startswith(self.prefix):
                 continue  # reported by no node (not ours to judge), or ephemeral
             for name in [n for n in held if room.get(n, want) < want]:
@@ -433,7 +242,7 @@ class Ledger:
             ):
                 return None  # already held (a bound pod stays the fact it is)
             credit = old.amounts if old is not None and old.node == node else {}
-            short = self._check(view, amounts, credit, physical=False)
+            short = first_shortfall(view, amounts, credit, self.prefix, physical=False)
             if short is not None:
                 return short
             self._put(Holding(holder, node, dict(amounts), kind, priority))
@@ -464,7 +273,7 @@ class Ledger:
                 view = self._nodes.get(node)
                 if view is None:
                     return Shortfall(node, "node", 1, 0, 0)
-                short = self._check(view, per, credit.get(node, {}), physical=True)
+                short = first_shortfall(view, per, credit.get(node, {}), self.prefix, physical=True)
                 if short is not None:
                     return short
             # In bulk: the holdings one by one, then each node's used amounts once (a gang of
@@ -491,27 +300,6 @@ class Ledger:
             if places:
                 self._changed(frozenset())
             return None
-
-    def _check(
-        self,
-        view: NodeView,
-        amounts: Mapping[str, int],
-        credit: Mapping[str, int],
-        physical: bool,
-    ) -> Shortfall | None:
-        for res, want in amounts.items():
-            if want <= 0:
-                continue
-            if res.startswith(self.prefix):
-                cap = view.ephemeral.get(res, 0)
-            elif physical and res in view.physical:
-                cap = view.physical[res]
-            else:
-                continue  # not ours to judge
-            free = cap - view.used.get(res, 0) + credit.get(res, 0)
-            if free < want:
-                return Shortfall(view.name, res, want, max(0, free), cap)
-        return None
 
     def holders_on(self, node: str) -> list[Holding]:
         with self._lock:
@@ -643,63 +431,8 @@ class Ledger:
         if old is not None:
             names |= old.ephemeral.keys()
         for res in names:
-            self._index(res, view.name, view.ephemeral.get(res), view.used.get(res, 0))
-        self._index_room(view.name, view.physical, view.used, old.physical if old else _EMPTY)
-
-    def _index_room(
-        self,
-        node: str,
-        physical: Mapping[str, int],
-        used: Mapping[str, int],
-        before: Mapping[str, int] = _EMPTY,
-    ) -> None:
-        """Bring the physical free index up to date for one node (`before`: the physical
-        resources it reported until now)."""
-        for res, cap in physical.items():
-            room = self._room.get(res)
-            if room is None:
-                room = self._room[res] = {}
-            room[node] = cap - used.get(res, 0)
-        for res in before:
-            if res not in physical and (room := self._room.get(res)) is not None:
-                room.pop(node, None)
-
-    def _index(self, res: str, node: str, cap: int | None, used: int) -> None:
-        """Bring `res`'s free index, capacities, ranking and cached scores up to date for one
-        node (`cap` None: the node no longer has it)."""
-        free = self._free.get(res)
-        ranks = self._ranks.get(res)
-        if ranks is not None and free is not None and node in free:
-            entry = (free[node] - self._caps[res][node], node)
-            i = bisect.bisect_left(ranks, entry)
-            if i < len(ranks) and ranks[i] == entry:
-                del ranks[i]
-            else:  # never expected: rebuilt on the next ask rather than kept wrong
-                del self._ranks[res]
-                ranks = None
-        if cap is None:
-            if free is None:
-                return
-            free.pop(node, None)
-            self._caps[res].pop(node, None)
-            if not free:
-                del self._free[res], self._caps[res]
-                self._scores.pop(res, None)
-                self._ranks.pop(res, None)
-                return
-        else:
-            if free is None:
-                free = self._free[res] = {}
-                self._caps[res] = {}
-            free[node] = cap - used
-            self._caps[res][node] = cap
-            if ranks is not None:
-                bisect.insort(ranks, (-used, node))
-        for (want, top), scores in self._scores.get(res, {}).items():
-            if cap is not None and (score := _least(cap - used, cap, want, top)):
-                scores[node] = score
-            else:
-                scores.pop(node, None)
+            self._index.update(res, view.name, view.ephemeral.get(res), view.used.get(res, 0))
+        self._index.update_room(view.name, view.physical, view.used, old.physical if old else EMPTY)
 
     def _set_one(self, node: str, resource: str, cap: int) -> bool:
         """Set one ephemeral resource's capacity on one node (0 removes it); True if it
@@ -714,7 +447,7 @@ class Ledger:
             eph[resource] = cap
         else:
             del eph[resource]
-        self._index(resource, node, cap or None, view.used.get(resource, 0))
+        self._index.update(resource, node, cap or None, view.used.get(resource, 0))
         self._nodes[node] = NodeView(
             node, view.labels, view.taints, view.unschedulable, view.physical, eph, view.used
         )
@@ -740,7 +473,7 @@ class Ledger:
         with self._lock:
             old = self._nodes.get(name)
             eph = (
-                _present(ephemeral) if ephemeral is not None else dict(old.ephemeral if old else {})
+                present(ephemeral) if ephemeral is not None else dict(old.ephemeral if old else {})
             )
             view = NodeView(
                 name,
@@ -762,7 +495,7 @@ class Ledger:
     def adopt(self, name: str, ephemeral: Mapping[str, int]) -> None:
         """Take `ephemeral` as the node's resources, as the node shows them (a replica that
         stops leading drops what it had not written yet: the nodes are the truth again)."""
-        shown = _present(ephemeral)
+        shown = present(ephemeral)
         with self._lock:
             old = self._nodes.get(name)
             if old is None or old.ephemeral == shown:
@@ -779,7 +512,7 @@ class Ledger:
                 self._drop(holder)
             view = self._nodes[name]
             self._set_view(view._replace(ephemeral={}))
-            self._index_room(name, _EMPTY, _EMPTY, view.physical)
+            self._index.update_room(name, EMPTY, EMPTY, view.physical)
             del self._nodes[name]
             self.shape += 1
             self._changed(frozenset())
@@ -827,7 +560,7 @@ class Ledger:
         share of it.
         """
         with self._lock:
-            nodes = list(self._free.get(resource, {}))
+            nodes = list(self._index.free.get(resource, {}))
             if not force:
                 check_unheld(self._nodes, resource, nodes)
             for n in nodes:
@@ -844,34 +577,3 @@ class Ledger:
             self._reshown = set()
         for listener in self._listeners:
             listener(self._version, nodes)
-
-
-def check_above_allocated(
-    nodes: Mapping[str, NodeView], resource: str, capacity: Mapping[str, int]
-) -> None:
-    """Conflict if a capacity (not 0, which removes it) is below what pods hold there."""
-    problems = [
-        f"{n}: {resource} capacity {cap} is below the {held} already allocated"
-        for n, cap in capacity.items()
-        if 0 < cap < (held := nodes[n].used.get(resource, 0))
-    ]
-    if problems:
-        raise Conflict("; ".join(problems[:5]), "capacity")
-
-
-def check_unheld(nodes: Mapping[str, NodeView], resource: str, where: Iterable[str]) -> None:
-    """Conflict if pods hold `resource` on any of `where` (a delete without force)."""
-    held = {n: u for n in where if (u := nodes[n].used.get(resource, 0))}
-    if held:
-        shown = ", ".join(f"{n} ({u})" for n, u in sorted(held.items())[:5])
-        raise Conflict(
-            f"{resource} is held on {len(held)} node(s): {shown}; "
-            "delete with force=true to remove it anyway",
-            "name",
-        )
-
-
-def _present(ephemeral: Mapping[str, int]) -> dict[str, int]:
-    """A node's resources as the ledger keeps them: a capacity of 0 is no resource (as
-    set_capacity's 0 removes one), so a node showing `0` never counts as having it."""
-    return {r: v for r, v in ephemeral.items() if v}

@@ -124,7 +124,7 @@ def test_most_used_ranking_follows_every_change(
             lg.upsert_node(op[1], {}, {"cpu": 4000})
         elif op[1]:  # "drop", forced: the holders keep running, the ledger forgets
             lg.remove_resource(R, force=True)
-            assert R not in lg._ranks  # the ranking goes with the resource
+            assert R not in lg._index.ranks  # the ranking goes with the resource
         for offered in asks:
             assert lg.most_used(R, offered) == _fullest(lg, offered), (op, offered)
 
