@@ -35,7 +35,16 @@ _LATENCY_BUCKETS = (
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
+        self._verbs(self.registry)
+        self._ledger(self.registry)
+        self._writeback(self.registry)
+        self._gangs(self.registry)
+        self._runtime(self.registry)
+        self._cluster(self.registry)
+        self._scrape_hooks: list[Callable[[], None]] = []
+
+    def _verbs(self, r: CollectorRegistry) -> None:
+        """The scheduling verbs and the HTTP routes: latency, decisions, refusals, requeues."""
         self.request_seconds = Histogram(
             "escher_extender_request_seconds",
             "Server-side latency of extender verbs and policy calls, by verb.",
@@ -57,6 +66,33 @@ class Metrics:
             ["route", "status"],
             registry=r,
         )
+        self.filter_nodes = Histogram(
+            "escher_extender_filter_nodes",
+            "Nodes named in a filter call (kube-scheduler sends every feasible node, or only a "
+            "pod's nominated node when that one passes its own filters).",
+            buckets=(1, 2, 8, 64, 512, 1024, 5000, 15000),
+            registry=r,
+        )
+        self.filtered_pods = Gauge(
+            "escher_filtered_pods", "Pods seen at filter and not yet bound.", registry=r
+        )
+        self.bind_seconds = Histogram(
+            "escher_bind_api_seconds",
+            "Time the API server took to create a Binding (the extender's bind).",
+            registry=r,
+            buckets=_LATENCY_BUCKETS,
+        )
+        self.requeue_wakes = Counter(
+            "escher_requeue_wakes_total",
+            "Pods turned away for an ephemeral resource and touched when it freed, so "
+            "kube-scheduler retries them (extender.scheduling.requeue), by outcome (sent, "
+            "failed, dropped).",
+            ["outcome"],
+            registry=r,
+        )
+
+    def _ledger(self, r: CollectorRegistry) -> None:
+        """The ledger and the ESLs, read at scrape time from their totals."""
         self.ledger_nodes = Gauge("escher_ledger_nodes", "Nodes in the ledger.", registry=r)
         self.ledger_resources = Gauge(
             "escher_ledger_resources", "Distinct ephemeral resources.", registry=r
@@ -68,13 +104,12 @@ class Metrics:
             registry=r,
         )
         self.ledger_version = Gauge("escher_ledger_version", "Ledger change counter.", registry=r)
-        self.gangs = Gauge("escher_gangs", "Gangs known, by phase.", ["phase"], registry=r)
-        self.filtered_pods = Gauge(
-            "escher_filtered_pods", "Pods seen at filter and not yet bound.", registry=r
-        )
         self.esl_instances = Gauge(
             "escher_esl_instances", "ESL instances created over HTTP.", registry=r
         )
+
+    def _writeback(self, r: CollectorRegistry) -> None:
+        """The write-back of the ledger to the cluster (Node status or ResourceSlices)."""
         self.writeback_lag_seconds = Histogram(
             "escher_writeback_lag_seconds",
             "Time from a ledger change to its node status patch succeeding.",
@@ -92,14 +127,10 @@ class Metrics:
             "Nodes whose status is behind the ledger.",
             registry=r,
         )
-        self.requeue_wakes = Counter(
-            "escher_requeue_wakes_total",
-            "Pods turned away for an ephemeral resource and touched when it freed, so "
-            "kube-scheduler retries them (extender.scheduling.requeue), by outcome (sent, "
-            "failed, dropped).",
-            ["outcome"],
-            registry=r,
-        )
+
+    def _gangs(self, r: CollectorRegistry) -> None:
+        """The gang feature: gangs by phase, the gate, lifts and nominations."""
+        self.gangs = Gauge("escher_gangs", "Gangs known, by phase.", ["phase"], registry=r)
         self.gang_lifts = Counter(
             "escher_gang_lifts_total",
             "Gang members let through the gang gate, and held members told why "
@@ -108,6 +139,23 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.gang_nominations = Counter(
+            "escher_gang_nominations_total",
+            "Reserved nodes written to gang members' status.nominatedNodeName "
+            "(extender.gang.kube.nominator), by outcome (sent, cleared, failed, deferred: too "
+            "many in flight, unneeded: a delayed one whose member's cycle came first).",
+            ["outcome"],
+            registry=r,
+        )
+        self.gang_gate_hold = Gauge(
+            "escher_gang_gate_hold",
+            "What the adaptive gang gate's switch last said: 1, new gang members are held at "
+            "the gang gate; 0, they are not (extender.gang.kube.gateswitch).",
+            registry=r,
+        )
+
+    def _runtime(self, r: CollectorRegistry) -> None:
+        """The process: the event loop's lag and the garbage collector's pauses."""
         self.loop_lag = Histogram(
             "escher_event_loop_lag_seconds",
             "How late a timer on the service's event loop fired: how long something held the "
@@ -149,27 +197,9 @@ class Metrics:
             "members' bind calls are in flight (extender.collector.defer_full), else 0.",
             registry=r,
         )
-        self.filter_nodes = Histogram(
-            "escher_extender_filter_nodes",
-            "Nodes named in a filter call (kube-scheduler sends every feasible node, or only a "
-            "pod's nominated node when that one passes its own filters).",
-            buckets=(1, 2, 8, 64, 512, 1024, 5000, 15000),
-            registry=r,
-        )
-        self.gang_nominations = Counter(
-            "escher_gang_nominations_total",
-            "Reserved nodes written to gang members' status.nominatedNodeName "
-            "(extender.gang.kube.nominator), by outcome (sent, cleared, failed, deferred: too "
-            "many in flight, unneeded: a delayed one whose member's cycle came first).",
-            ["outcome"],
-            registry=r,
-        )
-        self.gang_gate_hold = Gauge(
-            "escher_gang_gate_hold",
-            "What the adaptive gang gate's switch last said: 1, new gang members are held at "
-            "the gang gate; 0, they are not (extender.gang.kube.gateswitch).",
-            registry=r,
-        )
+
+    def _cluster(self, r: CollectorRegistry) -> None:
+        """The service in its cluster: start-up, connections, watches, reconciles, leadership."""
         self.startup_failures = Counter(
             "escher_startup_failures_total",
             "Failed attempts of a start-up step (retried with backoff; not ready meanwhile), "
@@ -198,12 +228,6 @@ class Metrics:
             ["kind", "outcome"],
             registry=r,
         )
-        self.bind_seconds = Histogram(
-            "escher_bind_api_seconds",
-            "Time the API server took to create a Binding (the extender's bind).",
-            registry=r,
-            buckets=_LATENCY_BUCKETS,
-        )
         self.is_leader = Gauge(
             "escher_leader", "1 while this replica holds the lease (or runs alone).", registry=r
         )
@@ -213,7 +237,6 @@ class Metrics:
             ["to"],
             registry=r,
         )
-        self._scrape_hooks: list[Callable[[], None]] = []
 
     def on_scrape(self, hook: Callable[[], None]) -> None:
         """Run `hook` (which sets gauges from maintained totals) before each scrape."""
