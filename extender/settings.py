@@ -30,6 +30,7 @@ from extender.cluster.args import LeaderElectionArgs
 from extender.core.args import Args, Seconds
 from extender.core.errors import InvalidValue
 from extender.core.names import check_domain
+from extender.dra.args import DraArgs
 from extender.gang.args import GangArgs
 from extender.listen import ListenArgs
 from extender.policies.args import PolicyArgs
@@ -56,26 +57,6 @@ class Settings(BaseSettings):
         "resources published as DRA devices (ResourceSlices and a DeviceClass per resource) "
         "instead of Node status; standalone: no Kubernetes API at all, nodes only from "
         "requests, no write-back, no bind",
-    )
-    dra_driver: str = Field(
-        "",
-        max_length=63,
-        description="mode dra: the DRA driver name the ResourceSlices are published under "
-        "(default: resource_domain)",
-    )
-    dra_skip_node_operations: bool = Field(
-        False,
-        description="mode dra: publish the slices with skipNodeOperations ['*'], so kubelets "
-        "call no DRA plugin for these devices (KEP-5945: the DRAOptionalNodeOperations gate, "
-        "alpha in 1.37, on the API server and the kubelets); off: each real node needs a "
-        "kubelet plugin of the driver, a no-op one suffices (kwok nodes need none)",
-    )
-    dra_max_slices: int = Field(
-        16,
-        ge=1,
-        le=1024,
-        description="mode dra: ResourceSlices per node and resource at most (a pool of one "
-        "slice of 128 devices each): a larger capacity is refused with 422",
     )
     kubeconfig: Path | None = Field(None, description="kubeconfig file (default: $KUBECONFIG)")
     in_cluster: bool = Field(False, description="use the pod's service account")
@@ -131,6 +112,7 @@ class Settings(BaseSettings):
     writeback: WriteBackArgs = Field(default_factory=WriteBackArgs)
     gang: GangArgs = Field(default_factory=GangArgs)
     leader_election: LeaderElectionArgs = Field(default_factory=LeaderElectionArgs)
+    dra: DraArgs = Field(default_factory=DraArgs)
 
     # ---- binding and the event loop ----------------------------------------------------------
     bind_in_flight: int = Field(
@@ -177,15 +159,6 @@ class Settings(BaseSettings):
     )
     log_json: bool = Field(True, description="log JSON lines (off: text)")
 
-    @field_validator("dra_driver")
-    @classmethod
-    def _driver(cls, v: str) -> str:
-        # A DRA driver name is a DNS subdomain of at most 63 characters, as the domain.
-        try:
-            return check_domain(v) if v else v
-        except InvalidValue as e:
-            raise ValueError(str(e).replace("resource domain", "DRA driver")) from None
-
     @field_validator("resource_domain")
     @classmethod
     def _domain(cls, v: str) -> str:
@@ -226,11 +199,6 @@ class Settings(BaseSettings):
     def binds(self) -> bool:
         """Whether the service binds pods (kube-scheduler's bindVerb): the extender mode."""
         return self.mode == "extender"
-
-    @property
-    def dra_driver_name(self) -> str:
-        """The DRA driver the dra mode publishes under."""
-        return self.dra_driver or self.resource_domain
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -104,12 +104,12 @@ def _writeback(s: Settings, h: Handle) -> tuple[NodeWriter, dict[str, Any]]:
     """The write-back the mode needs, and how the cluster view treats what nodes show of
     the domain."""
     if s.mode == "dra":
-        publisher = SlicePublisher(h.api, h.ledger, s, h.metrics, h.may_write)
+        publisher = SlicePublisher(h, s.dra, s.writeback)
         h.ledger.guard = publisher.guard
         return publisher, {"node_resources": False, "on_node_gone": publisher.drifted}
     # The markers, on every node while this service answers kube-scheduler's verbs.
     advertised = dict.fromkeys(h.keys.markers, MARKER_CAPACITY) if s.binds else {}
-    status = WriteBack(h.api, h.ledger, s, h.metrics, h.may_write, advertised)
+    status = WriteBack(h, s.writeback, advertised)
     return status, {"on_node_seen": status.node_seen, "advertised": advertised}
 
 

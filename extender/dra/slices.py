@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from extender.core.errors import Conflict, InvalidValue
-from extender.core.ledger import Ledger
+from extender.dra.args import DraArgs
 from extender.dra.claims import ClaimHoldings, Held
 from extender.dra.classes import DeviceClasses
 from extender.dra.devices import (
@@ -71,10 +71,11 @@ from extender.dra.objects import (
     uid_of,
 )
 from extender.dra.pools import Pools, seen_of
-from extender.kube.client import ApiError, KubeAPI
+from extender.kube.client import ApiError
+from extender.kube.handle import Handle
 from extender.kube.informer import Handler, Informer
 from extender.metrics import Metrics
-from extender.settings import Settings
+from extender.writeback.args import WriteBackArgs
 from extender.writeback.nodewriter import NodeWriter
 
 log = logging.getLogger(__name__)
@@ -86,18 +87,19 @@ _CONFLICT_RETRIES = 3
 class SlicePublisher(NodeWriter):
     def __init__(
         self,
-        api: KubeAPI,
-        ledger: Ledger,
-        settings: Settings,
-        metrics: Metrics,
-        may_write: Callable[[], bool],
+        handle: Handle,
+        args: DraArgs,
+        writeback: WriteBackArgs,
     ) -> None:
-        super().__init__(ledger, settings, metrics, may_write)
-        self._api = api
-        self.driver = settings.dra_driver_name
-        self.max_capacity = settings.dra_max_slices * MAX_DEVICES
+        ledger = handle.ledger
+        super().__init__(ledger, writeback, handle.metrics, handle.may_write)
+        self._api = api = handle.api
+        self._dra = args
+        self.driver = args.driver_name(handle.domain)
+        self.max_capacity = args.max_slices * MAX_DEVICES
         self._prefix = ledger.prefix
-        self._domain = settings.resource_domain
+        self._domain = handle.domain
+        metrics = handle.metrics
         self._building = True
         self._pools = Pools(self._domain)
         self._holdings = ClaimHoldings(ledger, self._prefix, self.driver, self._pools)
@@ -162,7 +164,7 @@ class SlicePublisher(NodeWriter):
             node, cap = over[0]
             raise InvalidValue(
                 f"capacity {cap} of {resource} on node {node} is above {self.max_capacity}, "
-                f"the most mode dra publishes per node: {self._settings.dra_max_slices} "
+                f"the most mode dra publishes per node: {self._dra.max_slices} "
                 f"ResourceSlices (dra_max_slices) of {MAX_DEVICES} devices; nothing was changed",
                 "capacity",
             )
@@ -184,7 +186,7 @@ class SlicePublisher(NodeWriter):
                     f"service) already publishes pool {other[0]}; nothing was changed",
                     "name",
                 )
-            pool = pool_name(node, short, self._settings.dra_max_slices - 1)
+            pool = pool_name(node, short, self._dra.max_slices - 1)
             if len(pool) > 253:
                 raise InvalidValue(
                     f"pool name {pool[:64]}... is longer than 253 characters: node and "
@@ -415,7 +417,7 @@ class SlicePublisher(NodeWriter):
                 for d in want.devices
             ],
         }
-        if self._settings.dra_skip_node_operations:
+        if self._dra.skip_node_operations:
             # Nothing to prepare on the node: a unit is a count, not a device to set up.
             spec["skipNodeOperations"] = ["*"]
         labels = {MANAGED_BY[0]: MANAGED_BY[1], resource_label(self._domain): short}

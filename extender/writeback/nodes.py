@@ -25,15 +25,15 @@ Created by extender.cluster.build; the cluster view tells it what each node show
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import msgspec
 
 from extender.core import quantity
-from extender.core.ledger import Ledger, NodeView
-from extender.kube.client import ApiError, KubeAPI, merge_patch
-from extender.metrics import Metrics
-from extender.settings import Settings
+from extender.core.ledger import NodeView
+from extender.kube.client import ApiError, merge_patch
+from extender.kube.handle import Handle
+from extender.writeback.args import WriteBackArgs
 from extender.writeback.nodewriter import NodeWriter
 
 _CONFLICT_RETRIES = 3
@@ -73,16 +73,13 @@ class _NodeStatus(msgspec.Struct):
 class WriteBack(NodeWriter):
     def __init__(
         self,
-        api: KubeAPI,
-        ledger: Ledger,
-        settings: Settings,
-        metrics: Metrics,
-        may_write: Callable[[], bool],
+        handle: Handle,
+        args: WriteBackArgs,
         advertised: Mapping[str, int] | None = None,
     ) -> None:
-        super().__init__(ledger, settings, metrics, may_write)
-        self._api = api
-        self._prefix = ledger.prefix
+        super().__init__(handle.ledger, args, handle.metrics, handle.may_write)
+        self._api = handle.api
+        self._prefix = handle.ledger.prefix
         # Resources outside the domain that every node carries, at a fixed value: the
         # markers in extender mode (extender.core.pod.MARKER_CAPACITY says why).
         self._advertised = dict(advertised or {})

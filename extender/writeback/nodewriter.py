@@ -37,7 +37,7 @@ from extender.core.ledger import Ledger
 from extender.kube.client import ApiError, background
 from extender.kube.informer import Informer
 from extender.metrics import Metrics
-from extender.settings import Settings
+from extender.writeback.args import WriteBackArgs
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +70,12 @@ class NodeWriter(ABC):
     def __init__(
         self,
         ledger: Ledger,
-        settings: Settings,
+        args: WriteBackArgs,
         metrics: Metrics,
         may_write: Callable[[], bool],
     ) -> None:
         self._ledger = ledger
-        self._settings = settings
+        self._args = args
         self._metrics = metrics
         self._may_write = may_write
         self._lock = threading.Lock()  # _pending: written by the ledger's listener
@@ -240,7 +240,7 @@ class NodeWriter(ABC):
     async def run(self) -> None:
         """Write for ever (until cancelled)."""
         self._loop = asyncio.get_running_loop()
-        coalesce = self._settings.writeback.coalesce_seconds
+        coalesce = self._args.coalesce_seconds
         tasks: set[asyncio.Task[None]] = set()
         slot = asyncio.Event()  # a write finished: its slot is free
 
@@ -343,13 +343,13 @@ class NodeWriter(ABC):
 
     def _failed(self, node: str, rec: _Dirty, e: ApiError) -> None:
         self._metrics.writeback_failures.labels(e.reason).inc()
-        s = self._settings
+        args = self._args
         if not self._let_go(node, rec):
             return  # this replica stepped down meanwhile: nothing to retry
         with self._lock:
             prev = self._backoff.get(node)
-            delay = s.writeback.backoff_initial_seconds if prev is None else prev * 2
-            delay = min(delay, s.writeback.backoff_max_seconds)
+            delay = args.backoff_initial_seconds if prev is None else prev * 2
+            delay = min(delay, args.backoff_max_seconds)
             self._backoff[node] = delay
             self._retry_at[node] = time.monotonic() + delay
         self._stale(node)

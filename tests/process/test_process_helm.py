@@ -548,7 +548,8 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         # The driver, the domain and the label the extender publishes under.
         policy = find(docs, "ValidatingAdmissionPolicy", f"{name}-dra-own-objects")
         checks = [" ".join(v["expression"].split()) for v in policy["spec"]["validations"]]
-        assert f"variables.subject.spec.driver == '{args.dra_driver_name}'" in checks[1]
+        driver = args.dra.driver_name(args.resource_domain)
+        assert f"variables.subject.spec.driver == '{driver}'" in checks[1]
         assert f"startsWith('{args.resource_domain}/')" in checks[2]
         ours = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}["ours"]
         assert all(f"'{part}'" in ours for part in MANAGED_BY)
@@ -1063,7 +1064,7 @@ def test_another_resource_domain_reaches_every_key_that_names_it() -> None:
 def test_in_dra_mode_another_resource_domain_is_the_driver_the_policy_holds_it_to() -> None:
     docs = render({"mode": "dra", "resourceDomain": "example.com"})
     args = serve_args(docs)
-    assert args.mode == "dra" and args.dra_driver_name == "example.com"
+    assert args.mode == "dra" and args.dra.driver_name(args.resource_domain) == "example.com"
     (policy,) = kinds(docs, "ValidatingAdmissionPolicy")
     text = json.dumps(policy)
     assert "escher.io" not in text

@@ -259,10 +259,11 @@ def test_in_dra_mode_an_admission_policy_holds_the_writes_to_its_own_driver_and_
     assert f"'{MANAGED_BY[0]}'" in variables["ours"] and f"'{MANAGED_BY[1]}'" in variables["ours"]
     checks = [" ".join(v["expression"].split()) for v in policy["validations"]]
     assert checks[0] == "variables.ours"
-    assert f"variables.subject.spec.driver == '{parsed.dra_driver_name}'" in checks[1]
+    driver = parsed.dra.driver_name(parsed.resource_domain)
+    assert f"variables.subject.spec.driver == '{driver}'" in checks[1]
     assert f"startsWith('{parsed.resource_domain}/')" in checks[2]
     assert f"'{MANAGED_BY[0]}'" in checks[3] and f"'{MANAGED_BY[1]}'" in checks[3]
-    assert parsed.dra_driver_name == parsed.resource_domain == "escher.io"
+    assert parsed.dra.driver_name(parsed.resource_domain) == parsed.resource_domain == "escher.io"
     for v in policy["validations"]:
         assert v["reason"] == "Forbidden" and v["message"].startswith("the escher extender"), v
     assert {"dra-rbac.yaml", "dra-policy.yaml"} <= set(kustomization("dra")["resources"])

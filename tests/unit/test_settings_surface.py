@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from operator import attrgetter
 from typing import Any
 
 import pytest
@@ -274,3 +275,32 @@ def test_each_variable_and_its_flag_set_the_same(
     by_flags = settings_of(build_parser().parse_args(["serve", *argv(given)])).model_dump()
     assert by_env == by_flags
     assert by_name(by_env)[name] != by_name(Settings().model_dump())[name], name
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "where", "expected"),
+    [
+        ("gang_wait_seconds", "5", "gang.wait_seconds", 5.0),
+        ("gang_nominate", "false", "gang.nominate", False),
+        ("gang_gate_switch", "ns/gate", "gang.gate_switch", "ns/gate"),
+        ("writeback_coalesce_seconds", "0.5", "writeback.coalesce_seconds", 0.5),
+        ("writeback_wait_seconds", "3", "writeback.wait_seconds", 3.0),
+        ("policy_objects", "false", "policy.objects", False),
+        ("policy_resync_seconds", "7", "policy.resync_seconds", 7.0),
+        ("leader_elect", "true", "leader_election.leader_elect", True),
+        ("lease_name", "mine", "leader_election.lease_name", "mine"),
+        ("retry_period_seconds", "1", "leader_election.retry_period_seconds", 1.0),
+        ("port", "9000", "listen.port", 9000),
+        ("verbs_http2", "false", "listen.verbs_http2", False),
+        ("max_body_bytes", "1024", "listen.max_body_bytes", 1024),
+        ("dra_max_slices", "4", "dra.max_slices", 4),
+        ("dra_skip_node_operations", "true", "dra.skip_node_operations", True),
+        ("kube_qps", "7", "kube_qps", 7.0),
+    ],
+)
+def test_a_variable_and_its_flag_reach_their_features_args(
+    name: str, value: str, where: str, expected: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    by_flag = settings_of(build_parser().parse_args(["serve", *argv({name: value})]))
+    monkeypatch.setenv(f"ESCHER_{name.upper()}", value)
+    assert attrgetter(where)(Settings()) == attrgetter(where)(by_flag) == expected

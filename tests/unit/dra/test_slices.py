@@ -20,12 +20,17 @@ from fakeapi import Cluster, connected
 
 from extender.core.errors import Conflict, InvalidValue
 from extender.core.ledger import HolderKind, Ledger
+from extender.core.pod import Keys
+from extender.dra.args import DraArgs
 from extender.dra.devices import Want, device_names, dns_name, pool_name, publication
 from extender.dra.objects import MANAGED_BY
 from extender.dra.slices import SlicePublisher
+from extender.kube.handle import Handle
 from extender.metrics import Metrics
 from extender.policies import api as policy
-from extender.settings import Settings
+from extender.writeback.args import WriteBackArgs
+
+KEYS = Keys.for_domain("escher.io")
 
 R = "escher.io/r"
 NODES = ("n0", "n1")
@@ -101,17 +106,14 @@ async def running(
     ledger = Ledger("escher.io")
     for n in NODES:
         ledger.upsert_node(n, {}, {"cpu": 4000, "pods": 110}, None, ())
-    config = Settings(
-        mode="dra",
-        dra_max_slices=max_slices,
-        dra_skip_node_operations=skip,
-        writeback_coalesce_seconds=0.02,
-        writeback_backoff_initial_seconds=0.05,
-        writeback_backoff_max_seconds=0.4,
+    dra = DraArgs(max_slices=max_slices, skip_node_operations=skip)
+    writeback = WriteBackArgs(
+        coalesce_seconds=0.02, backoff_initial_seconds=0.05, backoff_max_seconds=0.4
     )
     leading = [True]
     async with connected(cluster, tmp_path) as api:
-        pub = SlicePublisher(api, ledger, config, Metrics(), lambda: leading[0])
+        handle = Handle(api, "escher.io", ledger, KEYS, Metrics(), lambda: leading[0])
+        pub = SlicePublisher(handle, dra, writeback)
         ledger.guard = pub.guard
         await pub.sync()
         tasks = [asyncio.create_task(pub.run())]

@@ -18,9 +18,13 @@ import pytest
 from fakeapi import Cluster, connected
 
 from extender.core.ledger import Ledger
+from extender.core.pod import Keys
+from extender.kube.handle import Handle
 from extender.metrics import Metrics
-from extender.settings import Settings
+from extender.writeback.args import WriteBackArgs
 from extender.writeback.nodes import WriteBack, _Seen, patch_body
+
+KEYS = Keys.for_domain("escher.io")
 
 R, S = "escher.io/r", "escher.io/s"
 NODES = ("n0", "n1")
@@ -65,14 +69,15 @@ async def running(
     ledger = Ledger("escher.io")
     for n in nodes:
         ledger.upsert_node(n, {}, {"cpu": 4000, "pods": 110}, {}, ())
-    config = Settings(
-        writeback_coalesce_seconds=settings.pop("coalesce", 0.05),
-        writeback_backoff_initial_seconds=settings.pop("backoff", 0.05),
-        writeback_backoff_max_seconds=0.4,
+    config = WriteBackArgs(
+        coalesce_seconds=settings.pop("coalesce", 0.05),
+        backoff_initial_seconds=settings.pop("backoff", 0.05),
+        backoff_max_seconds=0.4,
     )
     metrics, leading = Metrics(), [True]
     async with connected(cluster, tmp_path, qps=qps) as api:
-        wb = WriteBack(api, ledger, config, metrics, lambda: leading[0], advertised)
+        handle = Handle(api, "escher.io", ledger, KEYS, metrics, lambda: leading[0])
+        wb = WriteBack(handle, config, advertised)
         for n in nodes:  # as the cluster view reports each node at start
             wb.node_seen(n, cluster.node(n)["metadata"]["resourceVersion"], {}, {})
         task = asyncio.create_task(wb.run())
