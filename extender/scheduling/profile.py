@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,161 +90,240 @@ def problems(
     """Every mistake in `config` for an extender with `keys` whose gang members wait up to
     `gang_wait_seconds` at bind (and, given `extender_qps`, which binds with that API budget);
     [] for a configuration the extender works with, or one that names no entry of it (pure
-    mode)."""
+    mode). Each entry of the extender goes through `_ENTRY_CHECKS`, then all of them through
+    `_ENTRIES_CHECKS`."""
     entries = config.get("extenders") or []
     if not isinstance(entries, Sequence) or isinstance(entries, str | bytes):
         return [Problem("extenders", "must be a list")]
-    domain = _marker_prefix(keys)
     out = list(_misshapen(entries))
-    ours = extender_entries(config, keys)
+    ours = [
+        _Entry.of(i, e, managed, keys, gang_wait_seconds)
+        for i, e, managed in extender_entries(config, keys)
+    ]
     if not ours:
         return out
-    markers = set(keys.markers)
-    filters: list[int] = []  # entries that filter gang members
-    binders: list[int] = []  # entries that bind them
-    gang_entries: list[int] = []  # entries gang members reach for filter (marker or every pod)
-    bind_entries: list[int] = []  # ... for bind
-    scored = False
-    for i, e, managed in ours:
-        at = f"extenders[{i}]"
-        verbs = {v for v in VERBS if e.get(v)}
-        every_pod = not managed
-        for name in sorted(managed):
-            if name.startswith(domain) and name not in markers:
-                out.append(
-                    Problem(
-                        f"{at}.managedResources",
-                        f"{name} is no marker of this extender (its markers are "
-                        f"{', '.join(keys.markers)}): the admission policy does not add it, "
-                        "so the entry is sent no pod (an old marker, or another "
-                        "--resource-domain?)",
-                    )
-                )
-        for m in e.get("managedResources") or []:
-            if (
-                isinstance(m, Mapping)
-                and m.get("name") in markers
-                and not m.get("ignoredByScheduler")
-            ):
-                out.append(
-                    Problem(
-                        f"{at}.managedResources",
-                        f"{m.get('name')} needs ignoredByScheduler: true: NodeResourcesFit "
-                        "would refuse a node the extender has not written the marker to yet",
-                    )
-                )
-        if e.get("ignorable"):
-            out.append(
-                Problem(
-                    f"{at}.ignorable",
-                    "must be false: kube-scheduler would place the pods without the "
-                    "extender's say whenever it does not answer (gang members without their "
-                    "barrier, over a reservation)",
-                )
+    for entry in ours:
+        for check in _ENTRY_CHECKS:
+            out.extend(check(entry))
+    for whole in _ENTRIES_CHECKS:
+        out.extend(whole(ours))
+    out.extend(_budget(config, ours, extender_qps))
+    out.extend(_sampling(config))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One of the extender's entries, with what the checks ask of it."""
+
+    index: int
+    entry: Mapping[str, Any]
+    managed: set[str]  # the names in its managedResources
+    keys: Keys
+    gang_wait_seconds: float
+    verbs: set[str]  # the VERBS it sets
+    every_pod: bool  # no managedResources: every pod is sent to it
+    gang: bool  # gang members reach it for filter
+    binds_gangs: bool  # ... for bind
+    timeout: float | None  # its httpTimeout, None if not a duration
+
+    @classmethod
+    def of(
+        cls, i: int, e: Mapping[str, Any], managed: set[str], keys: Keys, gang_wait: float
+    ) -> _Entry:
+        gang = not managed or keys.gang_marker in managed
+        return cls(
+            i,
+            e,
+            managed,
+            keys,
+            gang_wait,
+            verbs={v for v in VERBS if e.get(v)},
+            every_pod=not managed,
+            gang=gang,
+            binds_gangs=gang or keys.bind_marker in managed,
+            timeout=_seconds(e.get("httpTimeout", "5s")),
+        )
+
+    @property
+    def at(self) -> str:
+        return f"extenders[{self.index}]"
+
+    @property
+    def filters_gangs(self) -> bool:
+        return "filterVerb" in self.verbs and self.gang
+
+    @property
+    def binds_gang_members(self) -> bool:
+        return "bindVerb" in self.verbs and self.binds_gangs
+
+    @property
+    def scores(self) -> bool:
+        """Whether it scores the pods with preferences."""
+        return "prioritizeVerb" in self.verbs and (
+            self.every_pod or self.keys.score_marker in self.managed
+        )
+
+
+# ---- the checks of one entry, in the order their problems are said ---------------------------
+
+
+def _unknown_markers(x: _Entry) -> Iterator[Problem]:
+    domain = _marker_prefix(x.keys)
+    for name in sorted(x.managed):
+        if name.startswith(domain) and name not in x.keys.markers:
+            yield Problem(
+                f"{x.at}.managedResources",
+                f"{name} is no marker of this extender (its markers are "
+                f"{', '.join(x.keys.markers)}): the admission policy does not add it, "
+                "so the entry is sent no pod (an old marker, or another "
+                "--resource-domain?)",
             )
-        gang = every_pod or keys.gang_marker in managed
-        binds_gangs = gang or keys.bind_marker in managed
-        if gang:
-            gang_entries.append(i)
-        if binds_gangs:
-            bind_entries.append(i)
-        timeout = _seconds(e.get("httpTimeout", "5s"))
-        if "filterVerb" in verbs:
-            if gang:
-                filters.append(i)
-                if timeout is not None and timeout > FILTER_TIMEOUT_MAX:
-                    out.append(
-                        Problem(
-                            f"{at}.httpTimeout",
-                            f"{e.get('httpTimeout')} for a filter: kube-scheduler places one "
-                            "pod at a time, and an extender that does not answer holds every "
-                            f"pod's scheduling for that long (at most {FILTER_TIMEOUT_MAX:g}s); "
-                            f"bind, which waits for the gang, belongs in an entry of its own "
-                            f"({keys.bind_marker})",
-                        )
-                    )
-            elif binds_gangs:
-                out.append(
-                    Problem(
-                        f"{at}.filterVerb",
-                        f"the entry managing {keys.gang_marker} filters gang members; a second "
-                        "filter costs an exchange and holds the scheduling cycle as long as its "
-                        "httpTimeout",
-                    )
-                )
-        if "bindVerb" in verbs and binds_gangs:
-            binders.append(i)
-            if timeout is not None and timeout <= gang_wait_seconds:
-                out.append(
-                    Problem(
-                        f"{at}.httpTimeout",
-                        f"{e.get('httpTimeout')} is not longer than gang_wait_seconds "
-                        f"({gang_wait_seconds:g} s): kube-scheduler gives up a member's bind "
-                        "while it waits for its gang",
-                    )
-                )
-        if not binds_gangs and ("bindVerb" in verbs or "filterVerb" in verbs):
-            sent = [v for v in ("filterVerb", "bindVerb") if v in verbs]
-            out.append(
-                Problem(
-                    f"{at}.{sent[0]}",
-                    f"{' and '.join(sent)} sent for pods that are not gang members "
-                    f"(managedResources {', '.join(sorted(managed))}): only "
-                    f"{keys.gang_marker} pods need them; each costs an exchange",
-                )
+
+
+def _markers_not_ignored(x: _Entry) -> Iterator[Problem]:
+    markers = set(x.keys.markers)
+    for m in x.entry.get("managedResources") or []:
+        if isinstance(m, Mapping) and m.get("name") in markers and not m.get("ignoredByScheduler"):
+            yield Problem(
+                f"{x.at}.managedResources",
+                f"{m.get('name')} needs ignoredByScheduler: true: NodeResourcesFit "
+                "would refuse a node the extender has not written the marker to yet",
             )
-        if "prioritizeVerb" in verbs and (every_pod or keys.score_marker in managed):
-            scored = True
-            if not e.get("weight"):
-                out.append(Problem(f"{at}.weight", "must be > 0 with a prioritizeVerb"))
+
+
+def _ignorable(x: _Entry) -> Iterator[Problem]:
+    if x.entry.get("ignorable"):
+        yield Problem(
+            f"{x.at}.ignorable",
+            "must be false: kube-scheduler would place the pods without the "
+            "extender's say whenever it does not answer (gang members without their "
+            "barrier, over a reservation)",
+        )
+
+
+def _filter_timeout(x: _Entry) -> Iterator[Problem]:
+    if x.filters_gangs and x.timeout is not None and x.timeout > FILTER_TIMEOUT_MAX:
+        yield Problem(
+            f"{x.at}.httpTimeout",
+            f"{x.entry.get('httpTimeout')} for a filter: kube-scheduler places one "
+            "pod at a time, and an extender that does not answer holds every "
+            f"pod's scheduling for that long (at most {FILTER_TIMEOUT_MAX:g}s); "
+            f"bind, which waits for the gang, belongs in an entry of its own "
+            f"({x.keys.bind_marker})",
+        )
+
+
+def _second_filter(x: _Entry) -> Iterator[Problem]:
+    if "filterVerb" in x.verbs and not x.gang and x.binds_gangs:
+        yield Problem(
+            f"{x.at}.filterVerb",
+            f"the entry managing {x.keys.gang_marker} filters gang members; a second "
+            "filter costs an exchange and holds the scheduling cycle as long as its "
+            "httpTimeout",
+        )
+
+
+def _bind_timeout(x: _Entry) -> Iterator[Problem]:
+    if x.binds_gang_members and x.timeout is not None and x.timeout <= x.gang_wait_seconds:
+        yield Problem(
+            f"{x.at}.httpTimeout",
+            f"{x.entry.get('httpTimeout')} is not longer than gang_wait_seconds "
+            f"({x.gang_wait_seconds:g} s): kube-scheduler gives up a member's bind "
+            "while it waits for its gang",
+        )
+
+
+def _verbs_for_others(x: _Entry) -> Iterator[Problem]:
+    if not x.binds_gangs and ("bindVerb" in x.verbs or "filterVerb" in x.verbs):
+        sent = [v for v in ("filterVerb", "bindVerb") if v in x.verbs]
+        yield Problem(
+            f"{x.at}.{sent[0]}",
+            f"{' and '.join(sent)} sent for pods that are not gang members "
+            f"(managedResources {', '.join(sorted(x.managed))}): only "
+            f"{x.keys.gang_marker} pods need them; each costs an exchange",
+        )
+
+
+def _weight(x: _Entry) -> Iterator[Problem]:
+    if x.scores and not x.entry.get("weight"):
+        yield Problem(f"{x.at}.weight", "must be > 0 with a prioritizeVerb")
+
+
+_ENTRY_CHECKS: tuple[Callable[[_Entry], Iterator[Problem]], ...] = (
+    _unknown_markers,
+    _markers_not_ignored,
+    _ignorable,
+    _filter_timeout,
+    _second_filter,
+    _bind_timeout,
+    _verbs_for_others,
+    _weight,
+)
+
+
+# ---- the checks of all the entries together -------------------------------------------------
+
+
+def _gang_filter(ours: Sequence[_Entry]) -> Iterator[Problem]:
+    keys = ours[0].keys
+    gang_entries = [x for x in ours if x.gang]
     if not gang_entries:
-        out.append(
-            Problem(
-                "extenders",
-                f"no entry manages {keys.gang_marker}: gang members would be placed and "
-                "bound by kube-scheduler alone, one by one",
-            )
+        yield Problem(
+            "extenders",
+            f"no entry manages {keys.gang_marker}: gang members would be placed and "
+            "bound by kube-scheduler alone, one by one",
         )
-    elif not filters:
-        out.append(
-            Problem(
-                f"extenders[{gang_entries[0]}].filterVerb",
-                "missing: gang members would be placed without their reserved places",
-            )
+    elif not any(x.filters_gangs for x in ours):
+        yield Problem(
+            f"{gang_entries[0].at}.filterVerb",
+            "missing: gang members would be placed without their reserved places",
         )
-    if bind_entries and not binders:
+
+
+def _gang_bind(ours: Sequence[_Entry]) -> Iterator[Problem]:
+    bind_entries = [x for x in ours if x.binds_gangs]
+    if bind_entries and not any(x.binds_gang_members for x in ours):
         # Where the bind belongs: the bind marker's entry, else the gang marker's.
-        marked = [i for i, _, managed in ours if keys.bind_marker in managed]
-        out.append(
-            Problem(
-                f"extenders[{(marked or bind_entries)[0]}].bindVerb",
-                "missing: kube-scheduler would bind gang members one by one, not whole",
-            )
+        marked = [x for x in ours if x.keys.bind_marker in x.managed]
+        yield Problem(
+            f"{(marked or bind_entries)[0].at}.bindVerb",
+            "missing: kube-scheduler would bind gang members one by one, not whole",
         )
-    if not scored:
-        out.append(
-            Problem(
-                "extenders",
-                f"no entry scores {keys.score_marker} pods (prioritizeVerb): their "
-                "preferences would be ignored",
-            )
+
+
+def _scored(ours: Sequence[_Entry]) -> Iterator[Problem]:
+    if not any(x.scores for x in ours):
+        yield Problem(
+            "extenders",
+            f"no entry scores {ours[0].keys.score_marker} pods (prioritizeVerb): their "
+            "preferences would be ignored",
         )
+
+
+_ENTRIES_CHECKS: tuple[Callable[[Sequence[_Entry]], Iterator[Problem]], ...] = (
+    _gang_filter,
+    _gang_bind,
+    _scored,
+)
+
+
+def _budget(
+    config: Mapping[str, Any], ours: Sequence[_Entry], extender_qps: float | None
+) -> Iterator[Problem]:
+    """kube-scheduler's API budget: a number, and not above the extender's when it binds."""
     client = config.get("clientConnection") or {}
     qps = (client.get("qps") or SCHEDULER_QPS) if isinstance(client, Mapping) else SCHEDULER_QPS
     if not _positive(qps):
-        out.append(Problem("clientConnection.qps", f"{qps!r} is not a positive number"))
-        qps = None
-    binds = any(e.get("bindVerb") for _, e, _ in ours)
-    if binds and extender_qps is not None and qps is not None and extender_qps < qps:
-        out.append(
-            Problem(
-                "clientConnection.qps",
-                f"{qps:g}, above the extender's --kube-qps {extender_qps:g}: the pods it binds "
-                "are bound at its budget, not kube-scheduler's; give both the same",
-            )
+        yield Problem("clientConnection.qps", f"{qps!r} is not a positive number")
+        return
+    binds = any("bindVerb" in x.verbs for x in ours)
+    if binds and extender_qps is not None and extender_qps < qps:
+        yield Problem(
+            "clientConnection.qps",
+            f"{qps:g}, above the extender's --kube-qps {extender_qps:g}: the pods it binds "
+            "are bound at its budget, not kube-scheduler's; give both the same",
         )
-    out.extend(_sampling(config))
-    return out
 
 
 def _sampling(config: Mapping[str, Any]) -> Iterator[Problem]:
