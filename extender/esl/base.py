@@ -171,7 +171,7 @@ class Backend(Protocol):
     path (extender mode), so its prioritize honours preferences (escher.io/prefer,
     escher.io/pack: soft constraints and bin-packing need no timeouts) and its gang filter
     places gangs all-or-nothing. `hierarchy`: the topology levels (extender.gang.topology) a
-    gang's required / preferred topology names, the service's `Settings.hierarchy`.
+    gang's required / preferred topology names, the service's `settings.gang.hierarchy`.
     `unbounded`: the capacity an ESL sets for "no limit" (UNBOUNDED_DRA in mode dra). Refusals
     are the core's errors (extender.core.errors) and change nothing.
     """

@@ -6,7 +6,7 @@ PodGroup's `topology.key` do) that it requires all members to share one domain o
 domains it prefers to span as few of as it can (extender.gang.spec reads the declaration,
 extender.gang.plan places it, given a Placement). The default uses the keys the ecosystem
 uses: the well-known zone label, Kueue's and GKE's block label, the native PodGroup API's
-rack example, and the hostname. `Settings.gang_topology` replaces it. Pure, no I/O.
+rack example, and the hostname. `settings.gang.topology` (GangArgs) replaces it. Pure, no I/O.
 """
 
 from __future__ import annotations
