@@ -24,7 +24,7 @@ Called by the gang manager for every member it learns of and every filter; pure,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from extender.core.pod import COSCHEDULING_LABEL, Keys, PodInfo
@@ -84,6 +84,37 @@ def gang_spec(
     object it names is not known)."""
     if not pod.gang:
         return None
+    name = _gang_name(pod, keys)
+    key = f"{pod.namespace}/{name}"
+    where_pod = f"gang {key}: pod {pod.name}"
+    said = _annotations(pod, keys, where_pod)
+    if not _group_objects(pod, keys, groups, where_pod, said):
+        return None
+    if not said.min_sources:
+        raise InvalidGang(f"{where_pod} has no {keys.gang_min} annotation")
+    min_members = _agreed(said.min_sources, where_pod)
+    if not 1 <= min_members <= MAX_MEMBERS:
+        raise InvalidGang(f"gang {key}: {said.min_sources[0][0]} must be in 1..{MAX_MEMBERS}")
+    timeout = _agreed(said.timeout_sources, where_pod) if said.timeout_sources else DEFAULT_TIMEOUT
+    if not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan and inf
+        raise InvalidGang(
+            f"gang {key}: {said.timeout_sources[0][0]} must be in (0, {MAX_TIMEOUT:g}]"
+        )
+    required, preferred = _levels(pod, keys, said, key, where_pod, hierarchy)
+    return GangSpec(pod.namespace, name, min_members, float(timeout), required, preferred)
+
+
+@dataclass(slots=True)
+class _Said:
+    """Each source of each field: (where it is said, the value as written)."""
+
+    min_sources: list[tuple[str, int]] = field(default_factory=list)
+    timeout_sources: list[tuple[str, float]] = field(default_factory=list)
+    required_sources: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _gang_name(pod: PodInfo, keys: Keys) -> str:
+    """The gang's name, as every way the pod names it agrees (InvalidGang if not)."""
     names = [(f"label {k}", v) for k in (keys.gang, COSCHEDULING_LABEL) if (v := pod.marks.get(k))]
     if pod.group:
         names.append(("spec.schedulingGroup.podGroupName", pod.group))
@@ -94,25 +125,32 @@ def gang_spec(
                 f"gang conflict: pod {pod.namespace}/{pod.name}: {first_where} says {name}, "
                 f"{where} says {other}"
             )
-    key = f"{pod.namespace}/{name}"
-    where_pod = f"gang {key}: pod {pod.name}"
+    return name
 
-    # Each source of each field: (where it is said, the value as written).
-    mins: list[tuple[str, int]] = []
-    timeouts: list[tuple[str, float]] = []
-    required: list[tuple[str, str]] = []
+
+def _annotations(pod: PodInfo, keys: Keys, where_pod: str) -> _Said:
+    """What the pod's own annotations say of the gang."""
+    said = _Said()
     raw_min = pod.marks.get(keys.gang_min)
     if raw_min is not None:
-        mins.append((f"annotation {keys.gang_min}", _int(raw_min, where_pod, keys.gang_min)))
+        said.min_sources.append(
+            (f"annotation {keys.gang_min}", _int(raw_min, where_pod, keys.gang_min))
+        )
     raw_timeout = pod.marks.get(keys.gang_timeout)
     if raw_timeout is not None:
-        timeouts.append(
+        said.timeout_sources.append(
             (f"annotation {keys.gang_timeout}", _float(raw_timeout, where_pod, keys.gang_timeout))
         )
     raw_required = pod.marks.get(keys.gang_required_topology)
     if raw_required is not None:
-        required.append((f"annotation {keys.gang_required_topology}", raw_required))
+        said.required_sources.append((f"annotation {keys.gang_required_topology}", raw_required))
+    return said
 
+
+def _group_objects(pod: PodInfo, keys: Keys, groups: Groups, where_pod: str, said: _Said) -> bool:
+    """Add what the group objects the pod names say to `said`; False when a native PodGroup
+    of the `basic` policy says there is no gang."""
+    raw_min = pod.marks.get(keys.gang_min)
     cos = pod.marks.get(COSCHEDULING_LABEL)
     # Whatever but the native field that says "a gang": contradicts a `basic` PodGroup.
     says_gang = bool(pod.marks.get(keys.gang) or cos) or raw_min is not None
@@ -134,23 +172,22 @@ def gang_spec(
                     f"gang conflict: {where_pod}: {ref} has the basic policy (no gang), "
                     "but the pod's labels or annotations declare a gang"
                 )
-            return None
-        mins.append((f"{ref} {_MIN[kind]}", decl.min_members))
+            return False
+        said.min_sources.append((f"{ref} {_MIN[kind]}", decl.min_members))
         if decl.timeout is not None:
-            timeouts.append((f"{ref} {_TIMEOUT}", decl.timeout))
+            said.timeout_sources.append((f"{ref} {_TIMEOUT}", decl.timeout))
         if decl.required_key is not None:
-            required.append((f"{ref} {_TOPOLOGY}", decl.required_key))
+            said.required_sources.append((f"{ref} {_TOPOLOGY}", decl.required_key))
+    return True
 
-    if not mins:
-        raise InvalidGang(f"{where_pod} has no {keys.gang_min} annotation")
-    min_members = _agreed(mins, where_pod)
-    if not 1 <= min_members <= MAX_MEMBERS:
-        raise InvalidGang(f"gang {key}: {mins[0][0]} must be in 1..{MAX_MEMBERS}")
-    timeout = _agreed(timeouts, where_pod) if timeouts else DEFAULT_TIMEOUT
-    if not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan and inf
-        raise InvalidGang(f"gang {key}: {timeouts[0][0]} must be in (0, {MAX_TIMEOUT:g}]")
 
-    levels = [(where, _level(value, where, key, hierarchy)) for where, value in required]
+def _levels(
+    pod: PodInfo, keys: Keys, said: _Said, key: str, where_pod: str, hierarchy: Hierarchy
+) -> tuple[Level | None, Level | None]:
+    """The required level (every source agreeing) and the preferred one, inside it."""
+    levels = [
+        (where, _level(value, where, key, hierarchy)) for where, value in said.required_sources
+    ]
     for where, level in levels[1:]:
         if level.key != levels[0][1].key:
             raise InvalidGang(
@@ -168,14 +205,7 @@ def gang_spec(
             f"gang {key}: the preferred level {preferred.name} must lie inside the required "
             f"level {levels[0][1].name} (levels, outermost first: {hierarchy.names()})"
         )
-    return GangSpec(
-        pod.namespace,
-        name,
-        min_members,
-        float(timeout),
-        levels[0][1] if levels else None,
-        preferred,
-    )
+    return (levels[0][1] if levels else None), preferred
 
 
 def _below(inner: Level, outer: Level, hierarchy: Hierarchy) -> bool:
