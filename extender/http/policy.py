@@ -33,13 +33,19 @@ _JSON = "application/json"
 
 
 def router(rt: Runtime) -> APIRouter:
-    settings = rt.settings
     r = APIRouter(
         prefix="/v1",
         tags=["policy"],
         dependencies=[Depends(ready)],
         responses=documented(400, 401, 403, 422, 503),
     )
+    # One route each, in this order (the OpenAPI document lists them so).
+    for add in (_set_resource, _get_resource, _delete_resource, _cluster_state):
+        add(r, rt)
+    return r
+
+
+def _set_resource(r: APIRouter, rt: Runtime) -> None:
     set_seconds = rt.metrics.request_seconds.labels("set_resource")
 
     @r.put(
@@ -73,12 +79,16 @@ def router(rt: Runtime) -> APIRouter:
         response.status_code = settled(rt, result.durable)
         return result
 
+
+def _get_resource(r: APIRouter, rt: Runtime) -> None:
     @r.get("/resources/{name}", dependencies=[caller("resources")], responses=documented(404))
     async def get_resource(name: str) -> ResourceState:
         """One ephemeral resource: capacity, allocated and available per node."""
-        full = names.full_name(settings.resource_domain, name)
+        full = names.full_name(rt.settings.resource_domain, name)
         return await run_in_threadpool(policy.resource_state, rt.ledger.snapshot(), full)
 
+
+def _delete_resource(r: APIRouter, rt: Runtime) -> None:
     @r.delete(
         "/resources/{name}",
         dependencies=[caller("resources"), Depends(accepting)],
@@ -102,6 +112,8 @@ def router(rt: Runtime) -> APIRouter:
         response.status_code = settled(rt, result.durable)
         return result
 
+
+def _cluster_state(r: APIRouter, rt: Runtime) -> None:
     @r.get(
         "/cluster-state",
         dependencies=[caller("resources")],
@@ -117,5 +129,3 @@ def router(rt: Runtime) -> APIRouter:
         snap = rt.ledger.snapshot()
         body = await run_in_threadpool(policy.cluster_state_json, snap)
         return Response(body, media_type=_JSON)
-
-    return r
