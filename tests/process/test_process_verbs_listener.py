@@ -1,5 +1,8 @@
 """The verbs' listener (extender.http.verbs_listener): HTTP/2 with mutual TLS on loopback,
-open only while the service is ready, and its concurrency limit."""
+open only while the service is ready, and its concurrency limit.
+
+In the process tier: the certificates are made by openssl, and the listener serves the port
+escher_harness chose for it, as the service does."""
 
 from __future__ import annotations
 
