@@ -12,8 +12,8 @@ when it is older than what is kept), Bindings with the pod's UID as precondition
 TokenReview / SubjectAccessReview of the callers it is told about, and the policy CRDs'
 objects (ephemeralresources, esls of escher.io: generation, finalizers and deletion, merge
 patches, the status subresource by JSON patch; no garbage collection). `fail` makes the next
-matching requests fail; `requests` keeps every request seen. Used by the unit tests of the kube parts and
-the service's tests.
+matching requests fail; `requests` keeps every request seen. Used by the unit tests of the
+Kubernetes sides and the service's tests.
 """
 
 from __future__ import annotations
