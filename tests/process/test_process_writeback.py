@@ -1,7 +1,10 @@
 """The write-back (extender.writeback.nodes) against an API server holding nodes
 (fakeapi.Cluster): a burst becomes one patch per node, a 409 is read again and recomputed,
 failures back off per node, drift is re-asserted, a step-down abandons, and `wait_durable`
-answers by what reached the nodes. The patch body itself is table-tested (patch_body)."""
+answers by what reached the nodes. The patch body itself is table-tested (patch_body).
+
+In the process tier: the back-offs and retries are waited out in real time (seconds a run).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """The Kubernetes API client against a scripted API server on loopback (fakeapi.py): what
 reaches the server (path, query, body, content type, bearer token), and how each failure
-becomes an ApiError with the status and reason the adapters act on."""
+becomes an ApiError with the status and reason the adapters act on.
+
+In the process tier: the token bucket, the deadlines and the retries are waited out in real time.
+"""
 
 from __future__ import annotations
 

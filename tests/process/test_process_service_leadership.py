@@ -1,8 +1,11 @@
 """A replicated extender's policy changes when the API server goes away, against a scripted
-API server (tests/unit/service/fakeapi.py) with a Lease, on short lease times: a change that is not
+API server (tests/fakeapi.py) with a Lease, on short lease times: a change that is not
 confirmed on the nodes is answered 503 (never a 202 that a step-down could drop), a leader
 whose renewals go unanswered takes no change at all, and a replica that steps down drops
-what it had not written and does not write it when it leads again. One replica keeps 202."""
+what it had not written and does not write it when it leads again. One replica keeps 202.
+
+In the process tier: the leases are waited out in real time.
+"""
 
 from __future__ import annotations
 
