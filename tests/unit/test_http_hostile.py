@@ -107,7 +107,7 @@ CASES: list[tuple[str, str, str, object, int, str]] = [
 ]  # fmt: skip
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # one app: each test compares the state before and after it
 def http() -> Iterator[TestClient]:
     svc = Service(Settings(mode="standalone", token=TOKEN))
     for n in NODES:
