@@ -1,5 +1,7 @@
 """The garbage collector's startup freeze (extender.collector): what is alive then is out of
-every later collection's walk, and still alive and reachable."""
+every later collection's walk, and still alive and reachable.
+
+In the process tier: the collections that stall the loop are timed in real time."""
 
 from __future__ import annotations
 

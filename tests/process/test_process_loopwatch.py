@@ -1,6 +1,8 @@
 """extender.loopwatch: a callback that holds the event loop shows as lag, the longest kept;
 the part the process's own CPU accounts for is kept apart from the time it was not running,
-and the watchdog names what held the loop."""
+and the watchdog names what held the loop.
+
+In the process tier: the loop is held, and watched, in real time."""
 
 from __future__ import annotations
 
