@@ -1,0 +1,189 @@
+"""The workload operators of issue 60, built by `make operators`, started as local processes
+beside the real control plane (escher_harness.localcluster.operators) and reconciling:
+
+- KubeRay (--batch-scheduler=scheduler-plugins): a gang-labelled RayCluster of a head and two
+  workers gets a PodGroup of its name with minMember 3, and its three pods the schedulerName
+  scheduler-plugins-scheduler and the PodGroup's label; deleting it deletes them.
+- The training operator (--gang-scheduler-name): a PyTorchJob of a master and a worker gets a
+  PodGroup of its name with minMember 2, and its pods that schedulerName and the label.
+- Kueue (batch/job): a queued Job is suspended by Kueue's webhook at creation (served on
+  loopback, registered by the harness), admitted against a ClusterQueue's quota, resumed, and
+  its pods created, with the default scheduler (Kueue makes no PodGroup).
+
+Nothing here schedules a gang: the pods of the first two wait for a scheduler of that name.
+A test whose operator is not built is skipped, naming what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
+from escher_harness.localcluster import operators
+from escher_harness.waits import until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster(nodes=2, mode="none")]
+
+PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+NS = "default"
+
+
+@pytest.fixture(scope="module")
+def running(cluster: localcluster.ClusterInfo) -> Iterator[operators.Operators]:
+    """Every operator that is built, started once for the module."""
+    built = [name for name in operators.OPERATORS if not operators.missing([name])]
+    if not built:
+        pytest.skip("; ".join(operators.missing()))
+    ops = operators.start(built, cluster)
+    try:
+        yield ops
+    finally:
+        ops.stop()
+
+
+def needs(ops: operators.Operators, name: str) -> None:
+    if not any(r.name == name for r in ops.records):
+        pytest.skip("; ".join(operators.missing([name])))
+
+
+def container(name: str, cpu: str = "100m") -> dict[str, Any]:
+    return {"name": name, "image": name, "resources": {"requests": {"cpu": cpu}}}
+
+
+def pods(core: client.CoreV1Api, selector: str) -> list[client.V1Pod]:
+    return list(core.list_namespaced_pod(NS, label_selector=selector).items)
+
+
+def podgroup(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
+    group, version = "scheduling.x-k8s.io", "v1alpha1"
+    return dict(custom.get_namespaced_custom_object(group, version, NS, "podgroups", name))
+
+
+def test_kuberay_gives_a_gang_labelled_raycluster_a_podgroup_and_the_scheduler_plugins_name(
+    cluster: localcluster.ClusterInfo, running: operators.Operators
+) -> None:
+    needs(running, "kuberay")
+    api = api_client(cluster.kubeconfig)
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    template = {"spec": {"containers": [container("ray")]}}
+    ray_cluster = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "rc", "labels": {"ray.io/gang-scheduling-enabled": "true"}},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": template},
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workers",
+                    "replicas": 2,
+                    "minReplicas": 2,
+                    "maxReplicas": 2,
+                    "rayStartParams": {},
+                    "template": template,
+                }
+            ],
+        },
+    }
+    custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", ray_cluster)
+    made = until(lambda: len(p := pods(core, "ray.io/cluster=rc")) == 3 and p, "rc's 3 pods")
+    assert {p.spec.scheduler_name for p in made} == {operators.GANG_SCHEDULER_NAME}
+    assert {p.metadata.labels.get(PODGROUP_LABEL) for p in made} == {"rc"}
+    assert podgroup(custom, "rc")["spec"]["minMember"] == 3
+    custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "rc")
+    until(lambda: not pods(core, "ray.io/cluster=rc"), "rc's pods deleted with it")
+
+
+def test_the_training_operator_gives_a_pytorchjob_a_podgroup_and_the_gang_scheduler_name(
+    cluster: localcluster.ClusterInfo, running: operators.Operators
+) -> None:
+    needs(running, "training-operator")
+    api = api_client(cluster.kubeconfig)
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+
+    def replicas() -> dict[str, Any]:
+        return {
+            "replicas": 1,
+            "restartPolicy": "OnFailure",
+            "template": {"spec": {"containers": [container("pytorch")]}},
+        }
+
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "pt"},
+        "spec": {"pytorchReplicaSpecs": {"Master": replicas(), "Worker": replicas()}},
+    }
+    custom.create_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", job)
+    selector = "training.kubeflow.org/job-name=pt"
+    made = until(lambda: len(p := pods(core, selector)) == 2 and p, "pt's master and worker")
+    assert {p.spec.scheduler_name for p in made} == {running.gang_scheduler_name}
+    assert {p.metadata.labels.get(PODGROUP_LABEL) for p in made} == {"pt"}
+    assert podgroup(custom, "pt")["spec"]["minMember"] == 2
+    custom.delete_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", "pt")
+
+
+def test_kueue_suspends_a_queued_job_at_creation_admits_it_within_quota_and_resumes_it(
+    cluster: localcluster.ClusterInfo, running: operators.Operators
+) -> None:
+    needs(running, "kueue")
+    api = api_client(cluster.kubeconfig)
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    group, version = "kueue.x-k8s.io", "v1beta2"
+    flavor = {"apiVersion": f"{group}/{version}", "kind": "ResourceFlavor"}
+    custom.create_cluster_custom_object(
+        group, version, "resourceflavors", {**flavor, "metadata": {"name": "flavor"}}
+    )
+    quota = [{"name": "cpu", "nominalQuota": "1"}, {"name": "memory", "nominalQuota": "1Gi"}]
+    cluster_queue = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [{"name": "flavor", "resources": quota}],
+                }
+            ],
+        },
+    }
+    custom.create_cluster_custom_object(group, version, "clusterqueues", cluster_queue)
+    local_queue = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "LocalQueue",
+        "metadata": {"name": "lq"},
+        "spec": {"clusterQueue": "cq"},
+    }
+    custom.create_namespaced_custom_object(group, version, NS, "localqueues", local_queue)
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "queued", "labels": {operators.QUEUE_LABEL: "lq"}},
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [container("work", "200m")]}
+            },
+        },
+    }
+    created = batch.create_namespaced_job(NS, job)
+    assert created.spec.suspend is True  # Kueue's defaulting webhook, on loopback
+    until(
+        lambda: batch.read_namespaced_job("queued", NS).spec.suspend is False,
+        "the Job admitted and resumed by Kueue",
+        timeout=60,
+    )
+    workloads = custom.list_namespaced_custom_object(group, version, NS, "workloads")["items"]
+    assert any((w["status"].get("admission") or {}).get("clusterQueue") == "cq" for w in workloads)
+    made = until(lambda: len(p := pods(core, "job-name=queued")) == 2 and p, "the Job's 2 pods")
+    assert {p.spec.scheduler_name for p in made} == {"default-scheduler"}
+    assert all(PODGROUP_LABEL not in (p.metadata.labels or {}) for p in made)
+    batch.delete_namespaced_job("queued", NS, propagation_policy="Background")
