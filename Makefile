@@ -2,7 +2,7 @@
 #   make demo   the main job: the quick gang-scheduling comparison on the embedded cluster
 #   make test   lint, type-check and run the whole test suite, every tier
 # Both create .venv and build the control-plane binaries (and the Coscheduling peer; test also
-# helm and promtool) when they are missing.
+# helm, promtool and the workload operators) when they are missing.
 #
 # The test tiers, laid out like the packages:
 #   make unit     tests/unit: starts no process, runs in seconds
@@ -16,7 +16,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit process e2e fuzz binaries peers tools scheduler-perf venv clean
+.PHONY: demo test lint unit process e2e fuzz binaries peers operators tools scheduler-perf venv clean
 
 # The service and, beside it, the harness with the development tools.
 $(STAMP): pyproject.toml harness/pyproject.toml
@@ -38,6 +38,11 @@ tools:
 peers:
 	hack/build-peers.sh
 
+# The workload operators whose gangs the extender places (KubeRay, Kueue, Kubeflow's training
+# operator) and their CRDs, for tests/e2e/test_operators.py and the operators' integrations.
+operators:
+	hack/build-operators.sh
+
 # On demand only (not part of test or demo): `escher-extender bench scheduler-perf` runs it too.
 scheduler-perf:
 	hack/build-scheduler-perf.sh
@@ -54,7 +59,7 @@ unit: $(STAMP)
 process: $(STAMP)
 	$(BIN)/pytest tests/process
 
-e2e: $(STAMP) binaries peers tools
+e2e: $(STAMP) binaries peers operators tools
 	$(BIN)/pytest tests/e2e
 
 fuzz: $(STAMP)
@@ -66,7 +71,7 @@ fuzz: $(STAMP)
 # the clusters), then those (marker `serial`) alone. Both run whatever the first gave; the
 # 20 slowest tests of both are printed at the end.
 WORKERS ?= 3
-test: $(STAMP) binaries peers tools lint
+test: $(STAMP) binaries peers operators tools lint
 	rm -rf .test-results
 	rc=0; \
 	$(BIN)/pytest -n $(WORKERS) --dist loadfile -m "not serial" --junitxml=.test-results/parallel.xml || rc=$$?; \
