@@ -8,7 +8,8 @@ beside the real control plane (escher_harness.localcluster.operators) and reconc
   PodGroup of its name with minMember 2, and its pods that schedulerName and the label.
 - Kueue (batch/job): a queued Job is suspended by Kueue's webhook at creation (served on
   loopback, registered by the harness), admitted against a ClusterQueue's quota, resumed, and
-  its pods created, with the default scheduler (Kueue makes no PodGroup).
+  its pods created, with the default scheduler, no PodGroup, and the workload's name (the
+  gang) in an annotation.
 
 Nothing here schedules a gang: the pods of the first two wait for a scheduler of that name.
 A test whose operator is not built is skipped, naming what is missing.
@@ -182,8 +183,17 @@ def test_kueue_suspends_a_queued_job_at_creation_admits_it_within_quota_and_resu
         timeout=60,
     )
     workloads = custom.list_namespaced_custom_object(group, version, NS, "workloads")["items"]
-    assert any((w["status"].get("admission") or {}).get("clusterQueue") == "cq" for w in workloads)
+    (workload,) = [w for w in workloads if w["metadata"]["ownerReferences"][0]["name"] == "queued"]
+    assert workload["status"]["admission"]["clusterQueue"] == "cq"
     made = until(lambda: len(p := pods(core, "job-name=queued")) == 2 and p, "the Job's 2 pods")
     assert {p.spec.scheduler_name for p in made} == {"default-scheduler"}
-    assert all(PODGROUP_LABEL not in (p.metadata.labels or {}) for p in made)
+    # What Kueue writes into the admitted pods' template: no PodGroup, but the workload (its
+    # gang) by name, the PodSet, and the queues.
+    for pod in made:
+        labels, annotations = pod.metadata.labels, pod.metadata.annotations or {}
+        assert PODGROUP_LABEL not in labels
+        assert annotations.get("kueue.x-k8s.io/workload") == workload["metadata"]["name"]
+        assert labels.get("kueue.x-k8s.io/podset") == "main"
+        assert labels.get("kueue.x-k8s.io/local-queue-name") == "lq"
+        assert labels.get("kueue.x-k8s.io/cluster-queue-name") == "cq"
     batch.delete_namespaced_job("queued", NS, propagation_policy="Background")
