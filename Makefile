@@ -5,8 +5,12 @@
 # helm, promtool and the workload operators) when they are missing.
 #
 # The test tiers, laid out like the packages:
-#   make unit     tests/unit: starts no process, runs in seconds
-#   make process  tests/process: starts processes (serve, the wheel, lint-imports) but no cluster
+#   make unit     tests/unit: starts no process and listens only on loopback ports the kernel
+#                 chose (tests/unit/conftest.py checks both); about 50 s, measured on a
+#                 shared, loaded 2-core machine
+#   make process  tests/process: starts processes (serve, the wheel, openssl, lint-imports),
+#                 listens on chosen ports or waits in real time (back-offs, leases, loop
+#                 stalls); no cluster
 #   make e2e      tests/e2e: the real local control plane
 #   make fuzz     tests/fuzz at length (make test runs a bounded, seeded campaign of it):
 #                 schemathesis over the OpenAPI document, state machines of ledger and gangs
