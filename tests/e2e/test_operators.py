@@ -35,11 +35,17 @@ NS = "default"
 
 
 @pytest.fixture(scope="module")
-def running(cluster: localcluster.ClusterInfo) -> Iterator[operators.Operators]:
-    """Every operator that is built, started once for the module."""
-    built = [name for name in operators.OPERATORS if not operators.missing([name])]
-    if not built:
+def built() -> list[str]:
+    """The operators that are built; the module is skipped, before its cluster starts, if none."""
+    names = [name for name in operators.OPERATORS if not operators.missing([name])]
+    if not names:
         pytest.skip("; ".join(operators.missing()))
+    return names
+
+
+@pytest.fixture(scope="module")
+def running(built: list[str], cluster: localcluster.ClusterInfo) -> Iterator[operators.Operators]:
+    """Every operator that is built, started once for the module."""
     ops = operators.start(built, cluster)
     try:
         yield ops
@@ -66,10 +72,10 @@ def podgroup(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
 
 
 def test_kuberay_gives_a_gang_labelled_raycluster_a_podgroup_and_the_scheduler_plugins_name(
-    cluster: localcluster.ClusterInfo, running: operators.Operators
+    running: operators.Operators,
 ) -> None:
     needs(running, "kuberay")
-    api = api_client(cluster.kubeconfig)
+    api = api_client(running.kubeconfig)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     template = {"spec": {"containers": [container("ray")]}}
     ray_cluster = {
@@ -100,10 +106,10 @@ def test_kuberay_gives_a_gang_labelled_raycluster_a_podgroup_and_the_scheduler_p
 
 
 def test_the_training_operator_gives_a_pytorchjob_a_podgroup_and_the_gang_scheduler_name(
-    cluster: localcluster.ClusterInfo, running: operators.Operators
+    running: operators.Operators,
 ) -> None:
     needs(running, "training-operator")
-    api = api_client(cluster.kubeconfig)
+    api = api_client(running.kubeconfig)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
 
     def replicas() -> dict[str, Any]:
@@ -129,10 +135,10 @@ def test_the_training_operator_gives_a_pytorchjob_a_podgroup_and_the_gang_schedu
 
 
 def test_kueue_suspends_a_queued_job_at_creation_admits_it_within_quota_and_resumes_it(
-    cluster: localcluster.ClusterInfo, running: operators.Operators
+    running: operators.Operators,
 ) -> None:
     needs(running, "kueue")
-    api = api_client(cluster.kubeconfig)
+    api = api_client(running.kubeconfig)
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     custom = client.CustomObjectsApi(api)
     group, version = "kueue.x-k8s.io", "v1beta2"

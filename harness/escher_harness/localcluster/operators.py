@@ -203,14 +203,17 @@ def start(
         )
         pki = make_pki(work / "pki") if {"kueue", "training-operator"} & set(wanted) else None
         ops.records.append(_job_controller(info, cdir, env))
+        # All started before any is waited for: each takes seconds to sync its informers.
         for name in wanted:
             launch = _LAUNCHERS[name]
-            record = launch(_Launch(name, info, cdir, work / name, ops, pki, env, kueue_frameworks))
-            ops.records.append(record)
+            ops.records.append(
+                launch(_Launch(name, info, cdir, work / name, ops, pki, env, kueue_frameworks))
+            )
+        for record in ops.records:
             wait_ready(record, deadline=deadline, timeout=timeout)
-            if name == "kueue":
-                assert pki is not None
-                _register_kueue_webhooks(ops, pki, env, kueue_frameworks, deadline)
+        if "kueue" in wanted:
+            assert pki is not None
+            _register_kueue_webhooks(ops, pki, env, kueue_frameworks, deadline)
     except BaseException:
         ops.stop()
         raise
