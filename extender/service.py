@@ -87,7 +87,7 @@ class Service:
         self.declarations = Declarations()
         self.gangs = GangManager(self.ledger, self.keys, s.gang, groups=self.declarations)
         self.events.subscribe(self.declarations.on_pod)
-        filtered = FilteredPods(s.filtered_max_pods, s.filtered_max_bytes)
+        filtered = FilteredPods(s.scheduling.filtered_max_pods, s.scheduling.filtered_max_bytes)
         self.gate = GangGate(self.gangs, s.gang)
         self.declarations.on_change = self._redeclared
         self.events.subscribe(self.gangs.on_pod)
@@ -101,7 +101,11 @@ class Service:
         if k is not None and k.gang is not None:
             self.gangs.nominate = k.gang.nominator
         if k is not None and k.scheduling is not None and k.scheduling.waker is not None:
-            requeue = Requeue(k.scheduling.waker, s.requeue_window_seconds, s.requeue_max_pods)
+            requeue = Requeue(
+                k.scheduling.waker,
+                s.scheduling.requeue_window_seconds,
+                s.scheduling.requeue_max_pods,
+            )
             self.events.subscribe(requeue.on_pod)
         self.authorizer = Authorizer(
             k.api if k is not None and s.kubernetes_auth else None,
@@ -119,9 +123,9 @@ class Service:
             registry.build_scorers(handle),
             k.scheduling.binder if k is not None and k.scheduling is not None else None,
             learn_nodes=not s.kube,
-            max_learned_nodes=s.max_learned_nodes,
+            max_learned_nodes=s.scheduling.max_learned_nodes,
             gang_wait_seconds=s.gang.wait_seconds,
-            answers=Turns(s.bind_answers_per_turn),
+            answers=Turns(s.scheduling.bind_answers_per_turn),
             filtered=filtered,
             requeue=requeue,
         )

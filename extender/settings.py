@@ -1,14 +1,14 @@
 """Configuration of the extender service: one typed settings object, each feature's args in it.
 
-Read from ESCHER_* environment variables and overridden by `escher-extender serve` flags,
-which extender.cli generates from these fields (`--kube-qps` is `kube_qps`, its help the
-field's description). Each feature's typed args are defined and validated in its own package
-and nested here (settings.gang is extender.gang.args.GangArgs); their variables and flags stay
-flat, as they have always been: the group's name, then the field's (ESCHER_GANG_WAIT_SECONDS,
-`--gang-wait-seconds`), but for the listeners' and leader election's fields, which keep their
-own names (`--port`, `--lease-name`). Everything else receives a Settings instance, or its
-feature's args; nothing reads the environment. A setting that cannot work is refused at start
-with a message naming it.
+Read from ESCHER_* environment variables and overridden by `escher-extender serve` flags, which
+extender.cli generates from these fields (`--kube-qps` is `kube_qps`, its help the field's
+description). Each feature's typed args are defined and validated in its own package and nested
+here (settings.gang is extender.gang.args.GangArgs); their variables and flags stay flat, as
+they have always been: the group's name, then the field's (ESCHER_GANG_WAIT_SECONDS, `--gang-
+wait-seconds`), but for the listeners', leader election's and the scheduling verbs' fields,
+which keep their own names (`--port`, `--lease-name`, `--bind-in-flight`). Everything else
+receives a Settings instance, or its feature's args; nothing reads the environment. A setting
+that cannot work is refused at start with a message naming it.
 """
 
 from __future__ import annotations
@@ -34,12 +34,13 @@ from extender.dra.args import DraArgs
 from extender.gang.args import GangArgs
 from extender.listen import ListenArgs
 from extender.policies.args import PolicyArgs
+from extender.scheduling.args import SchedulingArgs
 from extender.writeback.args import WriteBackArgs
 
 Mode = Literal["standalone", "pure", "extender", "dra"]
 
 # The groups whose fields are named flat without the group's name.
-_UNPREFIXED = ("listen", "leader_election")
+_UNPREFIXED = ("listen", "leader_election", "scheduling")
 
 
 class Settings(BaseSettings):
@@ -88,24 +89,7 @@ class Settings(BaseSettings):
     metrics_auth: bool = Field(False, description="require the token on /metrics too")
 
     # ---- limits ------------------------------------------------------------------------------
-    filtered_max_pods: int = Field(
-        50_000, ge=1, description="pods seen at filter and not yet bound, kept for their bind"
-    )
-    filtered_max_bytes: int = Field(
-        64 * 1024 * 1024, ge=1024, description="... and their size at most"
-    )
-    requeue_window_seconds: Seconds = Field(
-        5.0,
-        ge=0,
-        description="a pod turned away for an ephemeral resource is touched (so kube-scheduler "
-        "retries it) when a holding of it is released within this time; 0: off",
-    )
-    requeue_max_pods: int = Field(10_000, ge=1, description="pods remembered for that at most")
     max_esl_instances: int = Field(1000, ge=1, description="ESL instances at most")
-
-    max_learned_nodes: int = Field(
-        10_000, ge=1, description="standalone mode: nodes learnt from requests at most"
-    )
 
     # ---- the features' args ------------------------------------------------------------------
     policy: PolicyArgs = Field(default_factory=PolicyArgs)
@@ -113,24 +97,9 @@ class Settings(BaseSettings):
     gang: GangArgs = Field(default_factory=GangArgs)
     leader_election: LeaderElectionArgs = Field(default_factory=LeaderElectionArgs)
     dra: DraArgs = Field(default_factory=DraArgs)
+    scheduling: SchedulingArgs = Field(default_factory=SchedulingArgs)
 
-    # ---- binding and the event loop ----------------------------------------------------------
-    bind_in_flight: int = Field(
-        64,
-        ge=1,
-        le=1024,
-        description="Bindings in flight at most: a gang's bind burst takes this many API "
-        "calls at a time, so its answers come back in loop turns of at most this many",
-    )
-    bind_answers_per_turn: int = Field(
-        16,
-        ge=1,
-        le=1024,
-        description="gang members' bind answers sent in one turn of the event loop at most "
-        "(the rest in the turns after), so that a bind burst's Bindings coming back together, "
-        "or a gang's held members refused together, do not hold the loop for all of their "
-        "answers",
-    )
+    # ---- the event loop ----------------------------------------------------------
     loop_watch_interval_seconds: Seconds = Field(
         0.05,
         gt=0,

@@ -91,11 +91,7 @@ def build(
         writeback=writeback,
         elector=_elector(s, h, on_leadership),
         store=store,
-        scheduling=(
-            scheduling.build(h, in_flight=s.bind_in_flight, wake=s.requeue_window_seconds > 0)
-            if s.binds
-            else None
-        ),
+        scheduling=(scheduling.build(h, s.scheduling) if s.binds else None),
         gang=gang.build(s.gang, h, declarations) if s.binds else None,
     )
 

@@ -164,5 +164,5 @@ def test_plain_verbs_take_no_certificate_even_when_the_policy_api_has_one() -> N
 def test_the_answers_a_turn_are_a_whole_number_from_1_to_1024(value: object) -> None:
     with pytest.raises(ValidationError) as e:
         Settings(bind_answers_per_turn=value)  # type: ignore[arg-type]
-    assert [err["loc"] for err in e.value.errors()] == [("bind_answers_per_turn",)]
-    assert Settings(bind_answers_per_turn=1).bind_answers_per_turn == 1
+    assert [err["loc"] for err in e.value.errors()] == [("scheduling", "bind_answers_per_turn")]
+    assert Settings(bind_answers_per_turn=1).scheduling.bind_answers_per_turn == 1

@@ -1,14 +1,14 @@
 """Binder: creates the Binding of a pod to a node, the extender's half of kube-scheduler's bind.
 
 kube-scheduler delegates binding to the extender (bindVerb), which must then create the
-`pods/binding` subresource itself. The Binding names the pod's UID, so the API server binds
-only that pod (not a new one that took its name) and only if it is not bound yet. Async and
-pooled (extender.kube.client): binds of a gang go out together and take what the API
-server takes, without a thread each. Only while `may_write()` (this replica leads).
-At most `in_flight` Bindings at a time (Settings.bind_in_flight): the others wait for one to
-finish, a future each, so a gang of 1,024's burst neither takes the whole API pool (which the
-watches and the other writers share) nor has its answers all arrive in one loop turn.
-Called by extender.scheduling.verbs; every failure is a BindError whose message says what happened.
+`pods/binding` subresource itself. The Binding names the pod's UID, so the API server binds only
+that pod (not a new one that took its name) and only if it is not bound yet. Async and pooled
+(extender.kube.client): binds of a gang go out together and take what the API server takes,
+without a thread each. Only while `may_write()` (this replica leads). At most `in_flight`
+Bindings at a time (settings.scheduling.bind_in_flight): the others wait for one to finish, a
+future each, so a gang of 1,024's burst neither takes the whole API pool (which the watches and
+the other writers share) nor has its answers all arrive in one loop turn. Called by
+extender.scheduling.verbs; every failure is a BindError whose message says what happened.
 """
 
 from __future__ import annotations

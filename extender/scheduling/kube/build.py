@@ -1,9 +1,8 @@
 """The scheduling verbs' Kubernetes side: called by extender.cluster.build in the extender
 mode (the one that binds).
 
-The binder creates a bind's Binding, at most `in_flight` at a time (settings.bind_in_flight);
-the waker (`wake`: settings.requeue_window_seconds > 0) touches a pod turned away so that
-kube-scheduler retries it.
+The binder creates a bind's Binding, at most `args.bind_in_flight` at a time; the waker (when
+`args.requeue_window_seconds` > 0) touches a pod turned away so that kube-scheduler retries it.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from extender.kube.handle import Handle
+from extender.scheduling.args import SchedulingArgs
 from extender.scheduling.kube.binder import Binder
 from extender.scheduling.kube.waker import Waker
 
@@ -25,9 +25,9 @@ class SchedulingParts:
             await self.waker.aclose()
 
 
-def build(handle: Handle, *, in_flight: int, wake: bool) -> SchedulingParts:
-    h = handle
+def build(handle: Handle, args: SchedulingArgs) -> SchedulingParts:
+    h, wake = handle, args.requeue_window_seconds > 0
     return SchedulingParts(
-        binder=Binder(h.api, h.metrics, h.may_write, in_flight),
+        binder=Binder(h.api, h.metrics, h.may_write, args.bind_in_flight),
         waker=Waker(h.api, h.domain, h.metrics, h.may_write) if wake else None,
     )
