@@ -6,8 +6,8 @@
 #
 # The test tiers, laid out like the packages:
 #   make unit     tests/unit: starts no process and listens only on loopback ports the kernel
-#                 chose (tests/unit/conftest.py checks both); about 50 s, measured on a
-#                 shared, loaded 2-core machine
+#                 chose (tests/unit/conftest.py checks both); on two workers, about 27 s
+#                 on this 2-core machine (40 s on one)
 #   make process  tests/process: starts processes (serve, the wheel, openssl, lint-imports),
 #                 listens on chosen ports or waits in real time (back-offs, leases, loop
 #                 stalls); no cluster
@@ -58,7 +58,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 unit: $(STAMP)
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -n 2 tests/unit
 
 process: $(STAMP)
 	$(BIN)/pytest tests/process

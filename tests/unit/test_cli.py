@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from operator import attrgetter
 from pathlib import Path
 
@@ -62,19 +60,6 @@ def test_a_flag_overrides_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("ESCHER_MODE", "pure")
     s = settings("--port", "7001")
     assert (s.listen.port, s.mode) == (7001, "pure")
-
-
-def test_the_standalone_service_loads_no_kubernetes_client() -> None:
-    # A fresh interpreter: this test process may have imported the client for other tests.
-    check = (
-        "import sys; from extender.service import Service; from extender.settings import "
-        "Settings; Service(Settings(mode='standalone'));"
-        "print(sorted(m for m in sys.modules if m == 'kubernetes' or m.startswith('kubernetes.')))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize(

@@ -82,6 +82,9 @@ def campaign(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     monkeypatch.setattr(gang_bench, "run_one", run_one)
     monkeypatch.setattr(gang_bench, "unavailable", lambda approach: None)
     monkeypatch.setattr(environment, "versions", lambda: {"kubernetes": "v1.37.2"})
+    # platform.platform() runs `uname -p`: a unit test starts no process.
+    machine = {"cores": 2, "platform": "Linux", "load_average_at_start": [0.0, 0.0, 0.0]}
+    monkeypatch.setattr(environment, "machine", lambda: machine)
     # Rendering the PNGs is most of a campaign's time here; the one test of the plots
     # puts the real writer back (REAL_PLOTS).
     monkeypatch.setattr(gang_plots, "write", lambda *args: None)
