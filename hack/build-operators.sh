@@ -32,11 +32,12 @@ build_one() {
   rm -rf "$out"
   mkdir -p "$out/crds"
   version=$(cd "$pins" && go list -m -f '{{.Version}}' "$module")
-  dir=$(cd "$pins" && go list -m -f '{{.Dir}}' "$module")
   local ldflags="-s -w"
   # Kueue logs and serves its version from these; without them it says v0.0.0-main.
   [[ $name == kueue ]] && ldflags+=" -X sigs.k8s.io/kueue/pkg/version.GitVersion=$version"
   go_build build-operators "$pins" "$package" "$binary" "$ldflags"
+  # Only now: in a cold cache the module's directory exists once the build has downloaded it.
+  dir=$(cd "$pins" && go list -m -f '{{.Dir}}' "$module")
   # The module's own CRDs (kustomize's kustomization.yaml beside them is not one).
   find "$dir/$crds" -maxdepth 1 -name '*.yaml' ! -name 'kustomization.yaml' \
     -exec cp {} "$out/crds/" \;
