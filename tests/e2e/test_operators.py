@@ -9,7 +9,8 @@ beside the real control plane (escher_harness.localcluster.operators) and reconc
 - Kueue (batch/job): a queued Job is suspended by Kueue's webhook at creation (served on
   loopback, registered by the harness), admitted against a ClusterQueue's quota, resumed, and
   its pods created, with the default scheduler, no PodGroup, and the workload's name (the
-  gang) in an annotation.
+  gang) in an annotation; a v1beta1 ClusterQueue is converted to v1beta2 by Kueue's conversion
+  webhook, on the same loopback server.
 
 Nothing here schedules a gang: the pods of the first two wait for a scheduler of that name.
 A test whose operator is not built is skipped, naming what is missing.
@@ -203,3 +204,21 @@ def test_kueue_suspends_a_queued_job_at_creation_admits_it_within_quota_and_resu
         assert labels.get("kueue.x-k8s.io/local-queue-name") == "lq"
         assert labels.get("kueue.x-k8s.io/cluster-queue-name") == "cq"
     batch.delete_namespaced_job("queued", NS, propagation_policy="Background")
+
+
+def test_kueue_converts_a_v1beta1_clusterqueue_through_its_loopback_conversion_webhook(
+    running: operators.Operators,
+) -> None:
+    needs(running, "kueue")
+    custom = client.CustomObjectsApi(api_client(running.kubeconfig))
+    old = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "old"},
+        "spec": {"cohort": "team", "namespaceSelector": {}},
+    }
+    custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", old)
+    # v1beta2 renamed the field: without the webhook the apiserver would drop it.
+    new = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "old")
+    assert new["spec"]["cohortName"] == "team"
+    custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "old")

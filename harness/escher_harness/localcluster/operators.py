@@ -26,8 +26,10 @@ What each is told, from the flags and configuration in its own source:
   kubeflow.org/pytorchjob, its webhook server on 127.0.0.1 with a certificate from the
   harness's PKI (internal certificate management off), and its webhook configurations
   registered at https://127.0.0.1:<port> (only the webhooks of Kueue's own kinds and of those
-  integrations). Its metrics server (HTTPS, authorised through the apiserver) reads a
-  certificate from the fixed /etc/kueue/metrics/certs, where the harness's is copied.
+  integrations), and the CRDs it converts between v1beta1 and v1beta2 sent there too (the
+  module's CRD bases carry no conversion). Its metrics server (HTTPS, authorised through the
+  apiserver) reads a certificate from the fixed /etc/kueue/metrics/certs, where the
+  harness's is copied.
   VisibilityOnDemand is off, since that server writes its certificates to /visibility.
   stop() removes the webhook configurations before the process ends, so the cluster's Jobs
   and RayClusters are never refused by an absent webhook.
@@ -80,6 +82,9 @@ TRAINING_SECRET = "training-operator-webhook-cert"
 # The rotator waits for a certificate file at this fixed path (mounted from that Secret in a
 # pod); the webhook server reads its own from $TMPDIR/k8s-webhook-server/serving-certs.
 TRAINING_ROTATOR_CERT = Path("/tmp/k8s-webhook-server/serving-certs/tls.crt")
+# The CRDs whose versions Kueue's webhook converts (v1beta1 and v1beta2): those that its
+# module's config/components/crd/kustomization.yaml patches with a conversion webhook.
+KUEUE_CONVERTED = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
 # With internal certificate management off, Kueue serves its metrics over TLS with the
 # certificate at this fixed path (mounted in a pod) and exits when there is none.
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
@@ -197,11 +202,15 @@ def start(
     deadline = time.monotonic() + timeout
     ops = Operators(info.kubeconfig, cdir.state_file, gang_scheduler_name=gang_scheduler_name)
     try:
-        _install(info.kubeconfig, wanted, env, deadline)
         ops.ports.update(
             allocate_ports({f"{n}-{p}": None for n in wanted for p in _PORTS[n]}, cdir.state_file)
         )
         pki = make_pki(work / "pki") if {"kueue", "training-operator"} & set(wanted) else None
+        conversion = None
+        if "kueue" in wanted:
+            assert pki is not None
+            conversion = _conversion(f"https://127.0.0.1:{ops.ports['kueue-webhook']}", pki)
+        _install(info.kubeconfig, wanted, env, deadline, conversion)
         ops.records.append(_job_controller(info, cdir, env))
         # All started before any is waited for: each takes seconds to sync its informers.
         for name in wanted:
@@ -363,19 +372,44 @@ def _job_controller(info: ClusterLike, cdir: ClusterDir, env: Mapping[str, str])
     )
 
 
+def _conversion(url: str, pki: Pki) -> dict[str, Any]:
+    """A CRD's spec.conversion that sends conversions to Kueue's webhook server at `url`."""
+    ca = base64.b64encode(pki.ca.read_bytes()).decode()
+    client_config = {"url": f"{url}/convert", "caBundle": ca}
+    return {
+        "strategy": "Webhook",
+        "webhook": {"clientConfig": client_config, "conversionReviewVersions": ["v1"]},
+    }
+
+
 def _install(
-    kubeconfig: Path, names: Sequence[str], env: Mapping[str, str], deadline: float
+    kubeconfig: Path,
+    names: Sequence[str],
+    env: Mapping[str, str],
+    deadline: float,
+    conversion: dict[str, Any] | None,
 ) -> None:
     """The operators' CRDs (and the PodGroup CRD the gang integrations write) that the cluster
-    does not serve yet, and the namespaces and Secret the operators expect."""
+    does not serve yet, Kueue's converted ones pointed at `conversion` (served ones too: a
+    Kueue started again has a new port), and the namespaces and Secret the operators expect."""
     paths = [crd for name in names for crd in files(name, env).crds]
     if set(names) & {"kuberay", "training-operator"}:
         paths.append(podgroup_crd(env))
     with api_client(kubeconfig) as api:
-        crds = client.ApiextensionsV1Api(api).list_custom_resource_definition().items
+        extensions = client.ApiextensionsV1Api(api)
+        crds = extensions.list_custom_resource_definition().items
         core = client.CoreV1Api(api)
         have = _names(crds) | _names(core.list_namespace().items)
-        objects = [m for m in load_manifests(paths) if m.name not in have]
+        objects = []
+        for m in load_manifests(paths):
+            if conversion and m.is_crd and m.body["spec"]["names"]["plural"] in KUEUE_CONVERTED:
+                if m.name in have:
+                    patch = {"spec": {"conversion": conversion}}
+                    extensions.patch_custom_resource_definition(m.name, patch)
+                    continue
+                m = _object({**m.body, "spec": {**m.body["spec"], "conversion": conversion}})
+            if m.name not in have:
+                objects.append(m)
         objects += [
             _object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
             for ns in (KUEUE_NAMESPACE, TRAINING_NAMESPACE)
