@@ -2,9 +2,9 @@
 # Builds the workload operators whose gangs the extender is to place (issue 60): KubeRay's
 # ray-operator, Kueue's manager and Kubeflow's training operator, each from the Go module
 # pinned in hack/operators/<name>, into $ESCHER_CACHE_DIR/bin (hack/lib.sh), and copies
-# their CRDs (and Kueue's webhook configurations) from the same module into
-# $ESCHER_CACHE_DIR/operators/<name>/, where harness/escher_harness/localcluster/operators.py
-# finds them. Each operator has a stamp of its own, so a second run with the same pins is a
+# their CRDs (and the webhook configurations of Kueue and the training operator) from the
+# same module into $ESCHER_CACHE_DIR/operators/<name>/, where
+# harness/escher_harness/localcluster/operators.py finds them. Each operator has a stamp of its own, so a second run with the same pins is a
 # no-op and a failed build leaves the others built.
 # Called by `make operators` (and so by `make test` / `make e2e`); `hack/build-operators.sh
 # kueue` builds one.
@@ -16,7 +16,7 @@ require_go build-operators 1.26
 operators=(
   "kuberay|ray-operator|github.com/ray-project/kuberay/ray-operator|github.com/ray-project/kuberay/ray-operator|config/crd/bases|"
   "kueue|kueue|sigs.k8s.io/kueue|sigs.k8s.io/kueue/cmd/kueue|config/components/crd/bases|config/components/webhook/manifests.yaml"
-  "training-operator|training-operator|github.com/kubeflow/training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1|manifests/base/crds|"
+  "training-operator|training-operator|github.com/kubeflow/training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1|manifests/base/crds|manifests/base/webhook/manifests.yaml"
 )
 
 build_one() {

@@ -5,7 +5,8 @@ beside the real control plane (escher_harness.localcluster.operators) and reconc
   workers gets a PodGroup of its name with minMember 3, and its three pods the schedulerName
   scheduler-plugins-scheduler and the PodGroup's label; deleting it deletes them.
 - The training operator (--gang-scheduler-name): a PyTorchJob of a master and a worker gets a
-  PodGroup of its name with minMember 2, and its pods that schedulerName and the label.
+  PodGroup of its name with minMember 2, and its pods that schedulerName and the label; its
+  validating webhook (registered by the harness at its loopback port) refuses two masters.
 - Kueue (batch/job): a queued Job is suspended by Kueue's webhook at creation (served on
   loopback, registered by the harness), admitted against a ClusterQueue's quota, resumed, and
   its pods created, with the default scheduler, no PodGroup, and the workload's name (the
@@ -133,6 +134,10 @@ def test_the_training_operator_gives_a_pytorchjob_a_podgroup_and_the_gang_schedu
     assert {p.metadata.labels.get(PODGROUP_LABEL) for p in made} == {"pt"}
     assert podgroup(custom, "pt")["spec"]["minMember"] == 2
     custom.delete_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", "pt")
+    # Its validating webhook, on the operator's port, refuses a second master.
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
+    with pytest.raises(client.ApiException, match="must be 1"):
+        custom.create_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", job)
 
 
 def test_kueue_suspends_a_queued_job_at_creation_admits_it_within_quota_and_resumes_it(

@@ -18,10 +18,11 @@ What each is told, from the flags and configuration in its own source:
 - training-operator: `--gang-scheduler-name=<gang_scheduler_name>` (any name but volcano means
   scheduler-plugins). Its jobs get a PodGroup of the job's name (minMember: all replicas, or
   runPolicy.schedulingPolicy.minAvailable), their pods that schedulerName and the pod-group
-  label. It cannot start without its webhook server's certificate files (its cert rotator
-  waits for them), so it serves one from the harness's PKI on a claimed port; its
-  ValidatingWebhookConfiguration is not registered, because the rotator rewrites that
-  configuration's caBundle with a CA of its own: jobs are not validated at admission.
+  label. It cannot start without its webhook server (its controllers wait for its cert
+  rotator), which serves on a claimed port (all interfaces: v1.8.1 has no host flag) a
+  certificate made as the harness's PKI makes its own, that the rotator accepts and keeps
+  (see _training_certs); its ValidatingWebhookConfiguration is registered at
+  https://127.0.0.1:<port>, so invalid jobs are refused at admission as in a real install.
 - kueue: a Configuration file with the integrations batch/job, ray.io/raycluster and
   kubeflow.org/pytorchjob, its webhook server on 127.0.0.1 with a certificate from the
   harness's PKI (internal certificate management off), and its webhook configurations
@@ -63,6 +64,8 @@ from escher_harness.localcluster.health import wait_ready
 from escher_harness.localcluster.manifests import Manifest, create_manifests, load_manifests
 from escher_harness.localcluster.paths import cache_dir, podgroup_crd
 from escher_harness.localcluster.pki import Pki, make_pki
+from escher_harness.localcluster.pki import _key as pki_key
+from escher_harness.localcluster.pki import _openssl as openssl
 from escher_harness.localcluster.ports import allocate_ports, release_claims
 from escher_harness.localcluster.processes import ProcessRecord
 
@@ -82,13 +85,18 @@ TRAINING_SECRET = "training-operator-webhook-cert"
 # The rotator waits for a certificate file at this fixed path (mounted from that Secret in a
 # pod); the webhook server reads its own from $TMPDIR/k8s-webhook-server/serving-certs.
 TRAINING_ROTATOR_CERT = Path("/tmp/k8s-webhook-server/serving-certs/tls.crt")
+# The configuration whose caBundle the rotator keeps; the CA's and the server's DNS names it
+# checks the Secret's certificates against (from --webhook-service-name and the namespace).
+TRAINING_WEBHOOK_CONFIG = "validator.training-operator.kubeflow.org"
+TRAINING_CA_NAME = "training-operator-ca"
+TRAINING_DNS_NAME = f"training-operator.{TRAINING_NAMESPACE}.svc"
 # The CRDs whose versions Kueue's webhook converts (v1beta1 and v1beta2): those that its
 # module's config/components/crd/kustomization.yaml patches with a conversion webhook.
 KUEUE_CONVERTED = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
 # With internal certificate management off, Kueue serves its metrics over TLS with the
 # certificate at this fixed path (mounted in a pod) and exits when there is none.
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
-_WEBHOOK_CONFIGS = {
+_KUEUE_WEBHOOK_CONFIGS = {
     "MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
     "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration",
 }
@@ -205,24 +213,32 @@ def start(
         ops.ports.update(
             allocate_ports({f"{n}-{p}": None for n in wanted for p in _PORTS[n]}, cdir.state_file)
         )
-        pki = make_pki(work / "pki") if {"kueue", "training-operator"} & set(wanted) else None
+        pki = make_pki(work / "pki") if "kueue" in wanted else None
+        training = (
+            _training_certs(work / "training-certs") if "training-operator" in wanted else None
+        )
         conversion = None
         if "kueue" in wanted:
             assert pki is not None
             conversion = _conversion(f"https://127.0.0.1:{ops.ports['kueue-webhook']}", pki)
-        _install(info.kubeconfig, wanted, env, deadline, conversion)
+        _install(info.kubeconfig, wanted, env, deadline, conversion, training)
         ops.records.append(_job_controller(info, cdir, env))
         # All started before any is waited for: each takes seconds to sync its informers.
         for name in wanted:
             launch = _LAUNCHERS[name]
             ops.records.append(
-                launch(_Launch(name, info, cdir, work / name, ops, pki, env, kueue_frameworks))
+                launch(
+                    _Launch(
+                        name, info, cdir, work / name, ops, pki, training, env, kueue_frameworks
+                    )
+                )
             )
         for record in ops.records:
             wait_ready(record, deadline=deadline, timeout=timeout)
-        if "kueue" in wanted:
-            assert pki is not None
+        if pki is not None:
             _register_kueue_webhooks(ops, pki, env, kueue_frameworks, deadline)
+        if training is not None:
+            _register_training_webhooks(ops, training.ca, env, deadline)
     except BaseException:
         ops.stop()
         raise
@@ -244,6 +260,7 @@ class _Launch:
     work: Path
     ops: Operators
     pki: Pki | None
+    training: _TrainingCerts | None
     env: Mapping[str, str]
     kueue_frameworks: Sequence[str]
 
@@ -276,13 +293,13 @@ def _ray_operator(run: _Launch) -> ProcessRecord:
 
 
 def _training_operator(run: _Launch) -> ProcessRecord:
-    assert run.pki is not None
+    assert run.training is not None
+    certs = run.training
     # The webhook server reads os.TempDir()/k8s-webhook-server/serving-certs: a TMPDIR of its
     # own keeps two clusters' operators apart; the rotator only checks that its path exists.
-    _place_certs(run.pki, run.work / "tmp" / "k8s-webhook-server" / "serving-certs")
+    _place_certs(certs.cert, certs.key, run.work / "tmp" / "k8s-webhook-server" / "serving-certs")
     if not TRAINING_ROTATOR_CERT.exists():
-        TRAINING_ROTATOR_CERT.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(run.pki.server_cert, TRAINING_ROTATOR_CERT)
+        _place_certs(certs.cert, certs.key, TRAINING_ROTATOR_CERT.parent)
     return run.spawn(
         [
             str(files("training-operator", run.env).binary),
@@ -301,9 +318,9 @@ def _training_operator(run: _Launch) -> ProcessRecord:
 def _kueue(run: _Launch) -> ProcessRecord:
     assert run.pki is not None
     certs = run.work / "certs"
-    _place_certs(run.pki, certs)
+    _place_certs(run.pki.server_cert, run.pki.server_key, certs)
     try:
-        _place_certs(run.pki, KUEUE_METRICS_CERTS)
+        _place_certs(run.pki.server_cert, run.pki.server_key, KUEUE_METRICS_CERTS)
     except OSError as e:
         raise ClusterError(f"kueue reads its metrics certificate from {e.filename}: {e}") from None
     configuration = {
@@ -331,11 +348,11 @@ def _kueue(run: _Launch) -> ProcessRecord:
     )
 
 
-def _place_certs(pki: Pki, directory: Path) -> None:
-    """The PKI's server certificate and key as tls.crt and tls.key in `directory`, each
-    replaced whole (a running operator's certificate watcher never reads half a file)."""
+def _place_certs(cert: Path, key: Path, directory: Path) -> None:
+    """A server certificate and key as tls.crt and tls.key in `directory`, each replaced
+    whole (a running operator's certificate watcher never reads half a file)."""
     directory.mkdir(parents=True, exist_ok=True)
-    for source, name in ((pki.server_cert, "tls.crt"), (pki.server_key, "tls.key")):
+    for source, name in ((cert, "tls.crt"), (key, "tls.key")):
         part = directory / f".{name}.{os.getpid()}"
         shutil.copy(source, part)
         part.replace(directory / name)
@@ -346,6 +363,40 @@ _LAUNCHERS: dict[str, Callable[[_Launch], ProcessRecord]] = {
     "kueue": _kueue,
     "training-operator": _training_operator,
 }
+
+
+@dataclass(frozen=True)
+class _TrainingCerts:
+    ca: Path
+    ca_key: Path
+    cert: Path
+    key: Path
+
+
+def _training_certs(d: Path) -> _TrainingCerts:
+    """A CA and a server certificate, made as the harness's PKI makes its own, that the
+    training operator's cert rotator accepts and so keeps: the CA names itself
+    TRAINING_CA_NAME, the server certificate is for TRAINING_DNS_NAME and 127.0.0.1, and both
+    outlive the rotator's look-ahead of 90 days (else it makes a CA of its own and writes that
+    into the webhook configuration, which the served certificate would not match)."""
+    d.mkdir(parents=True, exist_ok=True)
+    certs = _TrainingCerts(d / "ca.crt", d / "ca.key", d / "tls.crt", d / "tls.key")
+    days = "400"
+    # RSA in PKCS#1 for the CA: the rotator parses its key with x509.ParsePKCS1PrivateKey.
+    openssl("genrsa", "-traditional", "-out", certs.ca_key, "2048")
+    certs.ca_key.chmod(0o600)
+    openssl("req", "-x509", "-new", "-key", certs.ca_key, "-subj", f"/CN={TRAINING_CA_NAME}",
+            "-days", days, "-addext", f"subjectAltName=DNS:{TRAINING_CA_NAME}",
+            "-out", certs.ca)  # fmt: skip
+    pki_key(certs.key)
+    csr, ext = d / "tls.csr", d / "tls.ext"
+    openssl("req", "-new", "-key", certs.key, "-subj", "/CN=training-operator", "-out", csr)
+    ext.write_text(
+        f"subjectAltName=DNS:{TRAINING_DNS_NAME},IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
+    )
+    openssl("x509", "-req", "-in", csr, "-CA", certs.ca, "-CAkey", certs.ca_key,
+            "-CAcreateserial", "-days", days, "-out", certs.cert, "-extfile", ext)  # fmt: skip
+    return certs
 
 
 def _job_controller(info: ClusterLike, cdir: ClusterDir, env: Mapping[str, str]) -> ProcessRecord:
@@ -388,6 +439,7 @@ def _install(
     env: Mapping[str, str],
     deadline: float,
     conversion: dict[str, Any] | None,
+    training: _TrainingCerts | None,
 ) -> None:
     """The operators' CRDs (and the PodGroup CRD the gang integrations write) that the cluster
     does not serve yet, Kueue's converted ones pointed at `conversion` (served ones too: a
@@ -415,13 +467,16 @@ def _install(
             for ns in (KUEUE_NAMESPACE, TRAINING_NAMESPACE)
             if ns not in have
         ]
-        if "training-operator" in names and TRAINING_SECRET not in _names(
-            core.list_namespaced_secret(TRAINING_NAMESPACE).items
-            if TRAINING_NAMESPACE in have
-            else []
-        ):
+        if training is not None:
+            # Replaced, not kept: a Secret of an earlier start holds another CA.
+            with contextlib.suppress(ApiException):
+                core.delete_namespaced_secret(TRAINING_SECRET, TRAINING_NAMESPACE)
             meta = {"name": TRAINING_SECRET, "namespace": TRAINING_NAMESPACE}
-            objects.append(_object({"apiVersion": "v1", "kind": "Secret", "metadata": meta}))
+            files_ = {"ca.crt": training.ca, "ca.key": training.ca_key}
+            files_ |= {"tls.crt": training.cert, "tls.key": training.key}
+            data = {k: base64.b64encode(v.read_bytes()).decode() for k, v in files_.items()}
+            secret = {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data}
+            objects.append(_object(secret))
         create_manifests(api, objects, deadline=deadline)
 
 
@@ -437,45 +492,104 @@ def _register_kueue_webhooks(
     ops: Operators, pki: Pki, env: Mapping[str, str], frameworks: Sequence[str], deadline: float
 ) -> None:
     """Kueue's webhook configurations from its module, pointed at its loopback server."""
-    manifest = files("kueue", env).root / "manifests.yaml"
-    ca = base64.b64encode(pki.ca.read_bytes()).decode()
-    url = f"https://127.0.0.1:{ops.ports['kueue-webhook']}"
     # A webhook is kept when it is for one of Kueue's own kinds or an enabled integration's:
     # the others (pods, deployments, ...) would send every such object of the cluster to Kueue.
     kept = {("kueue.x-k8s.io", "*")} | {
         (group, kind.lower() + "s") for group, _, kind in (f.partition("/") for f in frameworks)
     }
+
+    def keep(hook: Mapping[str, Any]) -> bool:
+        rules = hook.get("rules") or [{}]
+        group, resources = rules[0].get("apiGroups", [""])[0], rules[0].get("resources", [])
+        return (group, "*") in kept or any((group, r) in kept for r in resources)
+
     with api_client(ops.kubeconfig) as api:
-        registration = client.AdmissionregistrationV1Api(api)
-        for m in load_manifests((manifest,)):
-            body = dict(m.body)
-            hooks = []
-            for hook in body.get("webhooks") or []:
-                rules = hook.get("rules") or [{}]
-                group, resources = rules[0].get("apiGroups", [""])[0], rules[0].get("resources", [])
-                if (group, "*") in kept or any((group, r) in kept for r in resources):
-                    path = hook["clientConfig"]["service"]["path"]
-                    hooks.append({**hook, "clientConfig": {"url": url + path, "caBundle": ca}})
-            name = _WEBHOOK_CONFIGS[body["kind"]]
-            body = {**body, "metadata": {"name": name}, "webhooks": hooks}
-            mutating = body["kind"] == "MutatingWebhookConfiguration"
-            delete, create = (
-                (
-                    registration.delete_mutating_webhook_configuration,
-                    registration.create_mutating_webhook_configuration,
-                )
-                if mutating
-                else (
-                    registration.delete_validating_webhook_configuration,
-                    registration.create_validating_webhook_configuration,
-                )
-            )
-            with contextlib.suppress(ApiException):  # one a killed run left behind
-                delete(name)
-            create(cast(Any, body))
-            ops.webhook_configs.append((body["kind"], name))
+        _register(api, ops, "kueue", env, pki.ca, _KUEUE_WEBHOOK_CONFIGS, keep)
         if "batch/job" in frameworks:
             _await_job_webhook(client.BatchV1Api(api), deadline)
+
+
+def _register_training_webhooks(
+    ops: Operators, ca: Path, env: Mapping[str, str], deadline: float
+) -> None:
+    """The training operator's ValidatingWebhookConfiguration from its module, pointed at its
+    server, under the name its cert rotator keeps the caBundle of."""
+    with api_client(ops.kubeconfig) as api:
+        names = {"ValidatingWebhookConfiguration": TRAINING_WEBHOOK_CONFIG}
+        _register(api, ops, "training-operator", env, ca, names, lambda hook: True)
+        _await_pytorchjob_webhook(client.CustomObjectsApi(api), deadline)
+
+
+def _register(
+    api: client.ApiClient,
+    ops: Operators,
+    name: str,
+    env: Mapping[str, str],
+    ca: Path,
+    names: Mapping[str, str],
+    keep: Callable[[Mapping[str, Any]], bool],
+) -> None:
+    """Create the webhook configurations of `name`'s manifests.yaml (as `names` renames them
+    by kind), keeping the webhooks `keep` says, each sent to its path on the operator's
+    loopback port and trusting `ca`; one a killed run left behind is replaced."""
+    url = f"https://127.0.0.1:{ops.ports[f'{name}-webhook']}"
+    bundle = base64.b64encode(ca.read_bytes()).decode()
+    registration = client.AdmissionregistrationV1Api(api)
+    for m in load_manifests((files(name, env).root / "manifests.yaml",)):
+        kind = m.body["kind"]
+        hooks = [
+            {
+                **h,
+                "clientConfig": {
+                    "url": url + h["clientConfig"]["service"]["path"],
+                    "caBundle": bundle,
+                },
+            }
+            for h in m.body.get("webhooks") or []
+            if keep(h)
+        ]
+        body = {**m.body, "metadata": {"name": names[kind]}, "webhooks": hooks}
+        delete, create = (
+            (
+                registration.delete_mutating_webhook_configuration,
+                registration.create_mutating_webhook_configuration,
+            )
+            if kind == "MutatingWebhookConfiguration"
+            else (
+                registration.delete_validating_webhook_configuration,
+                registration.create_validating_webhook_configuration,
+            )
+        )
+        with contextlib.suppress(ApiException):
+            delete(names[kind])
+        create(cast(Any, body))
+        ops.webhook_configs.append((kind, names[kind]))
+
+
+def _await_pytorchjob_webhook(custom: client.CustomObjectsApi, deadline: float) -> None:
+    """Until the apiserver calls the training operator's webhook: a PyTorchJob of two masters,
+    created as a dry run, is refused."""
+    replicas = {
+        "replicas": 2,
+        "template": {"spec": {"containers": [{"name": "pytorch", "image": "p"}]}},
+    }
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "training-webhook-probe"},
+        "spec": {"pytorchReplicaSpecs": {"Master": replicas}},
+    }
+    while True:
+        try:
+            custom.create_namespaced_custom_object(
+                "kubeflow.org", "v1", "default", "pytorchjobs", job, dry_run="All"
+            )
+        except ApiException as e:
+            if "must be 1" in str(e.body):
+                return
+        if time.monotonic() > deadline:
+            raise ClusterError("the training operator's webhook was not called in time")
+        time.sleep(0.1)
 
 
 def _await_job_webhook(batch: client.BatchV1Api, deadline: float) -> None:
