@@ -14,7 +14,9 @@ What each is told, from the flags and configuration in its own source:
   `ray.io/gang-scheduling-enabled` gets a scheduling.x-k8s.io/v1alpha1 PodGroup of its own name
   (minMember: desired workers + 1) and its pods the label `scheduling.x-k8s.io/pod-group`.
   Its RayCluster validating webhook is served only with ENABLE_WEBHOOKS=true, left unset here:
-  specs are not validated at admission.
+  its webhook server has no port flag (9443 on every interface, so two clusters' operators
+  would collide), and RayCluster specs are not validated at admission (the reconciler still
+  refuses an invalid one, with an event).
 - training-operator: `--gang-scheduler-name=<gang_scheduler_name>` (any name but volcano means
   scheduler-plugins). Its jobs get a PodGroup of the job's name (minMember: all replicas, or
   runPolicy.schedulingPolicy.minAvailable), their pods that schedulerName and the pod-group
@@ -131,9 +133,6 @@ class Operators:
     webhook_configs: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
     gang_scheduler_name: str = GANG_SCHEDULER_NAME
 
-    def record(self, name: str) -> ProcessRecord:
-        return next(r for r in self.records if r.name == name)
-
     def stop(self) -> None:
         """Remove the webhook configurations (while the operator still answers), then stop
         the processes, newest first, and release the ports."""
@@ -217,22 +216,14 @@ def start(
         training = (
             _training_certs(work / "training-certs") if "training-operator" in wanted else None
         )
-        conversion = None
-        if "kueue" in wanted:
-            assert pki is not None
-            conversion = _conversion(f"https://127.0.0.1:{ops.ports['kueue-webhook']}", pki)
+        kueue_url = f"https://127.0.0.1:{ops.ports.get('kueue-webhook')}"
+        conversion = _conversion(kueue_url, pki) if pki is not None else None
         _install(info.kubeconfig, wanted, env, deadline, conversion, training)
         ops.records.append(_job_controller(info, cdir, env))
         # All started before any is waited for: each takes seconds to sync its informers.
         for name in wanted:
-            launch = _LAUNCHERS[name]
-            ops.records.append(
-                launch(
-                    _Launch(
-                        name, info, cdir, work / name, ops, pki, training, env, kueue_frameworks
-                    )
-                )
-            )
+            run = _Launch(name, info, cdir, work / name, ops, pki, training, env, kueue_frameworks)
+            ops.records.append(_LAUNCHERS[name](run))
         for record in ops.records:
             wait_ready(record, deadline=deadline, timeout=timeout)
         if pki is not None:
