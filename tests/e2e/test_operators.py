@@ -19,7 +19,11 @@ A test whose operator is not built is skipped, naming what is missing.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -227,3 +231,37 @@ def test_kueue_converts_a_v1beta1_clusterqueue_through_its_loopback_conversion_w
     new = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "old")
     assert new["spec"]["cohortName"] == "team"
     custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "old")
+
+
+def test_cluster_up_starts_the_operators_and_down_stops_them(tmp_path: Path) -> None:
+    """`cluster up --operators` as a user runs it: the operators are the cluster's components
+    (status lists them ready), and `down` stops them and removes their files."""
+    if problems := operators.missing(["kuberay"]):
+        pytest.skip("; ".join(problems))
+    d, cli = tmp_path / "c", [sys.executable, "-m", "extender", "cluster"]
+    up = subprocess.run(
+        [*cli, "up", "--dir", str(d), "--nodes", "1", "--operators", "kuberay"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr[-2000:]
+        shown = json.loads(
+            subprocess.run([*cli, "status", "--dir", str(d), "--json"], capture_output=True,
+                           text=True, check=True, timeout=60).stdout
+        )  # fmt: skip
+        kuberay = {c["name"]: c for c in shown["components"]}["kuberay"]
+        assert kuberay["alive"] and kuberay["healthy"] and shown["healthy"], shown
+        pid = kuberay["pid"]
+        assert (d / "operators").is_dir()
+    finally:
+        subprocess.run([*cli, "down", "--dir", str(d)], check=True, timeout=120)
+    until(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), "kuberay stopped", 10)
+    assert not d.exists()
+
+
+def _zombie(pid: int) -> bool:
+    """Stopped but not yet reaped (its parent, `cluster up`, has exited: init reaps it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except OSError:
+        return True

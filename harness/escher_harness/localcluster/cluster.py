@@ -18,7 +18,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -288,6 +288,20 @@ def start_component(dir: Path, name: str, *, timeout: float = 60.0) -> ClusterIn
     info = dataclasses.replace(info, processes=records)
     write_json(cdir.cluster_file, info.to_json())
     wait_ready(new, deadline=time.monotonic() + timeout, timeout=timeout)
+    return info
+
+
+def adopt(dir: Path, records: Sequence[ProcessRecord]) -> ClusterInfo:
+    """Make processes started beside the cluster (the workload operators) its components:
+    `status` shows them and `down` stops them, before the control plane they talk to."""
+    cdir = ClusterDir(dir)
+    state = cdir.read_state()
+    if state is None:
+        raise ClusterError(f"no cluster in {dir}")
+    processes = (*state.processes, *records)
+    cdir.write_state(State(created_dir=state.created_dir, processes=processes))
+    info = dataclasses.replace(load(cdir.root), processes=processes)
+    write_json(cdir.cluster_file, info.to_json())
     return info
 
 

@@ -66,6 +66,11 @@ class ClusterDir:
         return self.root / "certs"
 
     @property
+    def operators(self) -> Path:
+        """The workload operators' files (escher_harness.localcluster.operators), if any started."""
+        return self.root / "operators"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 
@@ -104,6 +109,7 @@ class ClusterDir:
             self.scheduler_config,
             self.etcd_data,
             self.cert_dir,
+            self.operators,
         ]
         for path in [*data, *([] if keep_logs else [self.logs]), self.state_file]:
             if path.is_dir() and not path.is_symlink():

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from escher_harness.localcluster.cluster import ClusterInfo, ClusterSpec, down, status, up
+from escher_harness.localcluster import operators
+from escher_harness.localcluster.cluster import ClusterInfo, ClusterSpec, adopt, down, status, up
 from escher_harness.localcluster.config import DEFAULT_RESOURCE_DOMAIN, MODES, SCOPES
 from escher_harness.localcluster.errors import ClusterError
 
@@ -51,6 +52,14 @@ def _add_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_api(p)
     _add_extender(p)
     _add_ports_and_waits(p)
+    p.add_argument(
+        "--operators",
+        type=_operator_names,
+        default=(),
+        metavar="NAMES",
+        help="workload operators to start beside the cluster, comma-separated, of "
+        f"{','.join(operators.OPERATORS)} (built by `make operators`; `down` stops them)",
+    )
     p.set_defaults(func=_up)
 
 
@@ -195,6 +204,7 @@ def _up(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         info = up(spec, progress=lambda message: print(message, file=sys.stderr, flush=True))
+        info = _with_operators(info, args.operators)
     except ClusterError as e:
         return _fail("up", e)
     except KeyboardInterrupt:
@@ -207,6 +217,28 @@ def _up(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     print(_summary(info))
     return 0
+
+
+def _with_operators(info: ClusterInfo, names: tuple[str, ...]) -> ClusterInfo:
+    """`info` with `names` started beside it; a cluster whose operators cannot start is
+    taken down whole, as one whose component cannot."""
+    if not names:
+        return info
+    try:
+        started = operators.start(names, info)
+    except BaseException:
+        down(info.dir)
+        raise
+    return adopt(info.dir, started.records)
+
+
+def _operator_names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = sorted(set(names) - set(operators.OPERATORS))
+    if unknown:
+        known = ",".join(operators.OPERATORS)
+        raise argparse.ArgumentTypeError(f"unknown operator(s) {','.join(unknown)}: of {known}")
+    return names
 
 
 def raise_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -204,7 +204,7 @@ def start(
     if problems := missing(wanted, env):
         raise MissingOperatorError("; ".join(problems))
     cdir = ClusterDir(info.dir)
-    work = info.dir / "operators"
+    work = cdir.operators
     work.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
     ops = Operators(info.kubeconfig, cdir.state_file, gang_scheduler_name=gang_scheduler_name)
