@@ -48,6 +48,7 @@ from escher_harness.localcluster.config import render_kubeconfig
 from escher_harness.localcluster.errors import MissingBinaryError
 from escher_harness.localcluster.fakenodes import NodeShape, create_nodes
 from escher_harness.localcluster.health import wait_ready
+from escher_harness.localcluster.operators import GANG_SCHEDULER_NAME
 from escher_harness.localcluster.pki import make_pki
 from escher_harness.localcluster.ports import allocate_ports
 from escher_harness.localcluster.processes import ProcessRecord, spawn, stop
@@ -688,7 +689,9 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
     pod it marks is moved to the profile that looks at every node, escher-scheduler-all-nodes;
     a plain pod stays on escher-scheduler, which samples. A pod created with its markers on
     that profile is sent the same and not patched (the API server's count of the policy's
-    patches); one created with its markers on escher-scheduler is moved. Pure mode marks
+    patches); one created with its markers on escher-scheduler is moved. A pod created with
+    KubeRay's hard-coded scheduler-plugins-scheduler is taken too: marked and moved as a gang
+    member, or moved to escher-scheduler, unmarked, when it needs no exchange. Pure mode marks
     nothing."""
     api = api_client(env.info.kubeconfig)
     work, core = Workload(api), client.CoreV1Api(api)
@@ -730,6 +733,15 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
             f"moved-{n}", requests={"cpu": "100m"}, labels={"escher.io/gang": f"v-{n}"},
             annotations=one, limits=dict.fromkeys([gang_marker, bind_marker], "0"),
             scheduler_name=escher,
+        ),
+        # KubeRay's (docs/integrations.md): a gang member, and a pod of no gang.
+        f"ray-{n}": pod_manifest(
+            f"ray-{n}", requests={"cpu": "100m"},
+            labels={"scheduling.x-k8s.io/pod-group": f"r-{n}"}, annotations=one,
+            scheduler_name=GANG_SCHEDULER_NAME,
+        ),
+        f"ray-plain-{n}": pod_manifest(
+            f"ray-plain-{n}", requests={"cpu": "100m"}, scheduler_name=GANG_SCHEDULER_NAME
         ),
     }  # fmt: skip
     count = "escher_extender_request_seconds_count"
@@ -795,6 +807,17 @@ def test_each_pod_is_marked_for_and_sent_only_the_exchanges_it_needs(env: Env) -
                 assert markers(name) == {"limits": want, "requests": want}, name
                 assert patches() - before == (1 if patched_once else 0), name
                 assert profile(name) == all_nodes, name
+            # KubeRay's name: every pod moved, in one patch; only the gang member marked.
+            for name, marks, sent, moved_to in (
+                (f"ray-{n}", [gang_marker, bind_marker], gang_member, all_nodes),
+                (f"ray-plain-{n}", [], none, escher),
+            ):
+                before = patches()
+                assert exchanges(name) == sent, name
+                want = dict.fromkeys(marks, "0")
+                assert markers(name) == {"limits": want, "requests": want}, name
+                assert patches() - before == 1, name
+                assert profile(name) == moved_to, name
         # Last: a Coscheduling member waits for its PodGroup, retried (filtered) meanwhile.
         work.create(pods[f"cos-{n}"])
         want = dict.fromkeys([gang_marker, bind_marker], "0") if extender else {}

@@ -43,6 +43,7 @@ from rbac import EXPECTED, triples
 
 from escher_harness.localcluster.binaries import find_kubectl, find_tool
 from escher_harness.localcluster.errors import MissingBinaryError
+from escher_harness.localcluster.operators import GANG_SCHEDULER_NAME
 from extender.cli import build_parser, settings_of
 from extender.cluster.args import LeaderElectionArgs
 from extender.core.pod import Keys
@@ -583,8 +584,12 @@ def assert_consistent(docs: list[Doc], values: Mapping[str, Any], release: str =
         }
     for policy in kinds(docs, "MutatingAdmissionPolicy"):
         conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
-        names = ", ".join(f'"{p["schedulerName"]}"' for p in config["profiles"])
-        assert conditions["for-escher-scheduler"] == f"object.spec.schedulerName in [{names}]"
+        # The marker policy takes KubeRay's hard-coded name too (docs/integrations.md).
+        kuberay = [GANG_SCHEDULER_NAME] if policy["metadata"]["name"].endswith("-marker") else []
+        profiles = [p["schedulerName"] for p in config["profiles"]]
+        names = ", ".join(f'"{n}"' for n in [*profiles, *kuberay])
+        expression = " ".join(conditions["for-escher-scheduler"].split())
+        assert expression == f"object.spec.schedulerName in [{names}]"
         # As deploy/'s: none runs again after its own patch (docs/deployment.md, the cost).
         assert policy["spec"]["reinvocationPolicy"] == "Never", policy["metadata"]["name"]
 

@@ -27,6 +27,7 @@ import yaml
 from rbac import DRA, EXPECTED, PLACEMENT, triples
 
 from escher_harness.localcluster.config import SCHEDULER_ENV
+from escher_harness.localcluster.operators import GANG_SCHEDULER_NAME
 from extender.cli import build_parser, settings_of
 from extender.core.pod import COSCHEDULING_LABEL, Keys
 from extender.dra.objects import MANAGED_BY
@@ -293,8 +294,15 @@ def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender(
     [rule] = policy["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
     conditions = {c["name"]: c["expression"] for c in policy["matchConditions"]}
-    assert conditions["for-escher-scheduler"] == (
-        'object.spec.schedulerName in ["escher-scheduler", "escher-scheduler-all-nodes"]'
+    # KubeRay's hard-coded name is the one other (docs/integrations.md).
+    assert " ".join(conditions["for-escher-scheduler"].split()) == (
+        'object.spec.schedulerName in ["escher-scheduler", "escher-scheduler-all-nodes", '
+        f'"{GANG_SCHEDULER_NAME}"]'
+    )
+    # ... whose every pod is taken, so that a pod needing no exchange moves to
+    # escher-scheduler, not left to a scheduler that does not run.
+    assert conditions["needs-the-extender"].endswith(
+        f'|| object.spec.schedulerName == "{GANG_SCHEDULER_NAME}"'
     )
     variables = {v["name"]: v["expression"] for v in policy["variables"]}
     # Gang members (by label, or naming a native PodGroup) get the gang and bind markers,
@@ -326,11 +334,15 @@ def test_an_admission_policy_marks_escher_scheduler_pods_that_need_the_extender(
     patch = " ".join(mutation["jsonPatch"]["expression"].split())
     assert patch.count("variables.markers.map") == 2
     # Every marked pod moves to the profile that looks at every node, which the scheduler's
-    # configuration has (test_the_extender_pods_profile_looks_at_every_node).
+    # configuration has (test_the_extender_pods_profile_looks_at_every_node); a pod of
+    # KubeRay's name needing no marker to escher-scheduler, with no resources map added.
     assert patch.startswith(
         '[JSONPatch{op: "replace", path: "/spec/schedulerName", '
-        'value: "escher-scheduler-all-nodes"}]'
+        'value: size(variables.markers) == 0 ? "escher-scheduler" '
+        ': "escher-scheduler-all-nodes"}]'
     )
+    for section in ("limits", "requests"):
+        assert f"variables.{section} || size(variables.markers) == 0 ? [] :" in patch
     assert "marker-policy.yaml" in kustomization("extender")["resources"]
 
 
@@ -417,7 +429,8 @@ def test_the_extender_pods_profile_looks_at_every_node(mode: str) -> None:
     marker = find(docs, "MutatingAdmissionPolicy", "escher-extender-marker")["spec"]
     [mutation] = marker["mutations"]
     [target] = re.findall(
-        r'path: "/spec/schedulerName",\s*value: "([^"]+)"', mutation["jsonPatch"]["expression"]
+        r'path: "/spec/schedulerName",\s*value: [^"]*"escher-scheduler"\s*:\s*"([^"]+)"',
+        mutation["jsonPatch"]["expression"],
     )
     shares = {p["schedulerName"]: p.get("percentageOfNodesToScore") for p in config["profiles"]}
     assert shares == {"escher-scheduler": None, target: 100}
