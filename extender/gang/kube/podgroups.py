@@ -26,6 +26,7 @@ from extender.core.objects import ObjectMeta, present
 from extender.gang.declarations import Declarations, GroupDeclaration, GroupKind, GroupRef
 from extender.kube.client import ApiError, KubeAPI
 from extender.kube.informer import Handler, Informer
+from extender.kube.tasks import run_together
 from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -199,13 +200,4 @@ class PodGroups:
 
     async def run(self) -> None:
         """Watch the kinds that were listed, list again the others now and then; for ever."""
-        tasks = [
-            asyncio.create_task(k.run(self.retry_seconds), name=f"watch-{k.kind.value}")
-            for k in self.kinds
-        ]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await run_together((k.run(self.retry_seconds), f"watch-{k.kind.value}") for k in self.kinds)

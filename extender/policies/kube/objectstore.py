@@ -22,6 +22,7 @@ from typing import Any
 from extender.core.ledger import Ledger
 from extender.esl.registry import Applied, Instances
 from extender.kube.client import ApiError, KubeAPI
+from extender.kube.tasks import run_together
 from extender.metrics import Metrics
 from extender.policies.api import DeleteResourceResult, ResourceSpec, SetResourceResult
 from extender.policies.kube.esls import BackendFactory, ESLs
@@ -73,22 +74,17 @@ class ObjectStore:
 
     async def run(self) -> None:
         self.esls.start()
-        tasks = [
-            asyncio.create_task(c, name=n)
-            for c, n in (
-                (self.resources.informer.run(), "watch-ephemeralresources"),
-                (self.esls.informer.run(), "watch-esls"),
-                (self.resources.run(), "reconcile-ephemeralresources"),
-                (self.esls.run(), "reconcile-esls"),
-                (self._resync(), "resync-policies"),
-            )
-        ]
         try:
-            await asyncio.gather(*tasks)
+            await run_together(
+                (
+                    (self.resources.informer.run(), "watch-ephemeralresources"),
+                    (self.esls.informer.run(), "watch-esls"),
+                    (self.resources.run(), "reconcile-ephemeralresources"),
+                    (self.esls.run(), "reconcile-esls"),
+                    (self._resync(), "resync-policies"),
+                )
+            )
         finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             await self.resources.aclose()
             await self.esls.aclose()
 
