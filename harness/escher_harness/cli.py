@@ -379,7 +379,11 @@ def _add_bench_gang(kinds: Any) -> None:
         help="cluster, scenarios and repetitions (default: standard)",
     )
     g.add_argument("--quick", action="store_true", help="the quick preset (what make demo runs)")
-    g.add_argument("--approaches", type=_names, help="comma-separated (default: all nine)")
+    g.add_argument(
+        "--approaches",
+        type=_names,
+        help=f"comma-separated (default: all {len(registry.APPROACHES)})",
+    )
     g.add_argument(
         "--scenarios",
         type=_names,

@@ -619,7 +619,7 @@ def report_md(doc: Mapping[str, Any], tables: Mapping[str, str], ts: Sequence[Ta
     )
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
     order = "; ".join(f"repetition {k}: {' '.join(o)}" for k, o in doc["order"].items())
-    return f"""# Gang scheduling: eight approaches, one replayed workload
+    return f"""# Gang scheduling: {len(doc["approaches"])} approaches, one replayed workload
 
 `{doc["command"]}`, started {doc["started"]}, {doc["duration_s"]:g} s in all.
 Preset **{p["name"]}**{": " + p["note"] if p["note"] else ""}. Seed **{p["seed"]}**,

@@ -7,7 +7,7 @@ queue, and approaches that hold partial gangs waste room). Sizes are offered loa
 (rate x mean size x mean cpu x mean run time) over capacity; `describe` prints it.
 
 - quick: what `make demo` runs: 8 nodes, 15 s of arrivals per scenario (about 20-25 gangs),
-  one repetition; about 14 minutes for the eight approaches on 2 cores.
+  one repetition; about 14 minutes for every approach on 2 cores (measured with eight).
 - standard: 16 nodes, 40 s of arrivals (about 60 gangs per scenario), 3 repetitions.
 - escher: ESCHER's gang workload as its paper describes it: 32 nodes of 8 cpu, gang
   requests sampled from a cluster trace. We have no trace, so sizes and shapes come from a
