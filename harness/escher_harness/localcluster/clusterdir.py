@@ -77,6 +77,15 @@ class ClusterDir:
     def log(self, component: str) -> Path:
         return self.logs / f"{component}.log"
 
+    @property
+    def audit_policy(self) -> Path:
+        return self.root / "audit-policy.yaml"
+
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log, with ClusterSpec.audit_log (in logs/, removed by down)."""
+        return self.logs / "kube-apiserver-audit.log"
+
     def read_state(self) -> State | None:
         """The state file, or None when `up` never ran here (or `down` finished)."""
         try:
@@ -110,6 +119,7 @@ class ClusterDir:
             self.etcd_data,
             self.cert_dir,
             self.operators,
+            self.audit_policy,
         ]
         for path in [*data, *([] if keep_logs else [self.logs]), self.state_file]:
             if path.is_dir() and not path.is_symlink():

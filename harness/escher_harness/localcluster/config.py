@@ -290,7 +290,10 @@ def apiserver_command(
     sa_key: Path,
     feature_gates: Mapping[str, bool],
     runtime_config: Mapping[str, str],
+    audit: tuple[Path, Path] | None = None,
 ) -> list[str]:
+    """kube-apiserver's command line; `audit` is (policy file, log file) to write an audit
+    log as JSON lines, unrotated (a run's log is read whole afterwards)."""
     command = [
         str(binary),
         f"--etcd-servers=http://127.0.0.1:{etcd_port}",
@@ -314,7 +317,34 @@ def apiserver_command(
         command.append(
             "--runtime-config=" + ",".join(f"{k}={v}" for k, v in sorted(runtime_config.items()))
         )
+    if audit:
+        policy, log = audit
+        command += [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={log}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=0",
+        ]
     return command
+
+
+# kube-scheduling-perf's audit policy (its audit-policy.yaml, the fork's with pods/status):
+# pods' creates, bindings and status writes in full, every other request's metadata.
+AUDIT_POLICY: Final = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitManagedFields: true
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: RequestResponse
+  resources:
+  - group: ""
+    resources: [pods, pods/binding, pods/status]
+  - group: batch
+    resources: [jobs, jobs/status]
+  verbs: [create, patch, update, delete]
+- level: Metadata
+"""
 
 
 # kube-scheduler's HTTP/2 health check of its connections (k8s.io/apimachinery's

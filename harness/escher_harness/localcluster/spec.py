@@ -120,6 +120,10 @@ class ClusterSpec:
     extender_nice: int = 0
     # How often the service proxy asks each replica's /readyz.
     proxy_poll: float = 0.2
+    # kube-apiserver writes an audit log (ClusterDir.audit_log, JSON lines) under
+    # config.AUDIT_POLICY, kube-scheduling-perf's policy: what `bench scheduling-perf` reads
+    # created-to-scheduled from. Off by default: every request logged costs the API server.
+    audit_log: bool = False
     # Budget in seconds for all components to become ready (node creation not included; kwok
     # has the same budget again, from the nodes' creation, to take them over).
     timeout: float = 120.0

@@ -210,11 +210,19 @@ class Startup:
                 sa_key=cdir.sa_key,
                 feature_gates=feature_gates,
                 runtime_config=runtime_config,
+                audit=self._audit(),
             ),
             self.ports["apiserver"],
             f"{self.apiserver_url}/readyz",
             health_token=self.admin_token,
         )
+
+    def _audit(self) -> tuple[Path, Path] | None:
+        """With spec.audit_log: the policy written, and (policy, log) for kube-apiserver."""
+        if not self.spec.audit_log:
+            return None
+        self.cdir.audit_policy.write_text(config.AUDIT_POLICY)
+        return self.cdir.audit_policy, self.cdir.audit_log
 
     def controller_manager(self) -> None:
         """Mode dra: kube-scheduler creates a ResourceClaim per pod; the resource-claim
