@@ -229,7 +229,8 @@ class GangManager:
 
     def filter(self, pod: PodInfo, nodes: Sequence[str]) -> Verdict | Awaitable[Verdict] | None:
         """What a gang member may do now: pass only its reserved node, or wait (with why).
-        None for a pod that is not a gang member, or whose gang is already bound. When the
+        None for a pod that is not a gang member, or whose gang is already bound (a new
+        member of a bound gang that required a level: kept to its domain). When the
         gang must be planned and the plan is large, an awaitable: the plan runs off the loop
         (extender.gang.planning), and so does one already running for its gang."""
         try:
@@ -252,7 +253,7 @@ class GangManager:
             )
         g, m = self._learn(spec, pod, self.clock())
         if g.phase is Phase.BOUND:
-            return None
+            return None if m.bound else places.within_bound(g, nodes, self.ledger)
         if m.constraints is not None and m.constraints.unevaluable:
             g.offered(m, nodes)
         if g.planning is not None:

@@ -21,6 +21,10 @@ every member waiting at the barrier. Instead the member's place moves to an offe
 required level, in the same domain of its preferred level first. Only when none has room is
 the gang planned again.
 
+A gang bound whole is done with places, but not with its required level: a member created
+after it (the operator replacing a deleted pod) may go only to the domain its bound members
+are in (`within_bound`), else kube-scheduler would place it anywhere.
+
 Functions of the gang manager (extender.gang.manager), on the event loop: a move is one pass
 over the offered nodes (lookups only) and at most MAX_TRIES reservation attempts. Pure, no
 I/O.
@@ -31,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from extender.core.ledger import Ledger, NodeView
+from extender.core.plugins import Verdict
+from extender.core.pod import Rejection
 from extender.gang.state import GangState, Member, Slot
 
 # Reservation attempts per move: candidates are checked for room first, so an attempt fails
@@ -90,6 +96,32 @@ def move(g: GangState, m: Member, slot: Slot, nodes: Sequence[str], ledger: Ledg
         if ledger.reserve([(slot.holder, name, slot.amounts)]) is None:
             return name
     return None
+
+
+def within_bound(g: GangState, nodes: Sequence[str], ledger: Ledger) -> Verdict | None:
+    """Where a new member of bound gang `g` may go (one replacing a member that was deleted,
+    say): when `g` requires a level, only the domain its bound members are in, the others
+    turned away with why. None: no such constraint (no required level, or no bound member
+    left to say which domain), the member is an ordinary pod."""
+    level = g.spec.required
+    if level is None:
+        return None
+    domains = {
+        view.labels.get(level.key)
+        for x in g.members.values()
+        if x.bound and (view := ledger.node(x.pod.node)) is not None
+    }
+    if len(domains) != 1 or None in domains:
+        return None
+    domain = domains.pop()
+    why = Rejection(f"gang {g.key} is bound in {level.name} {domain}; its members go there")
+    return Verdict(
+        {
+            n: why
+            for n in nodes
+            if (view := ledger.node(n)) is None or view.labels.get(level.key) != domain
+        }
+    )
 
 
 def _allowed(m: Member, view: NodeView) -> bool:
