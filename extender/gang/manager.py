@@ -19,8 +19,9 @@ asynchronously, with no reject-and-wake cycle:
    nominatedNodeName (extender.gang.nominations), so kube-scheduler tries it alone.
 4. Bind is a barrier (extender.gang.barrier): a member waits until the gang's minimum is at
    bind or bound, then all bind at once. A bound member's place becomes the bound pod.
-5. A reservation not complete within the gang's timeout is released, waking the members
-   waiting at its barrier; the gang retries after an exponential backoff.
+5. A reservation that makes no progress (no member created, passed to its place or at bind)
+   for the gang's timeout is released, waking the members waiting at its barrier; the gang
+   retries after an exponential backoff.
 6. Held members (created behind the gang gate, Keys.gate) are not tried by kube-scheduler at
    all: the gate (extender.gang.gate) asks `plan_held` to plan and reserve their gang from
    the informer's knowledge alone and `claim` to give each its place, and lets each
@@ -440,10 +441,10 @@ class GangManager:
     # ---- time ---------------------------------------------------------------------------------
 
     def expire(self) -> int:
-        """Forget members the informer never confirmed, and release every reservation past
-        its timeout, waking the members waiting at its barrier with why (but not one whose
-        barrier opened: its members are binding). Returns how many reservations were
-        released."""
+        """Forget members the informer never confirmed, and release every reservation that
+        made no progress for its timeout (GangState.hold_on), waking the members waiting at
+        its barrier with why (but not one whose barrier opened: its members are binding).
+        Returns how many reservations were released."""
         now = self.clock()
         stale = [
             uid
@@ -455,12 +456,16 @@ class GangManager:
             self._forget(uid)
         released = 0
         for g in self._gangs.values():
-            if g.phase is not Phase.RESERVED or now < g.expires:
+            if g.phase is not Phase.RESERVED:
+                continue
+            g.hold_on(now)
+            if now < g.expires:
                 continue
             if g.barrier is not None and g.barrier.is_open:
                 continue
             g.back_off(now, self.backoff)
-            self._release(g, f"gang {g.key}: its reservation expired after {g.spec.timeout:g}s")
+            why = f"its reservation expired after {g.spec.timeout:g}s without progress"
+            self._release(g, f"gang {g.key}: {why}")
             released += 1
         return released
 

@@ -115,6 +115,10 @@ class GangState:
     landed: dict[str, None] = field(default_factory=dict)
     barrier: Barrier | None = None
     expires: float = 0.0  # monotonic: when the reservation is released if incomplete
+    # How far its reservation has come (GangState.progress) at the expiry ticks since it was
+    # made: the highest seen, None before the first tick. A tick that sees it higher puts
+    # `expires` a whole timeout later (GangState.hold_on).
+    progress_mark: int | None = None
     retry_at: float = 0.0  # monotonic: no new reservation before (backoff)
     attempts: int = 0  # reservations made
     timeouts: int = 0
@@ -259,6 +263,7 @@ class GangState:
         self.phase = Phase.RESERVED
         self.attempts += 1
         self.expires = r.expires
+        self.progress_mark = None
         self.reserved_at = r.at
         self.filtered_at = None
         self.passed = set()
@@ -288,6 +293,25 @@ class GangState:
             and self.placed_count() >= need
         ):
             self.filtered_at = wall()
+
+    def progress(self) -> int:
+        """How far its reservation has come: members known, passed to their places, at bind
+        and landed. Each part is bounded by the members, so it cannot grow for ever."""
+        at_bind = len(self.barrier.waiting) if self.barrier is not None else 0
+        return len(self.members) + len(self.passed) + at_bind + len(self.landed)
+
+    def hold_on(self, now: float) -> None:
+        """An expiry tick at `now`: a reservation that came further than at every earlier
+        tick holds a whole timeout from now. So its timeout bounds a stall, not the whole
+        gathering: a gang of 10,000 whose members take minutes to be created and pass their
+        cycles keeps its places while they come, and one whose members stop coming is
+        released `timeout` after the last came. The first tick only takes the measure;
+        members a bind retry brings back count once, under the highest mark."""
+        now_at = self.progress()
+        if self.progress_mark is not None and now_at > self.progress_mark:
+            self.expires = now + self.spec.timeout
+        if self.progress_mark is None or now_at > self.progress_mark:
+            self.progress_mark = now_at
 
     def back_off(self, now: float, backoff: tuple[float, float]) -> None:
         """Its reservation timed out: no new one before an exponential backoff, and what

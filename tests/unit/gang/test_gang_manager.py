@@ -359,6 +359,62 @@ def test_an_expired_reservation_is_released_and_the_gang_backs_off() -> None:
     assert len(passed(gm.filter(pod, NODES))) == 1 and reserved(lg) == 2
 
 
+def test_a_reservation_that_keeps_coming_further_is_held_past_its_timeout() -> None:
+    """The timeout bounds a stall, not the whole gathering: each expiry tick that sees a
+    member more created, passed to its place or at bind holds the places a whole timeout
+    from then (a gang of 10,000 takes minutes to be created); once nothing comes, they are
+    released a timeout after the last tick that saw progress."""
+    lg, clock = cluster(), Clock()
+    gm = manager(lg, clock)
+    pods = [member("g", i, size=3, timeout=10) for i in range(3)]
+    upsert(gm, pods[0])
+    passed(gm.filter(pods[0], NODES))
+    start = clock.now
+    steps: list[tuple[float, PodInfo | None, str, int]] = [
+        # (seconds after the reservation, member, what it does then, released at that tick)
+        (1, None, "", 0),  # the first tick takes the measure
+        (8, pods[1], "created", 0),  # progress: held until 18
+        (12, None, "", 0),  # past the 10 s the reservation was first given
+        (17, pods[1], "filtered", 0),  # progress: held until 27
+        (26, None, "", 0),
+        (27.5, None, "", 1),  # nothing since 17: released
+    ]
+    for at, pod, does, released in steps:
+        clock.now = start + at
+        if pod is not None and does == "created":
+            upsert(gm, pod)
+        elif pod is not None:
+            passed(gm.filter(pod, NODES))
+        assert gm.expire() == released, at
+    g = gm.gang("default/g")
+    assert g is not None and g.phase is Phase.WAITING and reserved(lg) == 0
+
+
+def test_a_member_back_at_bind_after_a_timeout_is_no_progress() -> None:
+    """Members leaving the barrier (their bind timed out) and coming back count once: a gang
+    whose members only retry is released."""
+    lg, clock = cluster(), Clock()
+    gm = manager(lg, clock)
+    pod = member("g", 0, size=2, timeout=10)
+    upsert(gm, pod)
+    (node,) = passed(gm.filter(pod, NODES))
+    ticket = gm.arrive(pod.uid, node)
+    assert isinstance(ticket, Ticket)
+    start = clock.now
+    clock.now = start + 1
+    assert gm.expire() == 0
+    for at in (3, 6):  # its bind timed out (a tick sees it gone), then it is back
+        ticket.barrier.leave(pod.uid)
+        clock.now = start + at
+        assert gm.expire() == 0
+        ticket = gm.arrive(pod.uid, node)
+        assert isinstance(ticket, Ticket)
+        clock.now = start + at + 1
+        assert gm.expire() == 0
+    clock.now = start + 10.5
+    assert gm.expire() == 1
+
+
 def test_a_reservation_expires_under_members_waiting_at_bind_and_wakes_them() -> None:
     """A member waits at the barrier until its gang is whole or its reservation ends, which
     the expiry tells it: it is woken with why, and its gang backs off."""
@@ -376,7 +432,7 @@ def test_a_reservation_expires_under_members_waiting_at_bind_and_wakes_them() ->
     assert reserved(lg) == 0
     assert gm.arrive(pod.uid, node) == Refused(
         "gang default/g: no place is reserved for this pod; gang default/g: its reservation "
-        "expired after 1s"
+        "expired after 1s without progress"
     )
 
 
