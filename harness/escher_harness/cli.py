@@ -173,6 +173,23 @@ def _bench_esl(args: argparse.Namespace) -> int:
     return esl_bench.run(args.out, cfg)
 
 
+def _bench_paper(args: argparse.Namespace) -> int:
+    from escher_harness.bench.paper import runner
+
+    cfg = runner.quick() if args.quick else runner.Config()
+    if args.experiments:
+        cfg = dataclasses.replace(cfg, experiments=tuple(args.experiments))
+    if args.modes:
+        cfg = dataclasses.replace(cfg, modes=tuple(args.modes))
+    if args.repeat:
+        cfg = dataclasses.replace(cfg, repeat=args.repeat)
+    try:
+        runner.check(cfg)
+    except ValueError as e:
+        raise SystemExit(f"escher-extender bench paper: {e}") from None
+    return runner.run(args.out, cfg, " ".join(["escher-extender", *sys.argv[1:]]))
+
+
 def _bench_gang_timeline(args: argparse.Namespace) -> int:
     from escher_harness.bench import gang_timeline
 
@@ -299,6 +316,7 @@ def _add_bench(sub: Any) -> None:
     _add_bench_extender(kinds)
     _add_bench_gang(kinds)
     _add_bench_esl(kinds)
+    _add_bench_paper(kinds)
     _add_bench_gang_timeline(kinds)
     _add_bench_stall(kinds)
     _add_bench_failover(kinds)
@@ -452,6 +470,23 @@ def _add_bench_esl(kinds: Any) -> None:
     s.add_argument("--quick", action="store_true", help="two trials each (under a minute)")
     s.add_argument("--trials", type=int, default=5, help="trials per scenario")
     s.set_defaults(func=_guarded(_bench_esl))
+
+
+def _add_bench_paper(kinds: Any) -> None:
+    p = kinds.add_parser(
+        "paper",
+        help="the ESCHER paper's Fig. 8 (E7-E9) per mode, each beside the paper's number",
+    )
+    p.add_argument("--out", type=Path, required=True, help="directory for results")
+    p.add_argument("--experiments", type=_names, help="comma-separated, of E7,E8,E9 (default: all)")
+    p.add_argument(
+        "--modes", type=_names, help="comma-separated, of pure,extender,dra (default: all)"
+    )
+    p.add_argument("--repeat", type=int, help="interleaved repetitions (default 3, quick 1)")
+    p.add_argument(
+        "--quick", action="store_true", help="every experiment small, once (under 10 minutes)"
+    )
+    p.set_defaults(func=_guarded(_bench_paper))
 
 
 def _add_bench_gang_timeline(kinds: Any) -> None:

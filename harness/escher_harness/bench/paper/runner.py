@@ -1,0 +1,147 @@
+"""The frame of `bench paper`: for each repetition, each mode (the first rotating, so drift
+in the machine's load hits every mode alike) on a fresh cluster of its own, the selected
+experiments one after another, then the report.
+
+Each mode's cluster is the bench approaches registry's row of that name on one Footing
+(escher_harness.bench.approaches: pure, extender as deploy/ runs it, dra; the nodes and API
+budgets alike), so each runs as it ships. Before the experiments a few resources and pods
+go through every path once, uncounted. Every run is written to DIR/results.json as soon as
+it ends, so an interrupted campaign keeps what it measured. Called by escher_harness.cli.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+from kubernetes.client.exceptions import ApiException
+
+from escher_harness import localcluster
+from escher_harness.bench import approaches, environment
+from escher_harness.bench.gang_bench import order
+from escher_harness.bench.paper import e7_creation, e8_makespan, e9_requested, report
+from escher_harness.bench.paper.context import Context, say
+from escher_harness.kubeclient import api_client
+from extender.esl.client import PolicyAPIError, PolicyClient
+
+MODES: Final = ("pure", "extender", "dra")
+# What ends one experiment's run, recorded, while the campaign goes on: its own checks, and
+# the API server's or the service's errors on an overloaded machine.
+_FAILED: Final = (RuntimeError, AssertionError, ApiException, PolicyAPIError, httpx.HTTPError)
+EXPERIMENTS: Final = ("E7", "E8", "E9")
+
+
+@dataclass(frozen=True)
+class Config:
+    experiments: tuple[str, ...] = EXPERIMENTS
+    modes: tuple[str, ...] = MODES
+    repeat: int = 3
+    seed: int = 62
+    nodes: int = 50  # the paper's, for E7-E9
+    node_cpu: str = "32"
+    node_memory: str = "128Gi"
+    e7_sizes: tuple[int, ...] = e7_creation.SIZES
+    e7_clients: tuple[int, ...] = e7_creation.CLIENTS
+    e8_sizes: tuple[int, ...] = e8_makespan.SIZES
+    e8_pods: int = e8_makespan.PODS
+    e9_sizes: tuple[int, ...] = e9_requested.SIZES
+    e9_pods: int = e9_requested.PODS
+    quick: bool = False
+
+
+def quick() -> Config:
+    """Every experiment small, once per mode: under 10 minutes for the three."""
+    return Config(
+        repeat=1,
+        e7_sizes=e7_creation.QUICK_SIZES,
+        e8_sizes=e8_makespan.QUICK_SIZES,
+        e8_pods=e8_makespan.QUICK_PODS,
+        e9_sizes=e9_requested.QUICK_SIZES,
+        e9_pods=e9_requested.QUICK_PODS,
+        quick=True,
+    )
+
+
+Experiment = Callable[[Context, Config], dict[str, Any]]
+RUNS: Final[Mapping[str, Experiment]] = {
+    "E7": lambda ctx, c: e7_creation.run(ctx, c.e7_sizes, c.e7_clients),
+    "E8": lambda ctx, c: e8_makespan.run(ctx, c.e8_sizes, c.e8_pods),
+    "E9": lambda ctx, c: e9_requested.run(ctx, c.e9_sizes, c.e9_pods),
+}
+
+
+def check(cfg: Config) -> None:
+    """ValueError for an experiment or mode this command does not know."""
+    for e in cfg.experiments:
+        if e not in RUNS:
+            raise ValueError(f"unknown experiment {e!r}; built: {', '.join(RUNS)}")
+    for m in cfg.modes:
+        if m not in MODES:
+            raise ValueError(f"unknown mode {m!r}; choose from {', '.join(MODES)}")
+
+
+def run(out: Path, cfg: Config, command: str) -> int:
+    check(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {
+        "command": command,
+        "config": dataclasses.asdict(cfg),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": environment.versions(),
+        "machine": environment.machine(),
+        "runs": [],
+    }
+    for rep in range(1, cfg.repeat + 1):
+        for mode in order(list(cfg.modes), rep):
+            say(f"rep {rep}/{cfg.repeat} {mode}: starting a fresh control plane")
+            doc["runs"].append(run_one(mode, rep, cfg))
+            (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+    doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print(report.write(out, doc))
+    return 0
+
+
+def run_one(mode: str, rep: int, cfg: Config) -> dict[str, Any]:
+    """One mode's cluster for one repetition, every selected experiment on it."""
+    footing = approaches.Footing(
+        nodes=cfg.nodes, node_cpu=cfg.node_cpu, node_memory=cfg.node_memory
+    )
+    record: dict[str, Any] = {"mode": mode, "rep": rep}
+    with tempfile.TemporaryDirectory(prefix=f"escher-paper-{mode}-") as tmp:
+        info = localcluster.up(approaches.cluster_spec(mode, Path(tmp) / "c", footing))
+        try:
+            assert info.extender_url is not None, f"mode {mode} serves no policy API"
+            with (
+                PolicyClient(info.extender_url, info.token, timeout=120) as policy,
+                environment.LoadSampler() as load,
+            ):
+                seed = cfg.seed * 1000 + rep
+                ctx = Context(info, api_client(info.kubeconfig), policy, random.Random(seed), rep)
+                _warm_up(ctx)
+                for name in cfg.experiments:
+                    started = time.monotonic()
+                    try:
+                        record[name] = RUNS[name](ctx, cfg)
+                    except _FAILED as e:  # a run that failed: say so, and go on
+                        record[name] = {"error": str(e)[:2000]}
+                        ctx.progress(f"{name} failed: {e}")
+                    record[f"{name}_seconds"] = round(time.monotonic() - started, 1)
+            record["load_average"] = load.summary()
+        finally:
+            localcluster.down(info.dir)
+    return record
+
+
+def _warm_up(ctx: Context) -> None:
+    """Connections, caches and the service's first calls: one small E7, not counted."""
+    e7_creation.measure(dataclasses.replace(ctx, rep=0), 5, 1)
+    ctx.progress("warmed up")
