@@ -244,6 +244,34 @@ def _bench_scheduler_perf(args: argparse.Namespace) -> int:
         raise RuntimeError(str(e)) from None
 
 
+def _bench_scheduling_perf(args: argparse.Namespace) -> int:
+    from escher_harness.bench.kubeschedperf import run, shapes
+
+    base = run.quick() if args.quick else run.Config()
+    unknown = [a for a in args.approaches or () if a not in registry.APPROACHES]
+    if unknown:
+        raise SystemExit(
+            f"escher-extender bench scheduling-perf: unknown approach {unknown[0]!r}; "
+            f"choose from {', '.join(registry.APPROACHES)}"
+        )
+    try:
+        scenarios = shapes.chosen(args.scenarios)
+    except ValueError as e:
+        raise SystemExit(f"escher-extender bench scheduling-perf: {e}") from None
+    given = {
+        "approaches": tuple(args.approaches) if args.approaches else None,
+        "repeat": args.repeat,
+        "nodes": args.nodes,
+        "pods": args.pods,
+        "stall": args.stall,
+        "timeout": args.timeout,
+    }
+    cfg = dataclasses.replace(
+        base, scenarios=scenarios, **{k: v for k, v in given.items() if v is not None}
+    )
+    return run.run(args.out, cfg, command=" ".join(["escher-extender", *sys.argv[1:]]))
+
+
 def _choices(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
     def parse(text: str) -> list[str]:
         given = text.split(",")
@@ -322,6 +350,7 @@ def _add_bench(sub: Any) -> None:
     _add_bench_failover(kinds)
     _add_bench_outage(kinds)
     _add_bench_scheduler_perf(kinds)
+    _add_bench_scheduling_perf(kinds)
 
 
 def _add_bench_extender(kinds: Any) -> None:
@@ -565,3 +594,46 @@ def _add_bench_scheduler_perf(kinds: Any) -> None:
     )
     k.add_argument("--ways", type=_choices(WAYS), help="comma-separated (default: all three)")
     k.set_defaults(func=_guarded(_bench_scheduler_perf))
+
+
+def _add_bench_scheduling_perf(kinds: Any) -> None:
+    k = kinds.add_parser(
+        "scheduling-perf",
+        help="kube-scheduling-perf's eight scenarios (10,000 pods in jobs of 1 to 10,000, "
+        "with and without gang) timed from the API server's audit log",
+        description="Runs kube-scheduling-perf's matrix (github.com/wzshiming/"
+        "kube-scheduling-perf, as its fork publishes it) on the embedded control plane: "
+        "a fresh cluster per run, repetitions interleaved; docs/scheduling-perf.md.",
+    )
+    k.add_argument("--out", type=Path, required=True, help="directory for results and plots")
+    k.add_argument(
+        "--scenarios",
+        type=_names,
+        help="comma-separated of 10000x1,500x20,20x500,1x10000 and the same with -gang "
+        "(default: all eight)",
+    )
+    k.add_argument(
+        "--approaches",
+        type=_names,
+        help="comma-separated (default: extender,native,coscheduling; default runs the "
+        "scenarios without gang)",
+    )
+    k.add_argument("--repeat", type=_positive_int, help="repetitions, interleaved (default 3)")
+    k.add_argument("--nodes", type=_positive_int, help="kwok nodes (default 1000)")
+    k.add_argument(
+        "--pods",
+        type=_positive_int,
+        help="pods per scenario (default 10000); a job keeps its size where it fits",
+    )
+    k.add_argument(
+        "--stall",
+        type=_positive_float,
+        help="seconds without a binding, all pods created, before a run gives up (default 120)",
+    )
+    k.add_argument(
+        "--timeout", type=_positive_float, help="seconds one run may take (default 1800)"
+    )
+    k.add_argument(
+        "--quick", action="store_true", help="50 nodes, 500 pods, one repetition (minutes)"
+    )
+    k.set_defaults(func=_guarded(_bench_scheduling_perf))
