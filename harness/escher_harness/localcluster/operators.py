@@ -6,7 +6,8 @@ Called by the e2e tests (tests/e2e/test_operators.py) and, once wired, by `clust
 into the cache by hack/build-operators.sh, `make operators`), starts it against the cluster's
 kubeconfig with leader election off and its metrics and health endpoints on claimed loopback
 ports, waits until its readiness endpoint answers, and returns an `Operators` whose `stop()`
-undoes what `start` registered and stops the processes.
+undoes what `start` registered and stops the processes (`kill` and `revive` crash and restart
+one, for the tests of an operator restarted in the middle of a gang's life).
 
 What each is told, from the flags and configuration in its own source:
 - ray-operator: `--batch-scheduler=scheduler-plugins`. Its pods get schedulerName
@@ -18,7 +19,8 @@ What each is told, from the flags and configuration in its own source:
   would collide), and RayCluster specs are not validated at admission (the reconciler still
   refuses an invalid one, with an event).
 - training-operator: `--gang-scheduler-name=<gang_scheduler_name>` (any name but volcano means
-  scheduler-plugins). Its jobs get a PodGroup of the job's name (minMember: all replicas, or
+  scheduler-plugins) and `--enable-scheme=pytorchjob` (TRAINING_SCHEMES; only those CRDs).
+  Its jobs get a PodGroup of the job's name (minMember: all replicas, or
   runPolicy.schedulingPolicy.minAvailable), their pods that schedulerName and the pod-group
   label. It cannot start without its webhook server (its controllers wait for its cert
   rotator), which serves on a claimed port (all interfaces: v1.8.1 has no host flag) a
@@ -45,8 +47,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +87,10 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # The training operator's cert rotator keeps its CA in this Secret (its --webhook-secret-name
 # default) in MY_POD_NAMESPACE (default kubeflow), and only starts once the Secret exists.
 TRAINING_NAMESPACE = "kubeflow"
+# The training operator's kinds it runs (--enable-scheme), and so the only CRDs of its that
+# are installed: each is half a megabyte, and its six took minutes to be Established on a
+# loaded machine (the PyTorchJob is the kind tried, docs/integrations.md).
+TRAINING_SCHEMES = ("pytorchjob",)
 TRAINING_SECRET = "training-operator-webhook-cert"
 # The rotator waits for a certificate file at this fixed path (mounted from that Secret in a
 # pod); the webhook server reads its own from $TMPDIR/k8s-webhook-server/serving-certs.
@@ -132,6 +140,21 @@ class Operators:
     ports: dict[str, int] = field(default_factory=dict)
     webhook_configs: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
     gang_scheduler_name: str = GANG_SCHEDULER_NAME
+    # How each operator was started, to start it again the same way (revive).
+    launchers: dict[str, Callable[[], ProcessRecord]] = field(default_factory=dict)
+
+    def kill(self, name: str) -> None:
+        """Kill operator `name` at once (SIGKILL, as a crash or an evicted pod would); its
+        objects in the cluster stay. `revive` starts it again."""
+        processes.stop(next(r for r in self.records if r.name == name), first=signal.SIGKILL)
+
+    def revive(self, name: str, timeout: float = 90.0) -> None:
+        """Start killed operator `name` again with the same flags, ports and certificates,
+        as a restarted pod is; returns once it is ready."""
+        old = next(r for r in self.records if r.name == name)
+        new = self.launchers[name]()
+        self.records[self.records.index(old)] = new
+        wait_ready(new, deadline=time.monotonic() + timeout, timeout=timeout)
 
     def stop(self) -> None:
         """Remove the webhook configurations (while the operator still answers), then stop
@@ -223,7 +246,8 @@ def start(
         # All started before any is waited for: each takes seconds to sync its informers.
         for name in wanted:
             run = _Launch(name, info, cdir, work / name, ops, pki, training, env, kueue_frameworks)
-            ops.records.append(_LAUNCHERS[name](run))
+            ops.launchers[name] = functools.partial(_LAUNCHERS[name], run)
+            ops.records.append(ops.launchers[name]())
         for record in ops.records:
             wait_ready(record, deadline=deadline, timeout=timeout)
         if pki is not None:
@@ -300,6 +324,7 @@ def _training_operator(run: _Launch) -> ProcessRecord:
             f"--health-probe-bind-address=127.0.0.1:{run.port('health')}",
             f"--webhook-server-port={run.port('webhook')}",
             f"--gang-scheduler-name={run.ops.gang_scheduler_name}",
+            *(f"--enable-scheme={kind}" for kind in TRAINING_SCHEMES),
             "--zap-log-level=info",
         ],
         {"TMPDIR": str(run.work / "tmp"), "MY_POD_NAMESPACE": TRAINING_NAMESPACE},
@@ -435,7 +460,7 @@ def _install(
     """The operators' CRDs (and the PodGroup CRD the gang integrations write) that the cluster
     does not serve yet, Kueue's converted ones pointed at `conversion` (served ones too: a
     Kueue started again has a new port), and the namespaces and Secret the operators expect."""
-    paths = [crd for name in names for crd in files(name, env).crds]
+    paths = [crd for name in names for crd in files(name, env).crds if _wanted(name, crd)]
     if set(names) & {"kuberay", "training-operator"}:
         paths.append(podgroup_crd(env))
     with api_client(kubeconfig) as api:
@@ -469,6 +494,13 @@ def _install(
             secret = {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data}
             objects.append(_object(secret))
         create_manifests(api, objects, deadline=deadline)
+
+
+def _wanted(name: str, crd: Path) -> bool:
+    """Whether operator `name`'s CRD file `crd` is installed (the training operator's: only
+    those of TRAINING_SCHEMES, kubeflow.org_<kind>s.yaml)."""
+    kind = crd.name.removeprefix("kubeflow.org_").removesuffix("s.yaml")
+    return name != "training-operator" or kind in TRAINING_SCHEMES
 
 
 def _names(items: Iterable[Any]) -> set[str]:
