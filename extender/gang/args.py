@@ -81,6 +81,14 @@ class GangArgs(Args):
     gate_cooldown_seconds: Seconds = Field(
         10.0, ge=0, description="... and keeps it this long after"
     )
+    gather_hold_seconds: Seconds = Field(
+        2.0,
+        ge=0,
+        description="a gang still waiting for members to be created this long after its first "
+        "is gathering slowly: the adaptive gang gate holds new members, and its held members "
+        "stay held until its minimum exists, so that none waits at bind for members not "
+        "created yet (a gang of 10,000 takes minutes to create)",
+    )
 
     @field_validator("topology")
     @classmethod

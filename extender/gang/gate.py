@@ -16,8 +16,13 @@ when what the nodes could ever hold changes (Ledger.shape: a node added, removed
 or resized, an ephemeral capacity set) or its members do, in the gate's next turn (within
 `interval`), off the loop when large as every background plan. Pods freed never make it fit.
 
-Adaptive: while some gang waits for room (and for a cooldown after), `hold()` says new
-members should be held; the gate switch (extender.gang.kube.gateswitch) tells deploy/'s policy.
+A gang still short of members `gather_hold_seconds` after its first was learnt gathers
+slowly (a gang of 10,000 takes minutes to create): its held members stay held until its
+minimum exists, then go together, so that none waits at bind for members not created yet.
+
+Adaptive: while some gang waits for room or gathers slowly (and for a cooldown after),
+`hold()` says new members should be held; the gate switch (extender.gang.kube.gateswitch)
+tells deploy/'s policy.
 
 State is bounded by the pods the informer shows held, and each entry leaves with its pod or
 gang. Runs on the event loop only. Built and run by the service (extender.service), fed by the
@@ -35,7 +40,7 @@ from extender.core.events import PodChange, PodEvent
 from extender.core.pod import PodInfo
 from extender.gang.args import DEFAULT_ARGS, GangArgs
 from extender.gang.manager import GangManager
-from extender.gang.state import Outcome, Phase
+from extender.gang.state import GangState, Member, Outcome, Phase
 
 # Removes a held pod's gate (extender.gang.kube.lifter.Lifter), and sets the adaptive switch.
 Lifter = Callable[[PodInfo], None]
@@ -60,6 +65,7 @@ class GangGate:
         self.lift_retry = lift_retry
         self.interval = args.lift_interval_seconds
         self.cooldown = args.gate_cooldown_seconds
+        self.gather_hold = args.gather_hold_seconds
         # With nominations, a member is let through once the informer shows its place in its
         # nominatedNodeName, so that kube-scheduler's first cycle tries that node alone; at
         # most nomination_wait seconds after it had its place (a nomination lost costs speed,
@@ -211,14 +217,22 @@ class GangGate:
                     continue
                 self._tried.pop(key, None)
                 self.gangs.claim(g)
-            places = {s.member: s.node for s in g.slots.values() if s.member is not None}
-            for m in held:
-                node = places.get(m.pod.uid)
-                if g.phase is Phase.BOUND or (
-                    node is not None and self._nominated(m.pod, node, now)
-                ):
+            if not self._gathering_slowly(key, now):  # else they go once its minimum exists
+                for m in self._placed(g, held, now):
                     let(m.pod)
         return out, False
+
+    def _placed(self, g: GangState, held: list[Member], now: float) -> list[Member]:
+        """The held members of `g` that may go now: those with a place of their own (and
+        their nomination seen or waited for), or all once `g` is bound."""
+        if g.phase is Phase.BOUND:
+            return held
+        places = {s.member: s.node for s in g.slots.values() if s.member is not None}
+        return [
+            m
+            for m in held
+            if (node := places.get(m.pod.uid)) is not None and self._nominated(m.pod, node, now)
+        ]
 
     def notices(self) -> list[tuple[PodInfo, str]]:
         """The held members whose pods must now say why they wait (or, "", no longer), taken."""
@@ -238,12 +252,21 @@ class GangGate:
             return True
         return False
 
+    def _gathering_slowly(self, key: str | None, now: float) -> bool:
+        """Whether gang `key` (None: any) has waited `gather_hold` seconds or more for members
+        to be created. Let through as they come, its members would wait at bind for the
+        rest, time out there (gang_wait_seconds) and be retried, each retry a bind failure
+        kube-scheduler answers with a status write and a move of its whole queue."""
+        since = self.gangs.gathering_since(key)
+        return since is not None and now - since >= self.gather_hold
+
     def hold(self) -> bool:
-        """Whether new members should be created held: while some gang waits for room, and
-        for `cooldown` seconds after (so that a gang finishing does not open the gate for
-        the next one's members to be retried ungated at once)."""
+        """Whether new members should be created held: while some gang waits for room or
+        gathers its members slowly, and for `cooldown` seconds after (so that a gang
+        finishing does not open the gate for the next one's members to be retried ungated
+        at once)."""
         now = self.clock()
-        if self.gangs.short_of_room():
+        if self.gangs.short_of_room() or self._gathering_slowly(None, now):
             self._short_at = now
         return now - self._short_at < self.cooldown
 

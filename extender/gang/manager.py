@@ -109,6 +109,9 @@ class GangManager:
         # a gang that did not fit is worth planning again only after it moved.
         self.room_epoch = 0
         self._short: set[str] = set()  # keys of the gangs whose last plan found no room now
+        # Gangs with fewer members known than their minimum, not bound: key -> since when
+        # (monotonic), oldest first (GangManager.gathering_since).
+        self._gathering: dict[str, float] = {}
         # Writes a member's reserved node to its status.nominatedNodeName ("" clears it), so
         # kube-scheduler tries that node alone (extender.gang.nominations); None: off.
         self.nominate: nominations.Write | None = None
@@ -192,6 +195,7 @@ class GangManager:
             )
         m, landed = g.learn(pod, unconfirmed_since)
         self._member_of[pod.uid] = spec.key
+        self._index_gathering(g)
         if landed:
             self._on_bound(g, m)
         return g, m
@@ -206,6 +210,9 @@ class GangManager:
             self._release(g, f"gang {key} ended: its members are gone")
             del self._gangs[key]
             self._short.discard(key)
+            self._gathering.pop(key, None)
+        else:
+            self._index_gathering(g)
 
     def _on_bound(self, g: GangState, m: Member) -> None:
         """A member is seen bound: its place is the bound pod now, not a reservation."""
@@ -222,6 +229,7 @@ class GangManager:
             self._release(g, "")
             g.complete()
             self._index_short(g)
+            self._gathering.pop(g.key, None)
             log.info("gang bound", extra=g.timeline(bound_at=self.wall()))
         elif g.barrier is not None and g.ready():
             g.open_barrier(self.wall)
@@ -375,6 +383,20 @@ class GangManager:
             self._short.add(g.key)
         else:
             self._short.discard(g.key)
+
+    def _index_gathering(self, g: GangState) -> None:
+        """Keep the index of the gangs waiting for members to be created true to `g`."""
+        if g.phase is not Phase.BOUND and len(g.members) < g.spec.min_members:
+            self._gathering.setdefault(g.key, self.clock())
+        else:
+            self._gathering.pop(g.key, None)
+
+    def gathering_since(self, key: str | None = None) -> float | None:
+        """Since when gang `key` (None: the one waiting longest) has waited for members to be
+        created (monotonic); None when it does not (none does)."""
+        if key is not None:
+            return self._gathering.get(key)
+        return next(iter(self._gathering.values()), None)
 
     def plan_held(self, g: GangState) -> Outcome | asyncio.Task[Outcome]:
         """Plan and reserve gang `g`, whose members wait behind the gate, from the informer's

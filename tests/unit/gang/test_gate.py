@@ -322,6 +322,33 @@ def test_the_adaptive_hold_lasts_while_a_gang_waits_for_room_and_a_cooldown_afte
     assert not gm.gate.hold()
 
 
+@pytest.mark.parametrize(("after", "slow"), [(1.9, False), (2.0, True)], ids=["quick", "slow"])
+def test_a_gang_gathering_slowly_keeps_its_members_held_until_its_minimum_exists(
+    after: float, slow: bool
+) -> None:
+    """Issue 61: members of a gang of 10,000 let through as they were created waited at bind
+    for members created minutes later. A gang still short of members `gather_hold_seconds`
+    after its first holds them until the last exists (and sets the adaptive hold, so that
+    the rest are created held); one that gathers quicker goes member by member as before."""
+    clock = Clock()
+    gm = manager(clock=clock, args=GangArgs(gather_hold_seconds=2.0))
+    pods = [held("g", i) for i in range(3)]
+    upsert(gm, pods[0])
+    clock.now += after
+    assert lifted(gm) == ([] if slow else ["g-0"])
+    assert gm.gate.hold() is slow
+    upsert(gm, pods[1])
+    assert lifted(gm) == ([] if slow else ["g-1"])
+    upsert(gm, pods[2])
+    assert lifted(gm) == (["g-0", "g-1", "g-2"] if slow else ["g-2"])
+    g = gm.gang("default/g")
+    assert g is not None and g.phase is Phase.RESERVED and g.attempts == 1
+    assert gm.gm.gathering_since() is None
+    for p in pods:
+        gone(gm, p)
+    assert len(gm.gate) == 0
+
+
 def test_with_nominations_a_held_member_goes_once_its_nomination_is_seen_or_waited_for() -> None:
     clock = Clock()
     gm = manager(clock=clock, nomination_wait=1.0)
