@@ -111,6 +111,36 @@ def test_a_member_deleted_while_waiting_is_replaced_and_the_gang_completes(
     assert time.monotonic() - started < 15
 
 
+def test_a_gang_whose_creation_outlasts_its_timeout_keeps_its_first_reservation(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """Issue 61: a gang of 10,000 took minutes to be created, longer than its reservation's
+    timeout, and never bound. Here each member is created only when the reservation is
+    about to expire (under 3 s left of its 5 s timeout), so that the four take longer to
+    create than the timeout: each newcomer is progress, which holds the places a timeout
+    more, so the gang binds on its first reservation."""
+    work = Workload(api_client(cluster.kubeconfig))
+    size = 4
+    names = [f"slow-{i}" for i in range(size)]
+
+    def about_to_expire() -> dict[str, Any] | None:
+        g = gangs(cluster).get("default/slow")
+        if g is None or g["phase"] != "reserved" or g["expires_in_seconds"] > 3.0:
+            return g if g is not None and g["phase"] == "waiting" and g["timeouts"] else None
+        return g
+
+    for i in range(size):
+        work.create(
+            builders.member("slow", i, size, cpu="100m", requests={"memory": "64Mi"}, timeout=5)
+        )
+        if i < size - 1:
+            until(about_to_expire, "the reservation near its expiry (or expired)", timeout=30)
+    wait_all_bound(work, names, timeout=30)
+    g = gangs(cluster)["default/slow"]
+    assert (g["reservations"], g["timeouts"]) == (1, 0), g
+    work.delete(names)
+
+
 @pytest.mark.parametrize("restart", [False, True], ids=["uptime", "across-a-restart"])
 def test_a_reused_gang_name_is_all_or_nothing_again(
     fresh_cluster: localcluster.ClusterInfo, restart: bool
