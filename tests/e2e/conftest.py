@@ -10,14 +10,23 @@ names, their own resources) or `fresh_cluster` (one per test, for tests that kil
 fill it). A test's own marker adds to its module's. An indirect parameter
 (`pytest.mark.parametrize("cluster", [{"mode": "pure"}], indirect=True)`) overrides both.
 Teardown resumes any process a test left paused, then stops the cluster and keeps its logs.
+
+A directory whose modules each leave the cluster as they found it may keep clusters from
+module to module: its `cluster` takes `cluster_pool` and asks it for one by spec, with a check
+that the module before left it clean (tests/e2e/esl does: its 11 modules once started 33
+clusters, and in one process now start 4). The pool stops its clusters once the next test
+to run takes no `cluster_pool` (with pytest-xdist's --dist loadfile, when the worker moves
+on to another directory), or at the end of the session.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -38,11 +47,19 @@ def _spec(request: pytest.FixtureRequest) -> dict[str, Any]:
 def _cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[localcluster.ClusterInfo]:
+    with running(_spec(request), tmp_path_factory) as info:
+        yield info
+
+
+@contextlib.contextmanager
+def running(
+    spec: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[localcluster.ClusterInfo]:
+    """A cluster of `spec` (ClusterSpec's fields but dir) until the block ends."""
     try:
         find_binaries()
     except MissingBinaryError as e:
         pytest.fail(str(e), pytrace=False)
-    spec = _spec(request)
     d = tmp_path_factory.mktemp(f"cluster-{spec.get('mode', 'none')}") / "c"
     info = localcluster.up(localcluster.ClusterSpec(dir=d, **spec))
     try:
@@ -68,3 +85,64 @@ def fresh_cluster(
 ) -> Iterator[localcluster.ClusterInfo]:
     """A cluster of the test's own."""
     yield from _cluster(request, tmp_path_factory)
+
+
+class ClusterPool:
+    """Running clusters by spec, each handed from module to module while it is clean."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp = tmp_path_factory
+        self._held: dict[str, tuple[localcluster.ClusterInfo, contextlib.ExitStack]] = {}
+
+    def get(
+        self,
+        spec: dict[str, Any],
+        clean: Callable[[localcluster.ClusterInfo], bool],
+        wait: float = 30.0,
+    ) -> localcluster.ClusterInfo:
+        """A running cluster of `spec`: the one held if `clean` holds of it within `wait`
+        seconds (the module before may still be deleting its pods), else a new one."""
+        key = json.dumps(spec, sort_keys=True, default=repr)
+        if key in self._held:
+            info, stack = self._held[key]
+            deadline = time.monotonic() + wait
+            while not clean(info):
+                if time.monotonic() > deadline:
+                    del self._held[key]  # left dirty: replaced, so no module sees another's
+                    stack.close()
+                    break
+                time.sleep(0.2)
+            else:
+                return info
+        stack = contextlib.ExitStack()
+        info = stack.enter_context(running(spec, self._tmp))
+        self._held[key] = (info, stack)
+        return info
+
+    def close(self) -> None:
+        """Stop every cluster held."""
+        while self._held:
+            _, stack = self._held.popitem()[1]
+            stack.close()
+
+
+_POOL = pytest.StashKey[ClusterPool]()
+
+
+@pytest.fixture(scope="session")
+def cluster_pool(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., localcluster.ClusterInfo]]:
+    """This process's pool's `get` (one pool per xdist worker)."""
+    pool = request.config.stash.setdefault(_POOL, ClusterPool(tmp_path_factory))
+    try:
+        yield pool.get
+    finally:
+        pool.close()
+
+
+@pytest.hookimpl(trylast=True)  # after the module's own fixtures are torn down
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    pool = item.config.stash.get(_POOL, None)
+    if pool is not None and "cluster_pool" not in getattr(nextitem, "fixturenames", ()):
+        pool.close()
