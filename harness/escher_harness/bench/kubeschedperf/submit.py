@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from typing import Any
 
 from kubernetes import client
 
@@ -35,6 +35,7 @@ from extender.core.pod import Keys
 
 NAMESPACE = "default"
 WORKERS = 16  # client threads creating pods (the connection pool is as large)
+RETRIES = 3  # of a create the API server did not answer in time
 
 
 def unsupported(approach: str, gang: bool) -> str | None:
@@ -163,6 +164,28 @@ def job_names(jobs: int) -> list[str]:
     return [f"j{i:0{width}d}" for i in range(jobs)]
 
 
+def create_pod(core: Any, manifest: dict[str, Any]) -> str | None:
+    """Create one pod as a job controller would, retrying what the API server could not
+    answer in time (429, 5xx); None once it exists, else why not. A create that timed out
+    may have been stored: its retry's 409 means it was."""
+    for attempt in range(RETRIES + 1):
+        try:
+            # Unparsed: decoding each reply into a V1Pod would cost the client more than
+            # the create costs the API server. Read, so its connection goes back to the
+            # pool: one left unread is dropped, and a new TLS handshake costs more still.
+            reply = core.create_namespaced_pod(NAMESPACE, manifest, _preload_content=False)
+            reply.read()
+            reply.release_conn()
+            return None
+        except client.ApiException as e:
+            status = e.status or 0
+            if status == 409 and attempt:
+                return None
+            if not (status == 429 or status >= 500) or attempt == RETRIES:
+                return f"{status} {e.reason}"
+    return None  # not reached: the last attempt returns
+
+
 def create(
     api: client.ApiClient,
     sc: shapes.Scenario,
@@ -179,20 +202,11 @@ def create(
 
     def one(manifest: dict[str, Any]) -> None:
         nonlocal done
-        try:
-            # Unparsed: decoding each reply into a V1Pod would cost the client more than
-            # the create costs the API server. Read, so its connection goes back to the
-            # pool: one left unread is dropped, and a new TLS handshake costs more still.
-            reply: Any = core.create_namespaced_pod(
-                NAMESPACE, cast(Any, manifest), _preload_content=False
-            )
-            reply.read()
-            reply.release_conn()
-        except client.ApiException as e:
-            with lock:
-                errors.append(f"{manifest['metadata']['name']}: {e.status} {e.reason}")
-            return
+        error = create_pod(core, manifest)
         with lock:
+            if error:
+                errors.append(f"{manifest['metadata']['name']}: {error}")
+                return
             done += 1
             created(done)
 

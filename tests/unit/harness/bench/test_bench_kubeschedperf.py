@@ -1,6 +1,7 @@
 """bench scheduling-perf without a cluster: audit log lines read into pods' created and
 scheduled times as kube-scheduling-perf reads them, the figures from them (partly bound
-gangs, nodes over capacity), the scenarios' shapes, and kube-apiserver's audit flags.
+gangs, nodes over capacity), the scenarios' shapes, a pod's create retried as a controller
+would (against a stand-in API), and kube-apiserver's audit flags.
 The run itself is tests/e2e/test_scheduling_perf_bench.py."""
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
-from escher_harness.bench.kubeschedperf import audit, shapes
+from escher_harness.bench.kubeschedperf import audit, shapes, submit
 from escher_harness.localcluster import config
 
 T0 = "2026-11-29T07:00:00.000000Z"
@@ -211,3 +213,45 @@ def test_apiserver_audit_flags_only_when_asked(tmp_path: Path) -> None:
     audited = config.apiserver_command(Path("kube-apiserver"), **kw, audit=(policy, log))
     assert f"--audit-policy-file={policy}" in audited
     assert f"--audit-log-path={log}" in audited and "--audit-log-format=json" in audited
+
+
+class _Reply:
+    def read(self) -> bytes:
+        return b"{}"
+
+    def release_conn(self) -> None:
+        pass
+
+
+class _Core:
+    """A stand-in CoreV1Api answering each create with the next status (201: created)."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses, self.calls = list(statuses), 0
+
+    def create_namespaced_pod(self, namespace: str, body: Any, **_: Any) -> _Reply:
+        self.calls += 1
+        status = self.statuses.pop(0)
+        if status != 201:
+            raise ApiException(status=status, reason=f"status {status}")
+        return _Reply()
+
+
+@pytest.mark.parametrize(
+    ("statuses", "error", "calls"),
+    [
+        ([201], None, 1),
+        ([504, 201], None, 2),  # not answered in time, then created
+        ([504, 409], None, 2),  # the first try was stored after all
+        ([429, 503, 500, 201], None, 4),
+        ([504, 504, 504, 504], "504 status 504", 4),  # retries run out
+        ([409], "409 status 409", 1),  # a name taken before: not ours
+        ([422], "422 status 422", 1),  # refused: no retry
+    ],
+)
+def test_create_pod_retries_what_the_api_server_did_not_answer(
+    statuses: list[int], error: str | None, calls: int
+) -> None:
+    core = _Core(statuses)
+    assert submit.create_pod(core, {"metadata": {"name": "j0-0"}}) == error
+    assert core.calls == calls
