@@ -6,7 +6,8 @@ kube-apiserver, kube-controller-manager (mode dra), the objects of the spec's ma
 CRDs), kwok (the fake nodes' kubelets, unless spec.kwok is off), the fake nodes, the extender
 service (modes extender and pure; with spec.replicas > 1, that many replicas electing a leader
 behind the service proxy) and kube-scheduler, in that order, each once the previous one is
-ready (kwok: once it has taken every fake node over), one step each in startup; every process
+ready (kwok: once it has taken every fake node over), but for the extender, which starts while
+kwok takes the nodes over and is waited for after; one step each in startup; every process
 is recorded in the cluster directory as soon as it is started, so `down` can stop a cluster
 whose `up` failed or was interrupted. On any failure `up` stops everything it started itself.
 """
@@ -413,8 +414,11 @@ def _start(
     run.controller_manager()
     scheduler_name = config.scheduler_name(scheduler_config)
     run.objects(manifests, scheduler_name)
-    nodes = run.nodes(run.kwok())
-    run.extender()
+    kubelets = run.kwok()
+    nodes = run.nodes()
+    extender = run.extender()
+    run.taken_over(kubelets, nodes)
+    run.ready(extender)
     run.scheduler()
     info = ClusterInfo(
         dir=cdir.root,

@@ -5,7 +5,8 @@ verbs' PKI, kubeconfig, kube-scheduler's configuration, the service-account key)
 kube-apiserver, kube-controller-manager (mode dra), the objects the others need (the policies'
 CRDs, the PodGroup CRD, deploy's admission policies, the spec's manifests such as a peer's
 CRDs), kwok and the fake nodes, the extender (or its replicas behind the service proxy) and
-kube-scheduler. Every process is recorded in the cluster directory as soon as it is started,
+kube-scheduler; the extender is started before kwok has taken the nodes over, and waited for
+after. Every process is recorded in the cluster directory as soon as it is started,
 so that `down` stops what a failed `up` left. cluster.start_component uses `environment`.
 """
 
@@ -156,10 +157,9 @@ class Startup:
         )
 
     def launch(
-        self, name: str, argv: list[str], port: int, health_url: str, **kw: Any
+        self, name: str, argv: list[str], port: int, health_url: str, wait: bool = True, **kw: Any
     ) -> ProcessRecord:
-        """Start one component, record it, and wait until it is ready (if it has a health
-        URL)."""
+        """Start one component, record it, and (unless not `wait`) wait until it is ready."""
         spec, cdir = self.spec, self.cdir
         # An interrupt between starting a process and recording it would orphan it: the
         # clean-up only stops what the state file names. So Ctrl-C / SIGTERM wait until then.
@@ -177,10 +177,16 @@ class Startup:
             )
             self.records.append(record)
             cdir.write_state(State(created_dir=self.created_dir, processes=tuple(self.records)))
-        if health_url:
-            wait_ready(record, deadline=self.deadline, timeout=spec.timeout)
-            self.say(f"{name} ready ({self._elapsed():.1f}s)")
+        if wait:
+            self.ready([record])
         return record
+
+    def ready(self, records: list[ProcessRecord]) -> None:
+        """Wait until each of `records` that has a health URL is ready, in turn."""
+        for record in records:
+            if record.health_url:
+                wait_ready(record, deadline=self.deadline, timeout=self.spec.timeout)
+                self.say(f"{record.name} ready ({self._elapsed():.1f}s)")
 
     def etcd(self) -> None:
         ports = self.ports
@@ -278,40 +284,47 @@ class Startup:
             "",
         )
 
-    def nodes(self, kubelets: ProcessRecord | None) -> tuple[str, ...]:
-        """Create the fake nodes and wait until `kubelets` (kwok) has taken every one over.
+    def nodes(self) -> tuple[str, ...]:
+        """Create the fake nodes (Ready: kwok's taking them over only changes their status).
         They exist before the extender and kube-scheduler start, so both see them at once."""
         nodes = tuple(f"node-{i}" for i in range(self.spec.nodes))
         _create_nodes(self.spec, self.cdir.kubeconfig, nodes, self.say)
+        return nodes
+
+    def taken_over(self, kubelets: ProcessRecord | None, nodes: tuple[str, ...]) -> None:
+        """Wait until `kubelets` (kwok) has taken every one of `nodes` over."""
         if kubelets is not None:
             deadline = time.monotonic() + self.spec.timeout
             _wait_for_kwok(kubelets, self.cdir.kubeconfig, nodes, deadline)
             self.say(f"kwok took over {len(nodes)} nodes ({self._elapsed():.1f}s)")
-        return nodes
 
-    def extender(self) -> None:
-        """The extender service (modes extender and pure): one, or spec.replicas of them
-        behind the service proxy."""
+    def extender(self) -> list[ProcessRecord]:
+        """Start the extender service (modes extender and pure): one, or spec.replicas of
+        them behind the service proxy. Not waited for: `ready` is called with what this
+        returns, so their start (mostly their imports) overlaps kwok's taking the nodes
+        over."""
         if not (self.extender_url and self.policy_token):
-            return
+            return []
         if self.spec.replicas > 1:
-            self._replicas()
-            return
+            return self._replicas()
         ports = self.ports
-        self.launch(
+        record = self.launch(
             "extender",
             self._extender_argv(ports["extender"], ports.get(VERBS), ports.get(VERBS_HTTP1)),
             ports["extender"],
             f"{self.extender_url}/readyz",
+            wait=False,
             extra_env=self._gate_env(),
         )
+        return [record]
 
-    def _replicas(self) -> None:
+    def _replicas(self) -> list[ProcessRecord]:
         ports = self.ports
         names = [replica_name(i) for i in range(self.spec.replicas)]
+        records = []
         for i, name in enumerate(names):
             # Alive is what each replica must be: only the leader is ready.
-            self.launch(
+            record = self.launch(
                 name,
                 self._extender_argv(
                     ports[name],
@@ -321,11 +334,13 @@ class Startup:
                 ),
                 ports[name],
                 f"http://127.0.0.1:{ports[name]}/healthz",
+                wait=False,
                 extra_env={**self.spec.lease.environment(), **self._gate_env()},
             )
+            records.append(record)
         # Ready once a leader is ready behind it: its /readyz is the leader's.
         service = ["extender", *(p for p in (VERBS, VERBS_HTTP1) if p in ports)]
-        self.launch(
+        proxy = self.launch(
             SERVICE_PROXY,
             config.service_proxy_command(
                 ports=[ports[p] for p in service],
@@ -337,7 +352,9 @@ class Startup:
             ),
             ports["extender"],
             f"{self.extender_url}/readyz",
+            wait=False,
         )
+        return [*records, proxy]
 
     def _extender_argv(
         self,
