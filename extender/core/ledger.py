@@ -144,6 +144,11 @@ class Ledger:
         """The one of `nodes` with the most units of `resource` in use (FreeIndex.most_used)."""
         return self._index.most_used(resource, nodes)
 
+    def ranking(self, resource: str) -> Sequence[tuple[int, str]]:
+        """The nodes having `resource` as (-used, name), the fullest first (FreeIndex.ranking:
+        live, read it without keeping it)."""
+        return self._index.ranking(resource)
+
     def nodes_with(self, resource: str) -> Mapping[str, int]:
         """Free units of an ephemeral resource, per node that has it (a live read-only view:
         copy it before iterating while others may change the ledger)."""
