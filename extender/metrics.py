@@ -147,6 +147,14 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.preference_nominations = Counter(
+            "escher_preference_nominations_total",
+            "Preferred nodes written to the status.nominatedNodeName of pods stating a "
+            "preference (extender.preference.nominations), by outcome (sent, failed, "
+            "deferred: too many in flight, unneeded: the pod was bound or gone first).",
+            ["outcome"],
+            registry=r,
+        )
         self.gang_gate_hold = Gauge(
             "escher_gang_gate_hold",
             "What the adaptive gang gate's switch last said: 1, new gang members are held at "

@@ -50,6 +50,7 @@ from extender.gang.turns import Turns
 from extender.metrics import Metrics
 from extender.policies.api import ResourceSpec
 from extender.policies.store import MemoryStore, PolicyStore
+from extender.preference.nominations import Nominations
 from extender.scheduling import registry
 from extender.scheduling.requeue import Requeue
 from extender.scheduling.verbs import FilteredPods, Verbs
@@ -100,6 +101,11 @@ class Service:
         k = self.kube
         if k is not None and k.gang is not None:
             self.gangs.nominate = k.gang.nominator
+        # Pods stating a preference, nominated for their preferred node (extender mode).
+        self.preferences = Nominations(self.ledger, self.keys, s.preference, self.may_write)
+        if k is not None and k.preferences is not None:
+            self.preferences.write = k.preferences
+            self.events.subscribe(self.preferences.on_pod)
         if k is not None and k.scheduling is not None and k.scheduling.waker is not None:
             requeue = Requeue(
                 k.scheduling.waker,

@@ -34,6 +34,7 @@ from extender.dra.args import DraArgs
 from extender.gang.args import GangArgs
 from extender.listen import ListenArgs
 from extender.policies.args import PolicyArgs
+from extender.preference.args import PreferenceArgs
 from extender.scheduling.args import SchedulingArgs
 from extender.writeback.args import WriteBackArgs
 
@@ -95,6 +96,7 @@ class Settings(BaseSettings):
     policy: PolicyArgs = Field(default_factory=PolicyArgs)
     writeback: WriteBackArgs = Field(default_factory=WriteBackArgs)
     gang: GangArgs = Field(default_factory=GangArgs)
+    preference: PreferenceArgs = Field(default_factory=PreferenceArgs)
     leader_election: LeaderElectionArgs = Field(default_factory=LeaderElectionArgs)
     dra: DraArgs = Field(default_factory=DraArgs)
     scheduling: SchedulingArgs = Field(default_factory=SchedulingArgs)

@@ -6,9 +6,9 @@ It makes the Handle the features share (the client, the ledger, the metrics, may
 calls each feature's own build with its args: every such mode gets the cluster view, the
 write-back (Node status, or in mode dra the ResourceSlice publisher), the policies' object
 store (settings.policy.objects) and, with leader election, the elector; the extender mode
-also the scheduling verbs' parts (binder, waker) and the gang's (lifter, nominator, gate
-switch, PodGroup informers). The service wires their callbacks (may_write, leadership),
-runs them and closes them.
+also the scheduling verbs' parts (binder, waker), the gang's (lifter, nominator, gate
+switch, PodGroup informers) and the writer of preferred nodes. The service wires their
+callbacks (may_write, leadership), runs them and closes them.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from extender.gang.kube import build as gang
 from extender.gang.kube.build import GangParts
 from extender.kube.client import KubeAPI
 from extender.kube.handle import Handle
+from extender.kube.nominator import Nominator
 from extender.policies.kube import build as policies
 from extender.policies.kube.esls import BackendFactory
 from extender.policies.kube.objectstore import ObjectStore
@@ -48,10 +49,11 @@ class KubeParts:
     store: ObjectStore | None  # policy.objects
     scheduling: SchedulingParts | None  # the extender mode, and the gang's below
     gang: GangParts | None
+    preferences: Nominator | None  # the extender mode with preference.nominate
 
     async def aclose(self) -> None:
         """Close the parts that write on their own (the API client stays open)."""
-        for parts in (self.scheduling, self.gang):
+        for parts in (self.scheduling, self.gang, self.preferences):
             if parts is not None:
                 await parts.aclose()
 
@@ -93,7 +95,16 @@ def build(
         store=store,
         scheduling=(scheduling.build(h, s.scheduling) if s.binds else None),
         gang=gang.build(s.gang, h, declarations) if s.binds else None,
+        preferences=_preferences(s, h),
     )
+
+
+def _preferences(s: Settings, h: Handle) -> Nominator | None:
+    """The writer of preferred nodes (extender.preference.nominations decides them)."""
+    p = s.preference
+    if not (s.binds and p.nominate):
+        return None
+    return Nominator(h.api, h.metrics.preference_nominations, h.may_write, p.nominate_delay_seconds)
 
 
 def _writeback(s: Settings, h: Handle) -> tuple[NodeWriter, dict[str, Any]]:
