@@ -27,8 +27,13 @@ def _cpu(name: str) -> Callable[[Mapping[str, Any]], float | None]:
 
 
 def _writes_per_pod(r: Mapping[str, Any]) -> float | None:
-    n = r.get("scheduled") or 0
-    return round(sum((r.get("writes") or {}).values()) / n, 2) if n else None
+    """None where a counter went down: the API server's last /metrics answer was cut short
+    (seen under overload), so the writes were not read."""
+    n: int = r.get("scheduled") or 0
+    writes: Mapping[str, int] = r.get("writes") or {}
+    if not n or any(v < 0 for v in writes.values()):
+        return None
+    return round(sum(writes.values()) / n, 2)
 
 
 # (column, unit, how a run gives it): the table's figures, in order.

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from escher_harness.bench.kubeschedperf import audit, shapes, submit
+from escher_harness.bench.kubeschedperf import audit, report, shapes, submit
 from escher_harness.localcluster import config
 
 T0 = "2026-11-29T07:00:00.000000Z"
@@ -255,3 +255,17 @@ def test_create_pod_retries_what_the_api_server_did_not_answer(
     core = _Core(statuses)
     assert submit.create_pod(core, {"metadata": {"name": "j0-0"}}) == error
     assert core.calls == calls
+
+
+@pytest.mark.parametrize(
+    ("writes", "scheduled", "per_pod"),
+    [
+        ({"POST pods": 10, "POST pods/binding": 10}, 10, 2.0),
+        ({"POST pods": 10}, 0, None),  # nothing scheduled: no per-pod figure
+        ({"POST pods": 10, "POST nodes": -100}, 10, None),  # a cut-short /metrics answer
+    ],
+)
+def test_writes_per_pod(writes: dict[str, int], scheduled: int, per_pod: float | None) -> None:
+    row = report.aggregate({"s": {"a": {1: {"writes": writes, "scheduled": scheduled}}}})
+    figure = row["s"]["a"]["figures"]["API writes/pod"]
+    assert (figure and figure["median"]) == per_pod
