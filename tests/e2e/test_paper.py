@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -56,7 +57,9 @@ def test_e8_counts_every_pod_bound_and_succeeded(
     cluster: localcluster.ClusterInfo, ctx: Context
 ) -> None:
     before = scheduling_attempts(cluster, "scheduled")
-    r = e8_makespan.run(ctx, (2,), PODS)["2"]
+    out: dict[str, Any] = {}
+    e8_makespan.run(ctx, (2,), PODS, out)
+    r = out["2"]
     assert (r["pods_bound"], r["pods_succeeded"]) == (PODS, PODS)
     assert scheduling_attempts(cluster, "scheduled") - before == PODS
     assert r["makespan_s"] >= r["last_bound_s"] > 0

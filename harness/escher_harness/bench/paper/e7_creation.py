@@ -46,9 +46,8 @@ _RUN: Final = "e7"
 _BOUND_TIMEOUT: Final = 600.0
 
 
-def run(ctx: Context, sizes: Sequence[int], clients: Sequence[int]) -> dict[str, Any]:
-    """{clients: {k: figures}} for each client concurrency and size."""
-    out: dict[str, Any] = {}
+def run(ctx: Context, sizes: Sequence[int], clients: Sequence[int], out: dict[str, Any]) -> None:
+    """Fill `out` with {clients: {k: figures}}, each size as soon as it is measured."""
     for c in clients:
         for k in sizes:
             r = measure(ctx, k, c)
@@ -57,7 +56,6 @@ def run(ctx: Context, sizes: Sequence[int], clients: Sequence[int]) -> dict[str,
                 f"E7 {k} resources, {c} client(s): {r['amortised_ms']} ms per resource "
                 f"to its pod bound ({r['calls_ms']} ms the calls alone)"
             )
-    return out
 
 
 def measure(ctx: Context, k: int, clients: int) -> dict[str, Any]:

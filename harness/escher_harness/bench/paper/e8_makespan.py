@@ -39,10 +39,9 @@ _CREATORS: Final = 16
 _DEADLINE: Final = 900.0  # seconds for every pod of one size to be Succeeded
 
 
-def run(ctx: Context, sizes: Sequence[int], pods: int) -> dict[str, Any]:
-    """{r: figures} per count of resources present."""
+def run(ctx: Context, sizes: Sequence[int], pods: int, out: dict[str, Any]) -> None:
+    """Fill `out` with {r: figures} per count of resources present, each when measured."""
     present: list[str] = []
-    out: dict[str, Any] = {}
     try:
         for r in sorted(sizes):
             more = [f"e8-{ctx.rep}-{i}" for i in range(len(present), r)]
@@ -55,7 +54,6 @@ def run(ctx: Context, sizes: Sequence[int], pods: int) -> dict[str, Any]:
             )
     finally:
         resources.remove(ctx, present, _CREATORS)
-    return out
 
 
 def measure(ctx: Context, r: int, pods: int) -> dict[str, Any]:

@@ -45,10 +45,9 @@ _BOUND_TIMEOUT: Final = 60.0
 _CREATORS: Final = 16
 
 
-def run(ctx: Context, sizes: Sequence[int], pods: int) -> dict[str, Any]:
-    """{m: figures} per count of resources requested."""
+def run(ctx: Context, sizes: Sequence[int], pods: int, out: dict[str, Any]) -> None:
+    """Fill `out` with {m: figures} per count of resources requested, each when measured."""
     present: list[str] = []
-    out: dict[str, Any] = {}
     work = Workload(ctx.api)
     bound = Bound(work)
     try:
@@ -68,7 +67,6 @@ def run(ctx: Context, sizes: Sequence[int], pods: int) -> dict[str, Any]:
     finally:
         bound.close()
         resources.remove(ctx, present, _CREATORS)
-    return out
 
 
 def measure(

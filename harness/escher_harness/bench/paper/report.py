@@ -34,14 +34,12 @@ class Figure:
 
 
 def series(runs: Sequence[Mapping[str, Any]], experiment: str, value: Callable[..., Any]) -> Series:
-    """`value(result, key)` of every run's `experiment`, by series and x: E7's results are
-    by client count, then size (series "mode, c client(s)"); the others by size (series
-    "mode"). A result without its value (a size not reached, a failed run) is left out."""
+    """`value(result)` of every run's `experiment`, by series and x: E7's results are by
+    client count, then size (series "mode, c client(s)"); the others by size (series
+    "mode"). A size not reached is left out; a failed run keeps the sizes it measured."""
     out: Series = {}
     for run in runs:
-        result = run.get(experiment)
-        if not isinstance(result, dict) or "error" in result:
-            continue
+        result = {k: v for k, v in (run.get(experiment) or {}).items() if k != "error"}
         groups = (
             {f"{run['mode']}, {c} client(s)": by for c, by in result.items()}
             if experiment == "E7"
@@ -49,7 +47,7 @@ def series(runs: Sequence[Mapping[str, Any]], experiment: str, value: Callable[.
         )
         for name, by_x in groups.items():
             for x, r in by_x.items():
-                v = value(r)
+                v = value(r) if isinstance(r, dict) and r else None
                 if v is not None:
                     out.setdefault(name, {}).setdefault(int(x), []).append(float(v))
     return out
@@ -205,7 +203,8 @@ def text(doc: Mapping[str, Any], figs: Sequence[Figure]) -> str:
         parts += ["", f"## {f.name}: {f.title}", "", f"{f.y}, by {f.x}.", "", table(f), ""]
         parts += [v.line() for v in f.verdicts]
         parts += ["", f"![{f.name}]({_png(f)})"]
-    errors = [
+    errors = [f"- rep {r['rep']} {r['mode']}: {r['error']}" for r in doc["runs"] if "error" in r]
+    errors += [
         f"- rep {r['rep']} {r['mode']} {e}: {r[e]['error']}"
         for r in doc["runs"]
         for e in cfg["experiments"]

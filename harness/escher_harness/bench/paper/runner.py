@@ -70,11 +70,12 @@ def quick() -> Config:
     )
 
 
-Experiment = Callable[[Context, Config], dict[str, Any]]
+# An experiment fills its record size by size, so a failure keeps the sizes measured before.
+Experiment = Callable[[Context, Config, dict[str, Any]], None]
 RUNS: Final[Mapping[str, Experiment]] = {
-    "E7": lambda ctx, c: e7_creation.run(ctx, c.e7_sizes, c.e7_clients),
-    "E8": lambda ctx, c: e8_makespan.run(ctx, c.e8_sizes, c.e8_pods),
-    "E9": lambda ctx, c: e9_requested.run(ctx, c.e9_sizes, c.e9_pods),
+    "E7": lambda ctx, c, out: e7_creation.run(ctx, c.e7_sizes, c.e7_clients, out),
+    "E8": lambda ctx, c, out: e8_makespan.run(ctx, c.e8_sizes, c.e8_pods, out),
+    "E9": lambda ctx, c, out: e9_requested.run(ctx, c.e9_sizes, c.e9_pods, out),
 }
 
 
@@ -102,20 +103,31 @@ def run(out: Path, cfg: Config, command: str) -> int:
     for rep in range(1, cfg.repeat + 1):
         for mode in order(list(cfg.modes), rep):
             say(f"rep {rep}/{cfg.repeat} {mode}: starting a fresh control plane")
-            doc["runs"].append(run_one(mode, rep, cfg))
-            (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+            record: dict[str, Any] = {"mode": mode, "rep": rep}
+            doc["runs"].append(record)
+            try:
+                run_one(record, cfg, lambda: _save(out, doc))
+            except localcluster.ClusterError as e:  # a cluster that did not start: go on
+                record["error"] = str(e)[:2000]
+                say(f"rep {rep} {mode}: no cluster: {e}")
+            _save(out, doc)
     doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+    _save(out, doc)
     print(report.write(out, doc))
     return 0
 
 
-def run_one(mode: str, rep: int, cfg: Config) -> dict[str, Any]:
-    """One mode's cluster for one repetition, every selected experiment on it."""
+def _save(out: Path, doc: Mapping[str, Any]) -> None:
+    (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def run_one(record: dict[str, Any], cfg: Config, save: Callable[[], None]) -> None:
+    """Fill `record` (its mode and repetition) from one cluster, every selected experiment
+    on it; `save` after each, so a campaign cut short keeps what it measured."""
+    mode, rep = record["mode"], record["rep"]
     footing = approaches.Footing(
         nodes=cfg.nodes, node_cpu=cfg.node_cpu, node_memory=cfg.node_memory
     )
-    record: dict[str, Any] = {"mode": mode, "rep": rep}
     with tempfile.TemporaryDirectory(prefix=f"escher-paper-{mode}-") as tmp:
         info = localcluster.up(approaches.cluster_spec(mode, Path(tmp) / "c", footing))
         try:
@@ -130,15 +142,15 @@ def run_one(mode: str, rep: int, cfg: Config) -> dict[str, Any]:
                 for name in cfg.experiments:
                     started = time.monotonic()
                     try:
-                        record[name] = RUNS[name](ctx, cfg)
+                        RUNS[name](ctx, cfg, record.setdefault(name, {}))
                     except _FAILED as e:  # a run that failed: say so, and go on
-                        record[name] = {"error": str(e)[:2000]}
+                        record[name]["error"] = str(e)[:2000]
                         ctx.progress(f"{name} failed: {e}")
                     record[f"{name}_seconds"] = round(time.monotonic() - started, 1)
+                    save()
             record["load_average"] = load.summary()
         finally:
             localcluster.down(info.dir)
-    return record
 
 
 def _warm_up(ctx: Context) -> None:
