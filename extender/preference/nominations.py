@@ -53,6 +53,10 @@ Write = Callable[[PodInfo, str, Callable[[], bool]], None]
 MAX_CHECKS = 256
 # Alternatives whose candidate nodes are kept (per ledger shape); the oldest go first.
 MAX_ALTERNATIVES = 64
+# Alternatives of one pod looked at, at most: a new one may cost a walk of every node, so a
+# pod listing thousands (a 4 KiB annotation) must not hold the event loop for each. A pod
+# whose best alternative comes later gets no nomination; prioritize still scores them all.
+MAX_ALTERNATIVES_PER_POD = 4
 
 
 @dataclass(slots=True)
@@ -174,8 +178,9 @@ class Nominations:
             ranking = self._ledger.ranking(resource)
             return self._first(pod, resource, (name for _, name in ranking))
         prefer = pod.marks.get(self._keys.prefer, "")
-        for alt in (a.strip() for a in prefer.split(",")):
-            if alt and (node := self._next_of(alt, pod)) is not None:
+        alts = [a for a in (a.strip() for a in prefer.split(",")) if a]
+        for alt in alts[:MAX_ALTERNATIVES_PER_POD]:
+            if (node := self._next_of(alt, pod)) is not None:
                 return node
         return None
 

@@ -121,6 +121,13 @@ def gone(n: Nominations, p: PodInfo) -> None:
             [preferring("p0", "zone=nowhere, no-such-resource, ,,=,x=")],
             [None],
         ),
+        # Only the first 4 alternatives are looked at: a 5th that n3 satisfies is not.
+        (
+            "a fifth alternative",
+            None,
+            [preferring("p0", "zone=c, zone=d, zone=e, zone=f, zone=a")],
+            [None],
+        ),
         # A gang member is the gang's to nominate; a pod behind the gang's gate has no cycle.
         ("a gang member", None, [packing("p0", labels={KEYS.gang: "g"})], [None]),
         ("a held pod", None, [packing("p0", gates=[KEYS.gate])], [None]),
