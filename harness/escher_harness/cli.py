@@ -512,9 +512,7 @@ def _add_bench_paper(kinds: Any) -> None:
         "--modes", type=_names, help="comma-separated, of pure,extender,dra (default: all)"
     )
     p.add_argument("--repeat", type=int, help="interleaved repetitions (default 3, quick 1)")
-    p.add_argument(
-        "--quick", action="store_true", help="every experiment small, once (under 10 minutes)"
-    )
+    p.add_argument("--quick", action="store_true", help="every experiment small, once per mode")
     p.set_defaults(func=_guarded(_bench_paper))
 
 

@@ -58,7 +58,8 @@ class Config:
 
 
 def quick() -> Config:
-    """Every experiment small, once per mode: under 10 minutes for the three."""
+    """Every experiment small, once per mode. Sized for 10 minutes for the three modes, which
+    it missed on the shared machine under load 30-44 (pure alone took 14: docs/paper.md)."""
     return Config(
         repeat=1,
         e7_sizes=e7_creation.QUICK_SIZES,
