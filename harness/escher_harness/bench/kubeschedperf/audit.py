@@ -131,8 +131,10 @@ def over_capacity(times: PodTimes, room: int) -> dict[str, int]:
 
 def figures(times: PodTimes, pods: int) -> dict[str, Any]:
     """One run's figures from its pods' times; `pods` is how many the run created."""
-    paired = {p: b[0] - c for p, (b, c) in _pairs(times).items()}
-    latencies = sorted(v for v in paired.values() if v >= 0)
+    paired = [b[0] - c for b, c in _pairs(times).values()]
+    # A create's ResponseComplete can be stamped after the pod's binding (kube-scheduler saw
+    # it by watch while the create's answer was still being written): scheduled at once.
+    latencies = sorted(max(0.0, v) for v in paired)
     created = sorted(times.created.values())
     bound = sorted(b for b, _ in times.bound.values())
     out: dict[str, Any] = {
@@ -143,6 +145,7 @@ def figures(times: PodTimes, pods: int) -> dict[str, Any]:
         "to_last_scheduled_s": None,
         "binding_window_s": round(bound[-1] - bound[0], 3) if len(bound) > 1 else None,
         "latency_s": summary(latencies) if latencies else None,
+        "bound_before_create_answered": sum(1 for v in paired if v < 0),
     }
     if created and len(latencies) == pods:
         out["to_last_scheduled_s"] = round(bound[-1] - created[0], 3)
@@ -159,5 +162,5 @@ def series(times: PodTimes, start: float) -> dict[str, Sequence[float]]:
     return {
         "created": [round(t - start, 3) for t in sorted(times.created.values())],
         "scheduled": [round(b - start, 3) for b, _ in sorted(times.bound.values())],
-        "latencies": sorted(round(b[0] - c, 3) for b, c in _pairs(times).values()),
+        "latencies": sorted(round(max(0.0, b[0] - c), 3) for b, c in _pairs(times).values()),
     }

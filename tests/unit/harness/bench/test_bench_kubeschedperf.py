@@ -269,3 +269,11 @@ def test_writes_per_pod(writes: dict[str, int], scheduled: int, per_pod: float |
     row = report.aggregate({"s": {"a": {1: {"writes": writes, "scheduled": scheduled}}}})
     figure = row["s"]["a"]["figures"]["API writes/pod"]
     assert (figure and figure["median"]) == per_pod
+
+
+def test_a_pod_bound_before_its_create_was_answered_counts_scheduled_at_once() -> None:
+    t = _times({"j0-0": 5.0, "j1-0": 1.0}, {"j0-0": 4.9, "j1-0": 2.0})
+    f = audit.figures(t, pods=2)
+    assert f["scheduled"] == 2 and f["bound_before_create_answered"] == 1
+    assert f["latency_s"]["p50"] == 0.0 and f["latency_s"]["max"] == 1.0
+    assert audit.series(t, 1.0)["latencies"] == [0.0, 1.0]
