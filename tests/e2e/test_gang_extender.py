@@ -115,26 +115,30 @@ def test_a_gang_whose_creation_outlasts_its_timeout_keeps_its_first_reservation(
     cluster: localcluster.ClusterInfo,
 ) -> None:
     """Issue 61: a gang of 10,000 took minutes to be created, longer than its reservation's
-    timeout, and never bound. Here each member is created only when the reservation is
-    about to expire (under 3 s left of its 5 s timeout), so that the four take longer to
-    create than the timeout: each newcomer is progress, which holds the places a timeout
-    more, so the gang binds on its first reservation."""
+    timeout, and never bound. Here the four members come 2 s apart from the reservation the
+    first one made, the last 6 s after it, past the 5 s timeout: each newcomer is progress,
+    which holds the places a timeout more, so the gang binds on its first reservation (with
+    the timeout counted from the reservation, it expires before the last member exists)."""
     work = Workload(api_client(cluster.kubeconfig))
-    size = 4
+    size, step = 4, 2.0
     names = [f"slow-{i}" for i in range(size)]
 
-    def about_to_expire() -> dict[str, Any] | None:
-        g = gangs(cluster).get("default/slow")
-        if g is None or g["phase"] != "reserved" or g["expires_in_seconds"] > 3.0:
-            return g if g is not None and g["phase"] == "waiting" and g["timeouts"] else None
-        return g
-
-    for i in range(size):
+    def create(i: int) -> None:
         work.create(
             builders.member("slow", i, size, cpu="100m", requests={"memory": "64Mi"}, timeout=5)
         )
-        if i < size - 1:
-            until(about_to_expire, "the reservation near its expiry (or expired)", timeout=30)
+
+    def reserved() -> dict[str, Any] | None:
+        g = gangs(cluster).get("default/slow")
+        return g if g is not None and g["phase"] == "reserved" else None
+
+    create(0)
+    until(reserved, "the first member's reservation")
+    reserved_at = time.monotonic()
+    for i in range(1, size):
+        time.sleep(max(0.0, reserved_at + i * step - time.monotonic()))  # the arrivals' pace
+        create(i)
+    assert time.monotonic() - reserved_at > 5, "the members came within the timeout"
     wait_all_bound(work, names, timeout=30)
     g = gangs(cluster)["default/slow"]
     assert (g["reservations"], g["timeouts"]) == (1, 0), g
