@@ -3,7 +3,8 @@ no function of the service or the harness (harness/escher_harness/) over 80 line
 module holds more than one concept, or a function more than one step: split it along them.
 
 An AST walk of the source files; each test prints every offender, with its line count. The
-walk is proven on snippets below."""
+walk is proven on snippets below. And no two test modules share a file name, which pytest
+cannot collect in one run (a clash that first showed in the clean-clone run)."""
 
 from __future__ import annotations
 
@@ -88,3 +89,23 @@ def test_the_walk_finds_long_functions_and_methods_and_only_those() -> None:
         ("outer", 245, 82),
         ("outer.inner", 246, 81),
     ]
+
+
+def duplicate_basenames(paths: list[Path]) -> dict[str, list[Path]]:
+    """Test modules sharing a file name: pytest imports each by its basename (rootdir-relative
+    packages are not used here), so the second of two cannot be collected in the same run."""
+    by_name: dict[str, list[Path]] = {}
+    for p in paths:
+        by_name.setdefault(p.name, []).append(p)
+    return {name: ps for name, ps in by_name.items() if len(ps) > 1}
+
+
+def test_no_two_test_modules_share_a_file_name() -> None:
+    tests = Path(__file__).resolve().parents[1]
+    clashes = duplicate_basenames(sorted(tests.rglob("test_*.py")))
+    assert not clashes, "\n".join(f"{n}: {[str(p) for p in ps]}" for n, ps in clashes.items())
+
+
+def test_the_basename_check_finds_a_clash_and_only_that() -> None:
+    paths = [Path("unit/a/test_x.py"), Path("e2e/test_x.py"), Path("e2e/test_y.py")]
+    assert duplicate_basenames(paths) == {"test_x.py": paths[:2]}
