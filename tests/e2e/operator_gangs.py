@@ -1,7 +1,7 @@
 """The e2e tests' hands on gangs that real operators make (issue 60): the operator's pods, the
 extender's GET /v1/gangs and the nodes' room. Used by tests/e2e/test_training.py
-(PyTorchJobs), subclassing `OperatorGangs` with how its operator labels a job's pods; meant
-for tests/e2e/test_kuberay.py too, whose own `Ray` class still repeats part of it.
+(PyTorchJobs) and tests/e2e/test_kuberay.py (RayClusters), each subclassing `OperatorGangs`
+with how its operator labels a job's pods.
 """
 
 from __future__ import annotations

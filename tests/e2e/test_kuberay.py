@@ -23,15 +23,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
-from kubernetes import client
+from operator_gangs import NS, OperatorGangs
 
 from escher_harness import localcluster
-from escher_harness.kubeclient import api_client
 from escher_harness.localcluster import operators
 from escher_harness.localcluster.fakenodes import NodeShape, create_nodes
-from escher_harness.waits import scheduling_attempts, until
+from escher_harness.waits import until
 
 pytestmark = [
     pytest.mark.e2e,
@@ -41,19 +39,16 @@ pytestmark = [
     pytest.mark.cluster(nodes=2, mode="extender", node_cpu="2", gang_declarations=True),
 ]
 
-NS = "default"
 GANG_LABEL = "ray.io/gang-scheduling-enabled"
 MEMBERS = 3  # a head and two workers
 
 
-class Ray:
+class Ray(OperatorGangs):
     """The test's hands on the cluster: RayClusters through KubeRay, their pods, and the
-    extender's GET /v1/gangs. Made once per module by the `ray` fixture."""
+    extender's GET /v1/gangs (operator_gangs). Made once per module by the `ray` fixture."""
 
-    def __init__(self, info: localcluster.ClusterInfo) -> None:
-        self.info = info
-        self.api = api_client(info.kubeconfig)
-        self.core, self.custom = client.CoreV1Api(self.api), client.CustomObjectsApi(self.api)
+    def selector(self, name: str) -> str:
+        return f"ray.io/cluster={name}"
 
     def create(self, name: str, cpu: str) -> None:
         """A gang-labelled RayCluster of a head and two workers, each requesting `cpu`."""
@@ -80,51 +75,11 @@ class Ray:
         """Delete the RayCluster; wait until its pods are gone and the extender lists no
         gang of its name (every reservation released)."""
         self.custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", name)
-        until(lambda: not self.pods(name), f"{name}'s pods deleted with it")
-        until(lambda: not self.gang(name), f"{name} gone from /v1/gangs")
-
-    def pods(self, name: str) -> list[client.V1Pod]:
-        return list(
-            self.core.list_namespaced_pod(NS, label_selector=f"ray.io/cluster={name}").items
-        )
-
-    def nodes(self, name: str) -> dict[str, str | None]:
-        """Each of the RayCluster's pods and the node it is bound to (None: not bound)."""
-        return {p.metadata.name: p.spec.node_name for p in self.pods(name)}
-
-    def bound_whole(self, name: str) -> dict[str, str]:
-        """The pods' nodes once all of them exist and are bound; empty until then."""
-        nodes = self.nodes(name)
-        whole = len(nodes) == MEMBERS and all(nodes.values())
-        return {p: n for p, n in nodes.items() if n} if whole else {}
-
-    def gang(self, name: str) -> dict[str, Any]:
-        """The extender's GET /v1/gangs entry for the RayCluster's gang; empty if none."""
-        r = httpx.get(
-            f"{self.info.extender_url}/v1/gangs",
-            headers={"Authorization": f"Bearer {self.info.token}"},
-        )
-        r.raise_for_status()
-        return next((g for g in r.json() if g["gang"] == f"{NS}/{name}"), {})
+        self.released(name)
 
     def create_waiting(self, name: str, cpu: str, reason: str) -> str:
-        """Create the RayCluster; wait until its gang waits with `reason` in /v1/gangs and
-        kube-scheduler has tried each of its members (the positive control), then check that
-        none of them is bound. Returns the reason in full."""
-        tried = scheduling_attempts(self.info, "unschedulable")
-        self.create(name, cpu)
-        why: str = until(
-            lambda: reason in (r := self.gang(name).get("reason", "")) and r,
-            f"{name}'s reason in /v1/gangs",
-        )
-        until(
-            lambda: scheduling_attempts(self.info, "unschedulable") >= tried + MEMBERS,
-            f"kube-scheduler tried each of {name}'s members",
-        )
-        nodes = self.nodes(name)
-        assert len(nodes) == MEMBERS and not any(nodes.values()), nodes
-        assert self.gang(name)["phase"] == "waiting"
-        return why
+        """Create the RayCluster and wait until it waits whole (OperatorGangs.waiting_whole)."""
+        return self.waiting_whole(lambda: self.create(name, cpu), name, MEMBERS, reason)
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +102,7 @@ def ray(kuberay_built: None, cluster: localcluster.ClusterInfo) -> Iterator[Ray]
 def test_a_gang_labelled_raycluster_is_reserved_as_one_gang_and_bound_whole(ray: Ray) -> None:
     start = time.monotonic()
     ray.create("whole", cpu="1")
-    placed = until(lambda: ray.bound_whole("whole"), "whole's 3 pods bound", timeout=60)
+    placed = until(lambda: ray.bound_whole("whole", MEMBERS), "whole's 3 pods bound", timeout=60)
     print(f"RayCluster of {MEMBERS} bound whole {time.monotonic() - start:.1f} s after creation")
     # The marker policy took KubeRay's name: every pod on the profile that asks the extender.
     all_nodes = f"{ray.info.scheduler_name}-all-nodes"
@@ -169,12 +124,12 @@ def test_a_raycluster_short_of_room_waits_whole_and_takes_what_a_deleted_one_rel
     ray: Ray,
 ) -> None:
     ray.create("first", cpu="1")
-    until(lambda: ray.bound_whole("first"), "first bound whole", timeout=60)
+    until(lambda: ray.bound_whole("first", MEMBERS), "first bound whole", timeout=60)
     # 3 of the 4 cpu are taken: the second fits the cluster, not its free room.
     ray.create_waiting("second", cpu="1", reason="does not fit now")
     start = time.monotonic()
     ray.delete("first")
-    placed = until(lambda: ray.bound_whole("second"), "second bound whole", timeout=60)
+    placed = until(lambda: ray.bound_whole("second", MEMBERS), "second bound whole", timeout=60)
     print(f"waiting RayCluster bound whole {time.monotonic() - start:.1f} s after the deletion")
     assert ray.gang("second")["phase"] == "bound"
     assert len(placed) == MEMBERS
@@ -188,7 +143,7 @@ def test_a_raycluster_larger_than_the_cluster_waits_whole_until_a_node_lets_it_f
     ray.create_waiting("big", cpu="2", reason="can never fit")
     start = time.monotonic()
     create_nodes(ray.api, ["node-added"], NodeShape(cpu="2", memory="8Gi"))
-    placed = until(lambda: ray.bound_whole("big"), "big bound whole", timeout=60)
+    placed = until(lambda: ray.bound_whole("big", MEMBERS), "big bound whole", timeout=60)
     print(f"RayCluster bound whole {time.monotonic() - start:.1f} s after a node was added")
     assert len(set(placed.values())) == MEMBERS  # one pod of 2 cpu per node
     ray.delete("big")
