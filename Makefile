@@ -4,8 +4,8 @@
 # Both create .venv and build the control-plane binaries (and the Coscheduling peer; test also
 # helm and promtool) when they are missing. The workload operators (`make operators`, about
 # 11 minutes cold) are not built by `make test`, which would take a fresh machine's CI past
-# its 45 minutes; tests/e2e/test_operators.py runs when they are built and skips, naming
-# what is missing, when they are not. `make e2e` builds them.
+# its 45 minutes; their e2e modules (test_operators, test_kuberay, test_kueue, test_training)
+# run when they are built and skip, naming what is missing, when they are not. `make e2e` builds them.
 #
 # The test tiers, laid out like the packages:
 #   make unit     tests/unit: starts no process and listens only on loopback ports the kernel
@@ -46,7 +46,7 @@ peers:
 	hack/build-peers.sh
 
 # The workload operators whose gangs the extender places (KubeRay, Kueue, Kubeflow's training
-# operator) and their CRDs, for tests/e2e/test_operators.py and the operators' integrations.
+# operator) and their CRDs, for the operators' e2e modules and integrations.
 operators:
 	hack/build-operators.sh
 
