@@ -21,8 +21,11 @@ gang members bind). SIGTERM stops them all and then the service. Called by exten
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import ssl
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import uvicorn
@@ -48,6 +51,31 @@ def run(settings: Settings) -> int:
     except ImportError:  # pragma: no cover - uvicorn[standard] brings it
         return asyncio.run(_serve(settings))
     return uvloop.run(_serve(settings))
+
+
+class _Listener(uvicorn.Server):
+    """A uvicorn listener that leaves the signals to _serve. uvicorn's own handling re-raises
+    SIGTERM once its listener has stopped, which ended the process before the service's stop
+    (so the lease was never released, and a rollout waited out a whole lease duration)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _on_signals(servers: list[uvicorn.Server], stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT stop every listener; the service stops after them. A second one
+    stops them without waiting for their open connections."""
+
+    def handle() -> None:
+        for s in servers:
+            s.force_exit = s.should_exit
+            s.should_exit = True
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, handle)
 
 
 def _configs(listen: ListenArgs, app: object, metrics: Metrics) -> list[uvicorn.Config]:
@@ -135,7 +163,9 @@ async def _serve(settings: Settings) -> int:
         await service.stop()
         return 2
     try:
-        servers = [uvicorn.Server(c) for c in _configs(settings.listen, app, service.metrics)]
+        servers: list[uvicorn.Server] = [
+            _Listener(c) for c in _configs(settings.listen, app, service.metrics)
+        ]
     except (OSError, ssl.SSLError) as e:
         print(f"escher-extender serve: the certificate does not load: {e}", file=sys.stderr)
         await service.stop()
@@ -147,6 +177,7 @@ async def _serve(settings: Settings) -> int:
         most = settings.gc_defer_full_seconds
         deferral = asyncio.create_task(collector.defer_full(binding, most, service.metrics))
     stop = asyncio.Event()
+    _on_signals(servers, stop)
     tasks = [asyncio.create_task(s.serve()) for s in servers]
     verbs = _http2_verbs_config(settings.listen)
     if verbs is not None:
@@ -162,7 +193,7 @@ async def _serve(settings: Settings) -> int:
         )
     failed = ""
     try:
-        # uvicorn handles the signals: when one listener stops, stop them all.
+        # When one listener stops (a signal, or a failure), stop them all.
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for s in servers:
             s.should_exit = True

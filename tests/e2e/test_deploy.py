@@ -480,6 +480,24 @@ def test_the_extender_leads_on_the_lease_its_role_grants_and_no_other(env: Env) 
         assert review.status is not None and not review.status.allowed, (namespace, name)
 
 
+def test_a_stopped_extender_gives_its_lease_up_so_the_next_leads_at_once(env: Env) -> None:
+    # SIGTERM (a rollout, a drain) releases the lease, as kube-scheduler's ReleaseOnCancel:
+    # the next replica leads within a retry period, not a lease duration.
+    leases = client.CoordinationV1Api(api_client(env.info.kubeconfig))
+    held = leases.read_namespaced_lease(SERVICE_ACCOUNT, NAMESPACE).spec
+    assert held is not None and held.holder_identity, held
+    env.stop_extender()
+    try:
+        released = leases.read_namespaced_lease(SERVICE_ACCOUNT, NAMESPACE).spec
+        assert released is not None
+        assert not released.holder_identity, released
+        assert released.lease_duration_seconds == 1, released
+    finally:
+        env.start_extender(env.tls.cert, env.tls.key)
+    led = leases.read_namespaced_lease(SERVICE_ACCOUNT, NAMESPACE).spec
+    assert led is not None and led.holder_identity not in ("", held.holder_identity), led
+
+
 def test_a_scheduling_round_needs_nothing_beyond_the_role(env: Env) -> None:
     admin = api_client(env.info.kubeconfig)
     # A node that appears after the extender started: its write-back first reads the node's
