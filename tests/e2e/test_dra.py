@@ -235,7 +235,7 @@ def test_what_slices_cannot_hold_and_another_writers_class_are_refused_changing_
 
 
 # When the decrease starts after its round's pods, seconds; pods arrive 8 ms apart.
-DELAYS = tuple(i * 0.005 for i in range(10))
+DELAYS = tuple(i * 0.009 for i in range(6))  # 0-45 ms
 PODS, SPACING = 12, 0.008
 
 

@@ -11,7 +11,8 @@ leader behind the service proxy (`cluster up --replicas 2`), with short lease ti
 - The leader is SIGKILLed while a sequencing ESL (an object) changes its resources each round:
   every new leader resumes it, it keeps stepping, and it holds exactly its last stage's
   resource on every node.
-- kube-apiserver is stopped for 30 s during policy changes and binding load: no change is
+- kube-apiserver is stopped for three lease durations during policy changes and binding load
+  (the 30 s campaign, five runs, is `bench outage`): no change is
   acknowledged that a step-down could drop (503, never 202), and every change ends on all
   of its nodes or on none, without retries (policies are objects the leader reconciles);
   etcd is restarted during binding load: everything binds afterwards, nothing is lost or
@@ -68,6 +69,9 @@ pytestmark = [
     ),
 ]
 RESOURCE = "escher.io/fo"  # one unit per node
+# Long enough that the leader's renew deadline passes twice over and writes time out (5 s);
+# `bench outage` runs the 30 s pause five times.
+PAUSE = 3 * LEASE.duration
 KILLS = 5
 _names = itertools.count()
 
@@ -353,7 +357,7 @@ def test_a_paused_leader_is_replaced_and_writes_nothing_when_resumed(
         c.delete("/v1/resources/paused").raise_for_status()
 
 
-def test_the_api_server_stopped_for_30s_under_policy_and_binding_load(
+def test_the_api_server_stopped_under_policy_and_binding_load(
     cluster: localcluster.ClusterInfo,
 ) -> None:
     api = api_client(cluster.kubeconfig)
@@ -372,7 +376,7 @@ def test_the_api_server_stopped_for_30s_under_policy_and_binding_load(
         os.kill(apiserver, signal.SIGSTOP)
         stopped_at = time.time()
         try:
-            while time.time() - stopped_at < 30:
+            while time.time() - stopped_at < PAUSE:
                 key = f"out-{len(answers)}"
                 t = time.monotonic()
                 reply = c.put(f"/v1/resources/{key}", json={"capacity": 2})
@@ -434,7 +438,7 @@ def test_the_api_server_stopped_for_30s_under_policy_and_binding_load(
             assert values == {None}, (key, reasons[key])
     counts = {s: list(answers.values()).count(s) for s in sorted(set(answers.values()))}
     print(
-        f"\nAPI server stopped 30s: policy calls to the leader {counts} ({len(refused)} "
+        f"\nAPI server stopped {PAUSE:.0f}s: policy calls to the leader {counts} ({len(refused)} "
         f"refused, changing nothing; {len(unconfirmed)} not confirmed; {len(applied)} of "
         f"{len(answers)} changes on every node afterwards, the rest on none, none partial, "
         f"without retries), slowest {slowest:.1f}s; "

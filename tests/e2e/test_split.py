@@ -42,7 +42,7 @@ _names = itertools.count()
 # When the decrease starts after its round's pods, seconds: across the window in which it
 # sees fewer pods allocated than kube-scheduler is binding (a few ms to a few tens of ms
 # here, by the machine's load).
-DELAYS = tuple(i * 0.005 for i in range(14))
+DELAYS = tuple(i * 0.009 for i in range(8))  # 0-63 ms
 PODS, SPACING = 12, 0.008
 
 

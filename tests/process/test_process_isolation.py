@@ -23,9 +23,6 @@ import pytest
 
 from escher_harness.bench.latency import TOKEN, BackgroundLoad, Server
 
-# Latency under load against latency quiet, in one run: other tests' processes would be load.
-pytestmark = pytest.mark.serial
-
 NODES = [f"node-{i}" for i in range(5000)]
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -72,6 +69,9 @@ def rss(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+# Latency under load against latency quiet, in one run: other tests' processes would be load.
+# The memory test is not timed: it runs beside the others.
+@pytest.mark.serial
 def test_filter_latency_does_not_move_under_scrapes_and_esl_steps(
     server: tuple[str, int],
 ) -> None:
