@@ -504,15 +504,23 @@ def _add_bench_esl(kinds: Any) -> None:
 def _add_bench_paper(kinds: Any) -> None:
     p = kinds.add_parser(
         "paper",
-        help="the ESCHER paper's Fig. 8 (E7-E9) per mode, each beside the paper's number",
+        help="the ESCHER paper's experiments (E1-E3, E6-E9), each beside the paper's number",
     )
     p.add_argument("--out", type=Path, required=True, help="directory for results")
-    p.add_argument("--experiments", type=_names, help="comma-separated, of E7,E8,E9 (default: all)")
     p.add_argument(
-        "--modes", type=_names, help="comma-separated, of pure,extender,dra (default: all)"
+        "--experiments",
+        type=_names,
+        help="comma-separated, of E6,E1,E2,E3,E7,E8,E9 (default: all)",
+    )
+    p.add_argument(
+        "--modes",
+        type=_names,
+        help="E7-E9's modes, comma-separated, of pure,extender,dra (default: all)",
     )
     p.add_argument("--repeat", type=int, help="interleaved repetitions (default 3, quick 1)")
-    p.add_argument("--quick", action="store_true", help="every experiment small, once per mode")
+    p.add_argument(
+        "--quick", action="store_true", help="every experiment small, once per mode or approach"
+    )
     p.set_defaults(func=_guarded(_bench_paper))
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from escher_harness.bench import approaches
+from escher_harness.bench.approaches.base import Approach
 from escher_harness.bench.scenario import GangArrival
 from escher_harness.bench.trace import Event, Kind
 
@@ -54,7 +55,7 @@ def replay(
 
 
 def life(
-    approach: str,
+    approach: str | Approach,
     env: approaches.Env,
     waits: Waits,
     job: approaches.GangJob,
@@ -67,7 +68,12 @@ def life(
     emit(Event(started, Kind.SUBMIT, a.name, size=a.size, due=due))
     error: Exception | None = None
     try:
-        ok = approaches.submit(approach, env, job)
+        # By name from the registry, or an Approach of a caller's own (bench paper's LibSpace).
+        ok = (
+            approaches.submit(approach, env, job)
+            if isinstance(approach, str)
+            else approach.submit(env, job)
+        )
     except Exception as e:  # the approach failed outright: a failed gang, not a crash
         ok, error = False, e
     elapsed_ms = (clock() - started) * 1000
@@ -76,7 +82,10 @@ def life(
         waits.succeeded(members, a.run_time + SUCCEED_SLACK)
     else:
         emit(Event(clock(), Kind.TIMEOUT, a.name))
-    approaches.delete(approach, env, job)
+    if isinstance(approach, str):
+        approaches.delete(approach, env, job)
+    else:
+        approach.delete(env, job)
     if ok:
         emit(Event(clock(), Kind.DONE, a.name))
     return Outcome(a.name, ok, elapsed_ms, error)

@@ -13,17 +13,14 @@ Called by escher_harness.bench.paper.runner.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-from kubernetes import client
-
 from escher_harness.bench.paper import resources
 from escher_harness.bench.paper.context import LABEL, Context
-from escher_harness.listwatch import list_then_watch
+from escher_harness.bench.paper.podwatch import Succeeded
 from escher_harness.workload import Progress, Workload, pod_manifest
 
 NAME: Final = "E8"
@@ -59,7 +56,7 @@ def run(ctx: Context, sizes: Sequence[int], pods: int, out: dict[str, Any]) -> N
 def measure(ctx: Context, r: int, pods: int) -> dict[str, Any]:
     names = [f"e8-{ctx.rep}-{r}-{i:05d}" for i in range(pods)]
     work = Workload(ctx.api)
-    watch = _Succeeded(work, set(names))
+    watch = Succeeded(work, set(names), _DEADLINE)
     time.sleep(1.0)  # the watch lists before the first pod exists
     try:
         t0 = time.monotonic()
@@ -70,40 +67,6 @@ def measure(ctx: Context, r: int, pods: int) -> dict[str, Any]:
         return figures(r, pods, t0, created, watch.progress)
     finally:
         ctx.delete_pods(_RUN)
-
-
-class _Succeeded:
-    """A watch of `names` until every one is Succeeded, in a thread: Workload.wait_phase's
-    record, with a count for its end (wait_phase checks every name on every event, which at
-    10,000 pods costs the watch more than the pods' own events)."""
-
-    def __init__(self, work: Workload, names: set[str]) -> None:
-        self.progress: dict[str, Progress] = {}
-        self.names, self.done = names, 0
-        self.thread = threading.Thread(
-            target=list_then_watch,
-            args=(work.core.list_namespaced_pod, work.namespace),
-            kwargs={
-                "seen": self._seen,
-                "done": lambda: self.done == len(names),
-                "deadline": time.monotonic() + _DEADLINE,
-            },
-            daemon=True,
-        )
-        self.thread.start()
-
-    def _seen(self, pod: client.V1Pod, deleted: bool) -> None:
-        name = pod.metadata.name if pod.metadata else ""
-        if deleted or name not in self.names or pod.spec is None:
-            return
-        now = time.monotonic()
-        mine = self.progress.setdefault(name, Progress())
-        if mine.bound is None and pod.spec.node_name:
-            mine.bound = now
-        phase = pod.status.phase if pod.status is not None else None
-        if phase and phase not in mine.phases:
-            mine.phases[phase] = now
-            self.done += phase == "Succeeded"
 
 
 def figures(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from escher_harness.bench.paper import e7_creation, e8_makespan, e9_requested
+from escher_harness.bench.paper import e7_creation, e8_makespan, e9_requested, fig5, fig5c, fig7
 from escher_harness.bench.paper.verdicts import Verdict, at_most, ratio, spread_ratio
 from escher_harness.bench.stats import spread
 
@@ -39,6 +39,8 @@ def series(runs: Sequence[Mapping[str, Any]], experiment: str, value: Callable[.
     "mode"). A size not reached is left out; a failed run keeps the sizes it measured."""
     out: Series = {}
     for run in runs:
+        if experiment not in run or "mode" not in run:  # another experiment's record
+            continue
         result = {k: v for k, v in (run.get(experiment) or {}).items() if k != "error"}
         groups = (
             {f"{run['mode']}, {c} client(s)": by for c, by in result.items()}
@@ -185,13 +187,18 @@ def _spread(values: Sequence[float]) -> str:
     return f"{s['median']:.4g} [{s['min']:.4g}-{s['max']:.4g}]"
 
 
-def text(doc: Mapping[str, Any], figs: Sequence[Figure]) -> str:
+def text(
+    doc: Mapping[str, Any], figs: Sequence[Figure], sections: Sequence[Sequence[str]] = ()
+) -> str:
+    """The report: its head, each section of an experiment with its own clusters (E6, ...),
+    then each figure of Fig. 8, and the runs that failed."""
     cfg = doc["config"]
     parts = [
-        "# The ESCHER paper's Fig. 8, reproduced on Kubernetes",
+        "# The ESCHER paper's experiments, reproduced on Kubernetes",
         "",
         f"Command: `{doc['command']}`  ",
-        f"{cfg['nodes']} kwok nodes; modes {', '.join(cfg['modes'])}; {cfg['repeat']} "
+        f"Experiments {', '.join(cfg['experiments'])}; E7-E9 on {cfg['nodes']} kwok nodes, "
+        f"modes {', '.join(cfg['modes'])}; {cfg['repeat']} "
         f"interleaved repetition(s), seed {cfg['seed']}; started {doc['started']} on "
         f"{doc['machine']['cores']} cores (load at start "
         f"{doc['machine']['load_average_at_start']}); "
@@ -199,13 +206,15 @@ def text(doc: Mapping[str, Any], figs: Sequence[Figure]) -> str:
         "Values: median [min-max] over the repetitions. The paper's figures are Ray's "
         "(SoCC 2022); see docs/paper.md for what differs.",
     ]
+    for section in sections:
+        parts += section
     for f in figs:
         parts += ["", f"## {f.name}: {f.title}", "", f"{f.y}, by {f.x}.", "", table(f), ""]
         parts += [v.line() for v in f.verdicts]
         parts += ["", f"![{f.name}]({_png(f)})"]
-    errors = [f"- rep {r['rep']} {r['mode']}: {r['error']}" for r in doc["runs"] if "error" in r]
+    errors = [f"- rep {r['rep']} {_who(r)}: {r['error']}" for r in doc["runs"] if "error" in r]
     errors += [
-        f"- rep {r['rep']} {r['mode']} {e}: {r[e]['error']}"
+        f"- rep {r['rep']} {_who(r)} {e}: {r[e]['error']}"
         for r in doc["runs"]
         for e in cfg["experiments"]
         if isinstance(r.get(e), dict) and "error" in r[e]
@@ -213,6 +222,11 @@ def text(doc: Mapping[str, Any], figs: Sequence[Figure]) -> str:
     if errors:
         parts += ["", "## Runs that failed", "", *errors]
     return "\n".join(parts) + "\n"
+
+
+def _who(run: Mapping[str, Any]) -> str:
+    """The mode (E7-E9) or the approach (the experiments with clusters of their own) of a run."""
+    return str(run.get("mode") or run.get("approach"))
 
 
 def _png(f: Figure) -> str:
@@ -252,6 +266,20 @@ def write(out: Path, doc: Mapping[str, Any]) -> str:
     figs = figures(doc["runs"])
     for f in figs:
         plot(out, f)
-    body = text(doc, figs)
+    sections = []
+    e6 = fig7.results(doc["runs"])
+    if e6:
+        fig7.plot(out, e6)
+        sections.append(fig7.section(e6))
+    for name in ("E1", "E2"):
+        res = fig5.results(doc["runs"], name)
+        if res:
+            fig5.plot(out, name, res)
+            sections.append(fig5.section(name, res))
+    e3 = fig5c.results(doc["runs"])
+    if e3:
+        fig5c.plot(out, e3, doc["config"]["e3"])
+        sections.append(fig5c.section(e3, doc["config"]["e3"]))
+    body = text(doc, figs, sections)
     (out / "report.md").write_text(body)
     return body

@@ -37,7 +37,8 @@ def at_most(
     excess = measured / bound - 1 if bound > 0 else float("inf")
     if excess <= tolerance:
         return Verdict(claim, f"holds within {excess * 100:.0f}%", shown)
-    return Verdict(claim, "does not hold", f"{shown}: {measured / bound:.3g}x the bound")
+    times = f": {measured / bound:.3g}x the bound" if bound > 0 else ""
+    return Verdict(claim, "does not hold", shown + times)
 
 
 def ratio(series: Mapping[int, float], high: int, low: int) -> float | None:
