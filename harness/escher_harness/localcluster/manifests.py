@@ -3,8 +3,9 @@
 Called by the local control plane (escher_harness.localcluster.cluster.up) once kube-apiserver is
 ready and before kube-scheduler starts, for the benchmark's peers: scheduler-plugins' scheduler
 reads PodGroups of its own CRD, which must be served before it starts. CRDs are created with
-ApiextensionsV1Api and waited for until Established; other objects (built-in kinds, e.g. a
-Namespace or a PriorityClass) with kubernetes.utils.create_from_dict.
+ApiextensionsV1Api and waited for until API discovery lists their resources (which it does
+once they are Established); other objects (built-in kinds, e.g. a Namespace or a
+PriorityClass) with kubernetes.utils.create_from_dict.
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ from typing import Any, cast
 
 import yaml
 from kubernetes import client, utils
+from kubernetes.client.exceptions import ApiException
 
 _CRD_API_VERSION = "apiextensions.k8s.io/v1"
+# libyaml's loader where PyYAML was built with it: the operators' CRDs are megabytes, which
+# the pure-Python loader reads at about 1 MB/s (issue 60).
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # The schedulerName deploy/'s policies are written for.
 DEPLOY_SCHEDULER_NAME = "escher-scheduler"
 
@@ -57,7 +62,7 @@ def load_manifests(paths: Iterable[Path]) -> tuple[Manifest, ...]:
     out: list[Manifest] = []
     for path in paths:
         try:
-            documents = list(yaml.safe_load_all(path.read_text()))
+            documents = list(yaml.load_all(path.read_text(), Loader=_LOADER))
         except OSError as e:
             raise ManifestError(f"cannot read manifest {path}: {e.strerror or e}") from None
         except yaml.YAMLError as e:
@@ -93,10 +98,15 @@ def create_manifests(
     crds = [m for m in manifests if m.is_crd]
     extensions = client.ApiextensionsV1Api(api)
     for crd in crds:
-        # The typed client wants a V1CustomResourceDefinition; a plain mapping serialises the same.
-        extensions.create_custom_resource_definition(cast(Any, dict(crd.body)))
+        # The typed client wants a V1CustomResourceDefinition; a plain mapping serialises the
+        # same. The answer is not decoded: a megabyte CRD takes the client seconds to type.
+        answer: Any = extensions.create_custom_resource_definition(
+            cast(Any, dict(crd.body)), _preload_content=False
+        )
+        answer.drain_conn()  # read to its end, so the connection can be used again
+        answer.release_conn()
     for crd in crds:
-        _wait_established(extensions, crd, deadline)
+        _wait_established(api, crd, deadline)
     for manifest in manifests:
         if not manifest.is_crd:
             # create_from_dict picks the typed API class from apiVersion and kind, and has none
@@ -109,17 +119,30 @@ def create_manifests(
                 ) from None
 
 
-def _wait_established(
-    extensions: client.ApiextensionsV1Api, crd: Manifest, deadline: float
-) -> None:
-    while True:
-        current = extensions.read_custom_resource_definition(crd.name)
-        conditions = (current.status and current.status.conditions) or []
-        if any(c.type == "Established" and c.status == "True" for c in conditions):
-            return
+def _wait_established(api: client.ApiClient, crd: Manifest, deadline: float) -> None:
+    """Until every served version of the CRD lists its resource in its group-version's
+    discovery document: the apiserver publishes a CRD's resource there only once it is
+    Established, and a controller started next finds its kinds there (reading the CRD back
+    instead decodes all of it: 0.66 s a read for half a megabyte, loaded, and an Established
+    CRD may be missing from discovery for a moment yet)."""
+    spec = crd.body["spec"]
+    plural = spec["names"]["plural"]
+    versions = [v["name"] for v in spec["versions"] if v.get("served", True)]
+    while not all(_listed(api, spec["group"], v, plural) for v in versions):
         if time.monotonic() > deadline:
             raise ManifestError(f"{crd.describe()} was not Established in time")
         time.sleep(0.05)
+
+
+def _listed(api: client.ApiClient, group: str, version: str, plural: str) -> bool:
+    """Whether /apis/<group>/<version> (a few kilobytes) lists resource `plural`."""
+    try:
+        found = client.CustomObjectsApi(api).get_api_resources(group, version)
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return any(r.name == plural for r in found.resources or [])
 
 
 def in_domain(manifests: Iterable[Manifest], domain: str) -> tuple[Manifest, ...]:
