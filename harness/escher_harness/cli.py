@@ -410,11 +410,11 @@ def _add_bench_extender(kinds: Any) -> None:
 def _add_bench_gang(kinds: Any) -> None:
     g = kinds.add_parser(
         "gang",
-        help="gang scheduling: ten approaches replay one workload trace",
+        help="gang scheduling: eleven approaches replay one workload trace",
         description="Replays one workload (generated from a seed) against the extender (plain, "
         "with the gang gate, and with the adaptive gang gate), the pure approach (plan and "
         "ghost variants, and the plan variant with the resources as DRA devices: dra), plain "
-        "kube-scheduler, Coscheduling and native gang scheduling, on a "
+        "kube-scheduler, Coscheduling, native gang scheduling and Kueue TAS, on a "
         "fresh cluster per run, interleaved over repetitions. "
         "Scenario options apply to every scenario of the preset kept (see --scenarios).",
     )

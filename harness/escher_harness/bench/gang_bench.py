@@ -1,4 +1,4 @@
-"""`escher-extender bench gang --out DIR`: gang scheduling, ten approaches, one replayed workload.
+"""`escher-extender bench gang --out DIR`: gang scheduling, eleven approaches, one replayed trace.
 
 For a preset (escher_harness.bench.presets): generate each scenario's workload trace once
 from the seed (escher_harness.bench.scenario) and write it to DIR/workload/; then, for each
@@ -116,6 +116,7 @@ def run_one(
         spec = approaches.cluster_spec(approach, Path(tmp) / "c", preset.footing)
         info = localcluster.up(spec)
         try:
+            info = approaches.get(approach).started(info, preset.footing)
             cfg = {
                 "approach": approach,
                 "cluster_dir": str(info.dir),

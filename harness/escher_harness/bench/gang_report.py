@@ -36,9 +36,14 @@ def _key(k: str) -> Callable[[Run], float | None]:
     return lambda r: r.get(k)
 
 
+# The processes that decide placements: Kueue's controller too (kueue-tas: its TAS picks
+# every member's node, kube-scheduler only binds there).
+_SCHEDULING = ("kube-scheduler", "extender", "kueue")
+
+
 def _scheduling_cpu(r: Run) -> float | None:
     cpu = r.get("cpu_seconds") or {}
-    parts = [v for k, v in cpu.items() if k in ("kube-scheduler", "extender") and v is not None]
+    parts = [v for k, v in cpu.items() if k in _SCHEDULING and v is not None]
     return sum(parts) if parts else None
 
 
@@ -84,9 +89,11 @@ def _shares(nice: int) -> str:
 
 
 def _scheduler_cpu_per_gang(r: Run) -> float | None:
-    cpu = (r.get("cpu_seconds") or {}).get("kube-scheduler")
+    by = r.get("cpu_seconds") or {}
+    cpu = by.get("kube-scheduler")
     gangs = r.get("gangs_submitted")
-    return cpu * 1000 / gangs if cpu is not None and gangs else None
+    kueue = by.get("kueue") or 0.0
+    return (cpu + kueue) * 1000 / gangs if cpu is not None and gangs else None
 
 
 def _placement(k: str) -> Callable[[Run], float | None]:
@@ -505,8 +512,9 @@ DEFINITIONS = """\
   heartbeat patches. A completed gang costs more writes than a
   given-up one (it runs), so more completions raise this figure; results.json has the
   breakdown per verb and resource.
-- **Sched. CPU s**: CPU seconds used by kube-scheduler and (extender mode) the extender
-  from the launch of the load generator to its end (the warm-up gang included).
+- **Sched. CPU s**: CPU seconds used by kube-scheduler, (extender mode) the extender and
+  (kueue-tas) Kueue's controller from the launch of the load generator to its end (the
+  warm-up gang included).
   **Controller-manager CPU s**: kube-controller-manager's over the same span (dra only: its
   garbage collector and resource-claim controller delete and release the members' claims).
 - **Policy LOC**: non-blank, non-comment, non-docstring lines of the gang logic. extender:
@@ -515,24 +523,27 @@ DEFINITIONS = """\
   `bench/puregang.py` (Python library plus application code; both variants are in the same
   files); coscheduling: scheduler-plugins' `pkg/coscheduling` (Go, tests excluded); native:
   Kubernetes' `pkg/scheduler/framework/plugins/gangscheduling` (Go, tests excluded; the
-  framework's own gang machinery elsewhere in kube-scheduler is not counted).
+  framework's own gang machinery elsewhere in kube-scheduler is not counted); kueue-tas:
+  Kueue's TAS (`pkg/cache/scheduler/tas_*`, `pkg/scheduler/flavorassigner/tas_*`,
+  `pkg/controller/tas`, `pkg/util/tas`; Go, tests excluded).
 - **Over-commits**: bindings the run's pod watch saw put a node's bound, unfinished pods
   (members, placeholders, any pod) above its cpu or memory; never expected, from any approach.
-- **Topology** (preset `topology`): nodes labelled into racks, blocks and zones; each gang's
-  *level* is the smallest whose largest domain holds it on empty nodes (rack, else block).
-  Scenario `required`/`preferred`: the gang asks for its level (extender: the annotation
+- **Topology** (preset `topology`): nodes labelled into racks, blocks and zones; each gang's *level*
+  is the smallest whose largest domain holds it on empty nodes (rack, else block). Scenario
+  `required`/`preferred`: the gang asks for its level (extender: the annotation
   `escher.io/gang-required-topology` / `gang-preferred-topology`; native: its PodGroup's
   `schedulingConstraints.topology`, required only, with the alpha gate
-  TopologyAwareWorkloadScheduling on for native in every scenario of the preset; pure: the
-  gang ESL's `required_topology` / `preferred_topology` parameter, used only if the ESL knows
-  it, see the notes; Coscheduling and default: no topology). From the nodes of each gang's
-  members when it was first complete: **in one domain %**, the gangs whose members are all in
-  one domain of their level; **largest-domain share**, the mean over gangs of the share of its
-  members in its largest domain of its level (flux-core's figure: 1.0 = all in one);
-  **racks / min** and **blocks / min**, the mean over gangs of the domains spanned at that
-  level over the fewest that could hold it (ceil of members over what one full domain holds
-  on empty nodes; 1.0 = as few as possible). Computed in every scenario, so `no-topology`
-  shows where gangs land unasked.
+  TopologyAwareWorkloadScheduling on for native in every scenario of the preset; pure: the gang
+  ESL's `required_topology` / `preferred_topology` parameter, used only if the ESL knows it, see the
+  notes; kueue-tas: a Job whose PodSet is annotated `kueue.x-k8s.io/podset-required-topology` /
+  `podset-preferred-topology`, Kueue's TAS then choosing every member's node; Coscheduling and
+  default: no topology). From the nodes of each gang's members when it was first complete: **in one
+  domain %**, the gangs whose members are all in one domain of their level; **largest-domain
+  share**, the mean over gangs of the share of its members in its largest domain of its level
+  (flux-core's figure: 1.0 = all in one); **racks / min** and **blocks / min**, the mean over gangs
+  of the domains spanned at that level over the fewest that could hold it (ceil of members over what
+  one full domain holds on empty nodes; 1.0 = as few as possible). Computed in every scenario, so
+  `no-topology` shows where gangs land unasked.
 - **Free whole domains** (preset `topology`; fragmentation): a rack or block is *free* while
   no pod holds any of its nodes; a pod holds its node from the moment the pod watch first
   sees it bound (member or placeholder) until it sees it Succeeded or deleted. Every domain
@@ -546,7 +557,8 @@ DEFINITIONS = """\
   gangs into few domains keeps whole racks and blocks free for later large gangs (a gang of
   1,024 needs a whole empty block); spreading leaves none. `fragmentation.png` draws the
   counts over time, a line per repetition. Runs without topology have none (not zero).
-- **Sched. CPU ms/gang**: kube-scheduler's CPU over the run divided by the gangs submitted.
+- **Sched. CPU ms/gang**: kube-scheduler's CPU (kueue-tas: and Kueue's) over the run
+  divided by the gangs submitted.
   **Extender CPU s**: the extender's CPU over the run (extender and pure approaches, dra).
   **Extender peak MiB**: its largest resident set, sampled every second. **Longest stall**:
   its slowest /healthz answer, probed every 50 ms through the run from a process of its own

@@ -118,6 +118,8 @@ class Pods(Protocol):
 
     def nodes(self, names: Sequence[str]) -> dict[str, str | None]: ...
 
+    def pods_of(self, gang: str) -> list[str]: ...
+
 
 @dataclass
 class Env:
@@ -154,6 +156,12 @@ class Approach(abc.ABC):
 
     @abc.abstractmethod
     def cluster_spec(self, dir: Path, footing: Footing) -> localcluster.ClusterSpec: ...
+
+    def started(self, info: localcluster.ClusterInfo, footing: Footing) -> localcluster.ClusterInfo:
+        """What runs beside the cluster once it is up (kueue-tas: Kueue), made its components
+        so that their CPU is counted and `down` stops them; the cluster as it is by default."""
+        del footing
+        return info
 
     @abc.abstractmethod
     def submit(self, env: Env, job: GangJob) -> bool:

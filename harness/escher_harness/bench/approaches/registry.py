@@ -17,6 +17,7 @@ from escher_harness.bench.approaches.base import Approach
 from escher_harness.bench.approaches.coscheduling import Coscheduling
 from escher_harness.bench.approaches.default import Default
 from escher_harness.bench.approaches.extender import Extender
+from escher_harness.bench.approaches.kueue_tas import KueueTas
 from escher_harness.bench.approaches.native import Native
 from escher_harness.bench.approaches.pure import Pure
 from escher_harness.bench.loc import loc
@@ -41,6 +42,7 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("default", Default(), "C7"),
     Entry("coscheduling", Coscheduling(), "C8", timeline=True),
     Entry("native", Native(), "C9", timeline=True),
+    Entry("kueue-tas", KueueTas(), "tab:olive"),
 )
 _BY_NAME = {e.name: e for e in REGISTRY}
 
