@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,14 @@ from escher_harness.waits import scheduling_attempts, until
 from escher_harness.workload import PodChange, Workload, pod_manifest
 from extender.esl.client import PolicyClient
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.cluster(nodes=3, mode="extender", scope="every-pod", node_cpu="4"),
-]
+pytestmark = pytest.mark.e2e
 
+
+# Two clusters from the pool, one per approach, for all the module's tests: a test's pods are
+# deleted after it, and each leaves no resource or reservation behind, which each asserts.
+EXTENDER = {"nodes": 3, "mode": "extender", "scope": "every-pod", "node_cpu": "4"}
+PURE = {"nodes": 4, "mode": "pure", "node_cpu": "4"}
+RACK = "topology.kubernetes.io/rack"
 
 POKE = "test.escher.io/poked-after"  # an annotation touched so kube-scheduler retries a pod
 
@@ -74,10 +78,10 @@ class Recorder:
 
 
 def test_extender_gangs_under_contention_are_all_or_nothing_and_never_deadlock(
-    fresh_cluster: localcluster.ClusterInfo,
+    extender_cluster: localcluster.ClusterInfo,
 ) -> None:
-    work = Workload(api_client(fresh_cluster.kubeconfig))
-    core = k8s.CoreV1Api(api_client(fresh_cluster.kubeconfig))
+    work = Workload(api_client(extender_cluster.kubeconfig))
+    core = k8s.CoreV1Api(api_client(extender_cluster.kubeconfig))
     rec = Recorder(work)
     try:
         # Three gangs of 4 x 2 cpu on 12 cpu: any one fits, no two at once.
@@ -107,12 +111,12 @@ def test_extender_gangs_under_contention_are_all_or_nothing_and_never_deadlock(
             # and finds it unschedulable.
             others = [n for o, names in gangs.items() if o not in done and o != g for n in names]
             pending = len(others)
-            want = scheduling_attempts(fresh_cluster, "unschedulable") + pending
+            want = scheduling_attempts(extender_cluster, "unschedulable") + pending
             for n in others:
                 core.patch_namespaced_pod(n, "default", {"metadata": {"annotations": {POKE: g}}})
             started = time.monotonic()
             until(
-                lambda want=want: scheduling_attempts(fresh_cluster, "unschedulable") >= want,
+                lambda want=want: scheduling_attempts(extender_cluster, "unschedulable") >= want,
                 f"kube-scheduler trying the {pending} members of the other gangs again",
             )
             print(f"\nthe others tried again within {time.monotonic() - started:.1f}s")
@@ -131,9 +135,11 @@ def test_extender_gangs_under_contention_are_all_or_nothing_and_never_deadlock(
     assert stretches and max(stretches.values()) < 1.0, stretches
 
 
-def test_extender_releases_expired_reservations(fresh_cluster: localcluster.ClusterInfo) -> None:
-    assert fresh_cluster.extender_url and fresh_cluster.token
-    work = Workload(api_client(fresh_cluster.kubeconfig))
+def test_extender_releases_expired_reservations(
+    extender_cluster: localcluster.ClusterInfo,
+) -> None:
+    assert extender_cluster.extender_url and extender_cluster.token
+    work = Workload(api_client(extender_cluster.kubeconfig))
     work.create(member("x", 0, 2, "1", timeout=3))
     # x-0 is seen and waits for its gang; then it goes away before x-1 arrives, so the
     # reservation made when x-1 arrives can never complete.
@@ -144,8 +150,8 @@ def test_extender_releases_expired_reservations(fresh_cluster: localcluster.Clus
     work.delete(["x-0"])
     work.create(member("x", 1, 2, "1", timeout=3))
     policy = httpx.Client(
-        base_url=fresh_cluster.extender_url,
-        headers={"Authorization": f"Bearer {fresh_cluster.token}"},
+        base_url=extender_cluster.extender_url,
+        headers={"Authorization": f"Bearer {extender_cluster.token}"},
     )
     deadline = time.monotonic() + 60
     while True:
@@ -157,78 +163,103 @@ def test_extender_releases_expired_reservations(fresh_cluster: localcluster.Clus
     assert gang["reservations"] >= 1
     assert not any(m["state"] == "bound" for m in gang["members"])
     # nothing is held any more: the cpu is free on every node
-    state = PolicyClient(fresh_cluster.extender_url, fresh_cluster.token).cluster_state()
+    state = PolicyClient(extender_cluster.extender_url, extender_cluster.token).cluster_state()
     assert all(res["cpu"].allocated == 0 for res in state.nodes.values())
     assert work.placements(["x-1"])["x-1"].node is None
 
 
-def test_pure_gang_that_cannot_complete_is_rolled_back_leaving_nothing(tmp_path: Path) -> None:
-    info = localcluster.up(localcluster.ClusterSpec(dir=tmp_path / "p", nodes=2, mode="pure"))
-    try:
-        assert info.extender_url and info.token
-        work = Workload(api_client(info.kubeconfig))
-        events: list[str] = []
+def _no_pods(info: localcluster.ClusterInfo) -> bool:
+    return not Workload(api_client(info.kubeconfig)).core.list_namespaced_pod("default").items
 
-        def unplaceable(name: str, **kw: Any) -> dict[str, Any]:
-            m = pod_manifest(name, **kw)
-            m["spec"]["nodeSelector"] = {"no-such-label": "x"}  # never binds
-            return m
 
-        with PolicyClient(info.extender_url, info.token) as policy:
-            gang = PureGang(
-                policy, work, manifest=unplaceable, on_event=lambda kind, g: events.append(kind)
-            )
-            r = gang.run(GangRequest("stuck", 3, attempt_timeout=2, deadline=7, backoff=0.5))
-            assert not r.completed and r.rollbacks >= 2 and events.count("rollback") == r.rollbacks
-            assert "did not complete within 7s" in r.reason
-            # no stray resources: not in the ledger, not on any Node object
-            state = policy.cluster_state()
-            assert not any(k.startswith("escher.io/") for res in state.nodes.values() for k in res)
-        for node in info.nodes:
-            assert work.node_resources(node, "escher.io/") == {"capacity": {}, "allocatable": {}}
-        leftovers = work.placements([f"stuck-{a}-{i}" for a in range(1, 10) for i in range(3)])
-        assert leftovers == {}  # every attempt's pods were deleted
-    finally:
-        localcluster.down(info.dir, keep_logs=True)
+def _pooled(
+    pool: Callable[..., localcluster.ClusterInfo], spec: dict[str, Any]
+) -> Iterator[localcluster.ClusterInfo]:
+    info = pool(spec, _no_pods)
+    yield info
+    Workload(api_client(info.kubeconfig)).core.delete_collection_namespaced_pod(
+        "default", grace_period_seconds=0
+    )
+
+
+@pytest.fixture
+def extender_cluster(
+    cluster_pool: Callable[..., localcluster.ClusterInfo],
+) -> Iterator[localcluster.ClusterInfo]:
+    """The extender's cluster, every pod sent every exchange."""
+    yield from _pooled(cluster_pool, EXTENDER)
+
+
+@pytest.fixture
+def pure_cluster(
+    cluster_pool: Callable[..., localcluster.ClusterInfo],
+) -> Iterator[localcluster.ClusterInfo]:
+    """The pure approach's cluster."""
+    yield from _pooled(cluster_pool, PURE)
+
+
+def test_pure_gang_that_cannot_complete_is_rolled_back_leaving_nothing(
+    pure_cluster: localcluster.ClusterInfo,
+) -> None:
+    info = pure_cluster
+    assert info.extender_url and info.token
+    work = Workload(api_client(info.kubeconfig))
+    events: list[str] = []
+
+    def unplaceable(name: str, **kw: Any) -> dict[str, Any]:
+        m = pod_manifest(name, **kw)
+        m["spec"]["nodeSelector"] = {"no-such-label": "x"}  # never binds
+        return m
+
+    with PolicyClient(info.extender_url, info.token) as policy:
+        gang = PureGang(
+            policy, work, manifest=unplaceable, on_event=lambda kind, g: events.append(kind)
+        )
+        r = gang.run(GangRequest("stuck", 3, attempt_timeout=2, deadline=7, backoff=0.5))
+        assert not r.completed and r.rollbacks >= 2 and events.count("rollback") == r.rollbacks
+        assert "did not complete within 7s" in r.reason
+        # no stray resources: not in the ledger, not on any Node object
+        state = policy.cluster_state()
+        assert not any(k.startswith("escher.io/") for res in state.nodes.values() for k in res)
+    for node in info.nodes:
+        assert work.node_resources(node, "escher.io/") == {"capacity": {}, "allocatable": {}}
+    leftovers = work.placements([f"stuck-{a}-{i}" for a in range(1, 10) for i in range(3)])
+    assert leftovers == {}  # every attempt's pods were deleted
 
 
 @pytest.mark.parametrize("placeholders", [False, True], ids=["plan", "placeholders"])
-def test_pure_gang_completes_and_removes_its_resource(tmp_path: Path, placeholders: bool) -> None:
-    info = localcluster.up(localcluster.ClusterSpec(dir=tmp_path / "q", nodes=2, mode="pure"))
-    try:
-        assert info.extender_url and info.token
-        work = Workload(api_client(info.kubeconfig))
-        with PolicyClient(info.extender_url, info.token) as policy:
-            gang = PureGang(policy, work, placeholders=placeholders)
-            r = gang.run(GangRequest("ok", 3, cpu="1", attempt_timeout=20))
-            assert r.completed and r.rollbacks == 0
-            placed = work.placements(r.pods)
-            assert all(p.node for p in placed.values())
-            # The placeholders made way for the members: none is left.
-            assert work.placements([f"ok-1-ph{i}" for i in range(3)]) == {}
-        for node in info.nodes:
-            assert work.node_resources(node, "escher.io/") == {"capacity": {}, "allocatable": {}}
-    finally:
-        localcluster.down(info.dir, keep_logs=True)
+def test_pure_gang_completes_and_removes_its_resource(
+    pure_cluster: localcluster.ClusterInfo, placeholders: bool
+) -> None:
+    info = pure_cluster
+    assert info.extender_url and info.token
+    work = Workload(api_client(info.kubeconfig))
+    with PolicyClient(info.extender_url, info.token) as policy:
+        gang = PureGang(policy, work, placeholders=placeholders)
+        r = gang.run(GangRequest("ok", 3, cpu="1", attempt_timeout=20))
+        assert r.completed and r.rollbacks == 0
+        placed = work.placements(r.pods)
+        assert all(p.node for p in placed.values())
+        # The placeholders made way for the members: none is left.
+        assert work.placements([f"ok-1-ph{i}" for i in range(3)]) == {}
+    for node in info.nodes:
+        assert work.node_resources(node, "escher.io/") == {"capacity": {}, "allocatable": {}}
 
 
-def test_pure_gang_with_a_required_rack_lands_in_one_rack(tmp_path: Path) -> None:
-    spec = localcluster.ClusterSpec(dir=tmp_path / "r", nodes=4, mode="pure", node_cpu="4")
-    info = localcluster.up(spec)
+def test_pure_gang_with_a_required_rack_lands_in_one_rack(
+    pure_cluster: localcluster.ClusterInfo,
+) -> None:
+    info = pure_cluster
+    assert info.extender_url and info.token
+    api = api_client(info.kubeconfig)
+    racks = {n: f"r{i // 2}" for i, n in enumerate(sorted(info.nodes))}
     try:
-        assert info.extender_url and info.token
-        api = api_client(info.kubeconfig)
-        racks = {n: f"r{i // 2}" for i, n in enumerate(sorted(info.nodes))}
         for node, rack in racks.items():
-            patch = {"metadata": {"labels": {"topology.kubernetes.io/rack": rack}}}
-            k8s.CoreV1Api(api).patch_node(node, patch)
+            k8s.CoreV1Api(api).patch_node(node, {"metadata": {"labels": {RACK: rack}}})
         work = Workload(api)
         with PolicyClient(info.extender_url, info.token) as policy:
             deadline = time.monotonic() + 20
-            while not all(
-                policy.cluster_state().labels.get(n, {}).get("topology.kubernetes.io/rack")
-                for n in racks
-            ):
+            while not all(policy.cluster_state().labels.get(n, {}).get(RACK) for n in racks):
                 assert time.monotonic() < deadline, "the service never saw the rack labels"
                 time.sleep(0.2)
             # 3 members of 2 cpu need two 4-cpu nodes: one rack's both, or it is broken.
@@ -238,17 +269,18 @@ def test_pure_gang_with_a_required_rack_lands_in_one_rack(tmp_path: Path) -> Non
             assert r.completed, r.reason
             nodes = {p.node for p in work.placements(r.pods).values()}
             assert len(nodes) == 2 and len({racks[n] for n in nodes if n}) == 1
-    finally:
-        localcluster.down(info.dir, keep_logs=True)
+    finally:  # the cluster as the pool gave it
+        for node in racks:
+            k8s.CoreV1Api(api).patch_node(node, {"metadata": {"labels": {RACK: None}}})
 
 
 def test_the_documented_example_gang_is_placed_whole(
-    fresh_cluster: localcluster.ClusterInfo,
+    extender_cluster: localcluster.ClusterInfo,
 ) -> None:
     import yaml
 
     doc = yaml.safe_load((Path(__file__).parents[2] / "docs/examples/gang.yaml").read_text())
-    work = Workload(api_client(fresh_cluster.kubeconfig))
+    work = Workload(api_client(extender_cluster.kubeconfig))
     for pod in doc["items"]:
         work.create(pod)
     names = [p["metadata"]["name"] for p in doc["items"]]
