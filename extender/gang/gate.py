@@ -16,9 +16,11 @@ when what the nodes could ever hold changes (Ledger.shape: a node added, removed
 or resized, an ephemeral capacity set) or its members do, in the gate's next turn (within
 `interval`), off the loop when large as every background plan. Pods freed never make it fit.
 
-A gang still short of members `gather_hold_seconds` after its first was learnt gathers
-slowly (a gang of 10,000 takes minutes to create): its held members stay held until its
-minimum exists, then go together, so that none waits at bind for members not created yet.
+A gang still short of members `gather_hold_seconds` after its first was learnt, and whose
+last members are expected more than `gather_lead_seconds` away (at the pace they came so
+far), gathers slowly (a gang of 10,000 takes minutes to create): its held members stay held
+until its last are that near, then go together, so that none waits at bind longer than
+gang_wait_seconds for members not created yet, and their cycles overlap the last creations.
 
 Adaptive: while some gang waits for room or gathers slowly (and for a cooldown after),
 `hold()` says new members should be held; the gate switch (extender.gang.kube.gateswitch)
@@ -33,6 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import math
 import time
 from collections.abc import Callable
 
@@ -42,8 +46,10 @@ from extender.gang.args import DEFAULT_ARGS, GangArgs
 from extender.gang.manager import GangManager
 from extender.gang.state import GangState, Member, Outcome, Phase
 
-# Removes a held pod's gate (extender.gang.kube.lifter.Lifter), and sets the adaptive switch.
-Lifter = Callable[[PodInfo], None]
+# Removes a held pod's gate (extender.gang.kube.lifter.Lifter): whether the patch was sent
+# (not past the lifter's limit in flight), then its second argument called once the patch
+# ended (done or failed). And sets the adaptive switch.
+Lifter = Callable[[PodInfo, Callable[[], None]], bool]
 Switch = Callable[[bool], None]
 # Shows why a held member waits on its pod ("": it no longer does).
 Teller = Callable[[PodInfo, str], None]
@@ -60,12 +66,16 @@ class GangGate:
     ) -> None:
         self.gangs = gangs
         self.clock = clock
-        # A pod named for lifting is not named again for lift_retry seconds unless the
-        # informer shows it held anew (the patch may have been lost).
+        # A pod named for lifting is not named again while its patch is in flight, nor for
+        # lift_retry seconds after it ended, unless the informer shows it held anew (the
+        # patch may have failed, or its effect not reached the informer yet). Counted from
+        # the patch's end: a thousand lifts at once take the API server longer than
+        # lift_retry, and counted from the asking each was sent again (issue 61).
         self.lift_retry = lift_retry
         self.interval = args.lift_interval_seconds
         self.cooldown = args.gate_cooldown_seconds
         self.gather_hold = args.gather_hold_seconds
+        self.gather_lead = args.gather_lead_seconds
         # With nominations, a member is let through once the informer shows its place in its
         # nominatedNodeName, so that kube-scheduler's first cycle tries that node alone; at
         # most nomination_wait seconds after it had its place (a nomination lost costs speed,
@@ -73,7 +83,8 @@ class GangGate:
         self.nomination_wait = nomination_wait
         self._placed_at: dict[str, float] = {}  # uid -> when it first had its place
         # Gangs with held members, in arrival order so the oldest is planned first; held
-        # pods of no valid gang; members whose lift was asked for (uid -> when); per gang,
+        # pods of no valid gang; members whose lift was asked for (uid -> when it may be
+        # asked again: inf while its patch is in flight); per gang,
         # the (room epoch, roster) its last failed plan saw: not planned again before
         # either moves.
         self._held: dict[str, None] = {}
@@ -158,8 +169,8 @@ class GangGate:
         def let(pod: PodInfo) -> None:
             if self._told.pop(pod.uid, None):  # its pod said why it waited: no longer
                 self._notices[pod.uid] = (pod, "")
-            if now - self._lifting.get(pod.uid, -self.lift_retry) >= self.lift_retry:
-                self._lifting[pod.uid] = now
+            if now >= self._lifting.get(pod.uid, now):
+                self._lifting[pod.uid] = math.inf  # until lift_ended
                 out.append(pod)
 
         for pod in self._stray.values():
@@ -234,6 +245,19 @@ class GangGate:
             if (node := places.get(m.pod.uid)) is not None and self._nominated(m.pod, node, now)
         ]
 
+    def lift_ended(self, uid: str) -> None:
+        """The patch lifting pod `uid`'s gate ended (done, failed or not sent): if the
+        informer still shows it held `lift_retry` seconds from now, it is named again."""
+        if uid in self._lifting:
+            self._lifting[uid] = self.clock() + self.lift_retry
+
+    def lifts_not_sent(self, pods: list[PodInfo]) -> None:
+        """The lifter took none of `pods` (too many lifts in flight, or not the leader): they
+        are named again at the next turn. Ten thousand members let through at once are sent
+        as the lifts in flight end, not lift_retry later each."""
+        for pod in pods:
+            self._lifting.pop(pod.uid, None)
+
     def notices(self) -> list[tuple[PodInfo, str]]:
         """The held members whose pods must now say why they wait (or, "", no longer), taken."""
         out = list(self._notices.values())
@@ -254,11 +278,18 @@ class GangGate:
 
     def _gathering_slowly(self, key: str | None, now: float) -> bool:
         """Whether gang `key` (None: any) has waited `gather_hold` seconds or more for members
-        to be created. Let through as they come, its members would wait at bind for the
-        rest, time out there (gang_wait_seconds) and be retried, each retry a bind failure
-        kube-scheduler answers with a status write and a move of its whole queue."""
-        since = self.gangs.gathering_since(key)
-        return since is not None and now - since >= self.gather_hold
+        to be created, and expects its last more than `gather_lead` seconds from now. Let
+        through as they come, its members would wait at bind for the rest, time out there
+        (gang_wait_seconds) and be retried, each retry a bind failure kube-scheduler answers
+        with a status write and a move of its whole queue. Let through once the rest is
+        expected within `gather_lead`, their cycles overlap the last creations."""
+        for g, since in self.gangs.gathering(key):
+            waited = now - since
+            if waited < self.gather_hold:
+                return False  # the later ones (key None) have waited less
+            if _expected_in(g, waited) > self.gather_lead:
+                return True
+        return False
 
     def hold(self) -> bool:
         """Whether new members should be created held: while some gang waits for room or
@@ -293,8 +324,10 @@ class GangGate:
             if not may_lift():
                 continue
             pods, more = await self.lift()
-            for pod in pods:
-                lifter(pod)
+            for i, pod in enumerate(pods):
+                if not lifter(pod, functools.partial(self.lift_ended, pod.uid)):
+                    self.lifts_not_sent(pods[i:])
+                    break
             for pod, reason in self.notices():
                 if tell is not None:
                     tell(pod, reason)
@@ -303,3 +336,12 @@ class GangGate:
             if more:
                 self._wanted.set()
                 await asyncio.sleep(0)  # the rest in the next turn: let verbs in between
+
+
+def _expected_in(g: GangState, waited: float) -> float:
+    """Seconds until gang `g`'s last members are created, at the pace its members came in
+    the `waited` seconds since its first (inf with one known: no pace yet)."""
+    known = len(g.members)
+    if known <= 1:
+        return math.inf
+    return max(0, g.spec.min_members - known) * waited / (known - 1)

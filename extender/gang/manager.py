@@ -45,7 +45,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
 from extender.core.events import PodChange, PodEvent
 from extender.core.ledger import Ledger
@@ -110,7 +110,7 @@ class GangManager:
         self.room_epoch = 0
         self._short: set[str] = set()  # keys of the gangs whose last plan found no room now
         # Gangs with fewer members known than their minimum, not bound: key -> since when
-        # (monotonic), oldest first (GangManager.gathering_since).
+        # (monotonic), oldest first (GangManager.gathering).
         self._gathering: dict[str, float] = {}
         # Writes a member's reserved node to its status.nominatedNodeName ("" clears it), so
         # kube-scheduler tries that node alone (extender.gang.nominations); None: off.
@@ -391,12 +391,16 @@ class GangManager:
         else:
             self._gathering.pop(g.key, None)
 
-    def gathering_since(self, key: str | None = None) -> float | None:
-        """Since when gang `key` (None: the one waiting longest) has waited for members to be
-        created (monotonic); None when it does not (none does)."""
+    def gathering(self, key: str | None = None) -> Iterator[tuple[GangState, float]]:
+        """The gangs waiting for members to be created, each with since when (monotonic),
+        the one waiting longest first; only gang `key`, if given."""
         if key is not None:
-            return self._gathering.get(key)
-        return next(iter(self._gathering.values()), None)
+            since = self._gathering.get(key)
+            if since is not None:
+                yield self._gangs[key], since
+            return
+        for k, since in self._gathering.items():
+            yield self._gangs[k], since
 
     def plan_held(self, g: GangState) -> Outcome | asyncio.Task[Outcome]:
         """Plan and reserve gang `g`, whose members wait behind the gate, from the informer's

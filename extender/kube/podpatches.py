@@ -51,21 +51,32 @@ class PodPatches:
         content_type: str = MERGE,
         subresource: str = "",
         outcome: str = "sent",
-    ) -> None:
-        """Patch the pod (its `subresource`, if given) with `body` plus its UID."""
+        ended: Callable[[], None] | None = None,
+    ) -> bool:
+        """Patch the pod (its `subresource`, if given) with `body` plus its UID; whether it
+        was sent, and then `ended()` once the patch is done, failed or cancelled."""
         patch = {**body, "metadata": {**body.get("metadata", {}), "uid": uid}}
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         if subresource:
             path += f"/{subresource}"
-        if not self._inflight.send(lambda: self._patch(path, patch, content_type, what, outcome)):
+        write = lambda: self._patch(path, patch, content_type, what, outcome, ended)  # noqa: E731
+        if not self._inflight.send(write):
             self._counter.labels(self._not_sent).inc()
+            return False
+        return True
 
     async def aclose(self) -> None:
         """Cancel the patches still in flight (on stop)."""
         await self._inflight.aclose()
 
     async def _patch(
-        self, path: str, body: dict[str, Any], content_type: str, what: str, outcome: str
+        self,
+        path: str,
+        body: dict[str, Any],
+        content_type: str,
+        what: str,
+        outcome: str,
+        ended: Callable[[], None] | None,
     ) -> None:
         try:
             await self._api.request(
@@ -75,4 +86,7 @@ class PodPatches:
             self._counter.labels("failed").inc()
             log.info("pod not patched", extra={"what": what, "error": str(e)})
             return
+        finally:
+            if ended is not None:
+                ended()
         self._counter.labels(outcome).inc()

@@ -176,6 +176,7 @@ class GangMachine(RuleBasedStateMachine):
             assert mine or g.phase is Phase.BOUND or "can never fit" in g.reason, (
                 f"{p.uid} let through without a place: {g.phase} {g.reason}"
             )
+            self.gate.lift_ended(p.uid)  # its patch ended, done or lost
             if not lost:
                 self.held.discard(p.uid)
                 self.publish(self.member(p.uid))

@@ -74,7 +74,7 @@ def test_extender_mode_template() -> None:
     assert binder == {
         "urlPrefix": URL,
         "bindVerb": "bind",
-        "httpTimeout": "75s",
+        "httpTimeout": "195s",
         "ignorable": False,
     }
     # Every pod must reach the extender.

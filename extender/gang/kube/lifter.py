@@ -2,8 +2,9 @@
 
 The gang gate decides whom (GangGate.lift); this patches each pod with a strategic
 merge patch that deletes the gate by name (other gates stay), through PodPatches (the pod's
-UID named, at most `limit` in flight: more wait for the gate's next turn, which names them
-again after its lift_retry). `tell` shows on a held member's pod why it stays held (a gang
+UID named, at most `limit` in flight: the gate names the rest again at its next turn), and
+says when each patch ended, so that the gate names no pod again while its lift is in
+flight. `tell` shows on a held member's pod why it stays held (a gang
 that can never fit), as a condition of its status. Each outcome is counted
 (escher_gang_lifts_total, "told" for a condition). Created by extender.gang.kube.build, called
 by the gang gate's loop.
@@ -33,12 +34,20 @@ class Lifter:
         self._condition = f"{gate.partition('/')[0]}/GangHeld"
         self._patches = PodPatches(api, metrics.gang_lifts, may_write, limit)
 
-    def __call__(self, pod: PodInfo) -> None:
+    def __call__(self, pod: PodInfo, ended: Callable[[], None] | None = None) -> bool:
+        """Lift `pod`'s gate: whether the patch was sent (not while this replica may not
+        write, nor past `limit` in flight), and then `ended()` once it is done or failed."""
         # Deletes the gate by name: other gates stay.
         body = {"spec": {"schedulingGates": [{"name": self._gate, "$patch": "delete"}]}}
         what = f"lifting the gang gate of pod {pod.key}"
-        self._patches.send(
-            pod.namespace, pod.name, pod.uid, body, what, content_type=STRATEGIC_MERGE
+        return self._patches.send(
+            pod.namespace,
+            pod.name,
+            pod.uid,
+            body,
+            what,
+            content_type=STRATEGIC_MERGE,
+            ended=ended,
         )
 
     def tell(self, pod: PodInfo, reason: str) -> None:

@@ -100,18 +100,36 @@ def test_held_members_go_through_one_by_one_as_each_gets_its_reserved_place() ->
     assert places == {s.node for s in g.slots.values()} and reserved(lg) == 3
 
 
-def test_a_lift_not_seen_done_is_asked_again_after_lift_retry() -> None:
+@pytest.mark.parametrize(
+    ("steps", "named"),
+    [
+        # (seconds passed, whether the patch ended then): named again lift_retry after it ended
+        ([(0.0, True), (4.9, False), (0.2, False)], [True, False, True]),
+        # a patch in flight longer than lift_retry (a thousand lifts at once): never twice
+        ([(0.0, False), (5.1, False), (60.0, False)], [True, False, False]),
+        ([(0.0, False), (30.0, True), (4.9, False), (0.2, False)], [True, False, False, True]),
+    ],
+    ids=["ended-at-once", "in-flight", "ended-late"],
+)
+def test_a_lift_is_asked_again_only_lift_retry_after_its_patch_ended(
+    steps: list[tuple[float, bool]], named: list[bool]
+) -> None:
+    """Issue 61: counted from the asking, the lifts of a gang of 1,000 still in flight after
+    lift_retry were sent again (1,871 lifts for 983 held members)."""
     clock = Clock()
     gm = manager(clock=clock, lift_retry=5.0)
-    upsert(gm, held("g", 0, size=1))
-    assert lifted(gm) == ["g-0"]
-    clock.now += 4.9
-    assert lifted(gm) == []
-    clock.now += 0.2
-    assert lifted(gm) == ["g-0"]  # the patch was lost: the informer still shows it held
-    let_through(gm, held("g", 0, size=1))
-    clock.now += 10
-    assert lifted(gm) == []
+    pod = held("g", 0, size=1)
+    upsert(gm, pod)
+    got = []
+    for dt, ended in steps:
+        clock.now += dt
+        got.append(lifted(gm) == ["g-0"])
+        if ended:
+            gm.gate.lift_ended(pod.uid)
+    assert got == named
+    let_through(gm, pod)  # the informer shows it lifted
+    clock.now += 60
+    assert lifted(gm) == [] and len(gm.gate) == 0
 
 
 def test_a_held_gang_that_does_not_fit_waits_without_planning_until_room_frees() -> None:
@@ -331,7 +349,7 @@ def test_a_gang_gathering_slowly_keeps_its_members_held_until_its_minimum_exists
     after its first holds them until the last exists (and sets the adaptive hold, so that
     the rest are created held); one that gathers quicker goes member by member as before."""
     clock = Clock()
-    gm = manager(clock=clock, args=GangArgs(gather_hold_seconds=2.0))
+    gm = manager(clock=clock, args=GangArgs(gather_hold_seconds=2.0, gather_lead_seconds=0))
     pods = [held("g", i) for i in range(3)]
     upsert(gm, pods[0])
     clock.now += after
@@ -343,10 +361,45 @@ def test_a_gang_gathering_slowly_keeps_its_members_held_until_its_minimum_exists
     assert lifted(gm) == (["g-0", "g-1", "g-2"] if slow else ["g-2"])
     g = gm.gang("default/g")
     assert g is not None and g.phase is Phase.RESERVED and g.attempts == 1
-    assert gm.gm.gathering_since() is None
+    assert list(gm.gm.gathering()) == []
     for p in pods:
         gone(gm, p)
     assert len(gm.gate) == 0
+
+
+@pytest.mark.parametrize(
+    ("lead", "pace", "batch_at"),
+    [
+        # 10 members, one a second: at the 6th, the last 4 are 4 s away
+        (4.0, 1.0, 5),
+        (8.0, 1.0, 1),  # the 2nd gives the pace: 8 to come, 8 s away, so each goes at once
+        (0.0, 1.0, 9),  # no lead: only once the minimum exists
+        (30.0, 10.0, 6),  # one every 10 s: the last 3 are 30 s away at the 7th
+    ],
+    ids=["lead-4s", "lead-8s", "no-lead", "slow-pace"],
+)
+def test_a_gang_gathering_slowly_lets_its_members_through_once_its_last_are_near(
+    lead: float, pace: float, batch_at: int
+) -> None:
+    """Issue 61: held until its minimum existed, a gang of 1,000 created at a client's pace
+    had all its members' cycles after the last was created. Let through once the rest is
+    expected within `gather_lead_seconds` (at the pace so far), their cycles overlap the
+    last creations; none goes before, and the adaptive hold holds new members meanwhile."""
+    clock = Clock()
+    gm = manager(clock=clock, args=GangArgs(gather_hold_seconds=0.5, gather_lead_seconds=lead))
+    size = 10
+    for i in range(size):
+        upsert(gm, held("g", i, size=size))
+        got = lifted(gm)
+        if i == 0:
+            assert got == ["g-0"]  # within gather_hold: a quick gang's first goes as placed
+        elif i < batch_at:
+            assert got == [] and gm.gate.hold(), i
+        elif i == batch_at:
+            assert got == [f"g-{j}" for j in range(1, i + 1)], i
+        else:
+            assert got == [f"g-{i}"], i
+        clock.now += pace
 
 
 def test_with_nominations_a_held_member_goes_once_its_nomination_is_seen_or_waited_for() -> None:
@@ -389,7 +442,7 @@ def test_run_takes_a_turn_for_held_and_gang_pods_and_none_for_other_pods_while_n
             return await lift(max_plans)
 
         gm.gate.lift = counted  # type: ignore[method-assign]
-        task = asyncio.create_task(gm.gate.run(lambda _: None, None, lambda: True))
+        task = asyncio.create_task(gm.gate.run(lambda *_: True, None, lambda: True))
         seen = []
         for event in (
             info(builders.pod("plain", uid="plain-uid", requests={"cpu": "1"})),  # no turn
@@ -406,3 +459,40 @@ def test_run_takes_a_turn_for_held_and_gang_pods_and_none_for_other_pods_while_n
         return seen
 
     assert run(body()) == [0, 0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("capacity", [0, 1, 3], ids=["none", "one", "three"])
+def test_lifts_the_lifter_did_not_take_are_named_again_at_the_next_turn(capacity: int) -> None:
+    """Issue 61: a gang of 10,000 let through at once filled the lifter's 1,024 in flight;
+    the rest, named again only lift_retry later each, were deferred 54,764 times. The ones it
+    did not take go at the gate's next turn (a pod event), each named once it is taken."""
+
+    async def body() -> list[list[str]]:
+        clock = Clock()  # never moves: nothing waits for lift_retry
+        gm = manager(clock=clock, args=GangArgs(lift_interval_seconds=3600.0))
+        taken: list[list[str]] = []
+        room = [capacity]
+
+        def lifter(pod: PodInfo, ended: Callable[[], None]) -> bool:
+            if room[0] == 0:
+                return False
+            room[0] -= 1
+            taken[-1].append(pod.name)
+            return True
+
+        task = asyncio.create_task(gm.gate.run(lifter, None, lambda: True))
+        for turn in range(3):
+            taken.append([])
+            if turn == 0:
+                for i in range(3):
+                    upsert(gm, held("g", i, size=3))
+            else:
+                room[0] = 3  # the lifts in flight ended
+                upsert(gm, info(builders.pod(f"plain{turn}", uid=f"plain{turn}-uid")))
+            for _ in range(5):
+                await asyncio.sleep(0)
+        task.cancel()
+        return taken
+
+    names = ["g-0", "g-1", "g-2"]
+    assert run(body()) == [names[:capacity], names[capacity:], []]

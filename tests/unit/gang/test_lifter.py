@@ -43,12 +43,14 @@ def test_a_lift_removes_only_the_gang_gate_of_that_pod(
         seen.append(request)
         return httpx.Response(status, json={"kind": "Status", "message": "scripted"})
 
+    ended: list[str] = []
+
     async def scenario() -> Metrics:
         metrics = Metrics()
         async with FakeAPI(server, tmp_path) as fake:
             api = KubeAPI(fake.kubeconfig, qps=100, burst=10)
             lifter = Lifter(api, KEYS.gate, metrics, lambda: True)
-            lifter(held("p0"))
+            lifter(held("p0"), lambda: ended.append("p0"))
             while not seen or count(metrics, outcome) == 0:
                 await asyncio.sleep(0.01)
             await lifter.aclose()
@@ -56,6 +58,7 @@ def test_a_lift_removes_only_the_gang_gate_of_that_pod(
         return metrics
 
     metrics = asyncio.run(scenario())
+    assert ended == ["p0"]  # the gate may name it again once the patch ended, whatever came
     (request,) = seen
     assert request.method == "PATCH" and request.url.path == "/api/v1/namespaces/team/pods/p0"
     assert request.headers["content-type"] == "application/strategic-merge-patch+json"
@@ -75,23 +78,28 @@ def test_nothing_is_sent_by_a_follower_or_past_the_limit_and_stop_cancels(tmp_pa
         await release.wait()
         return httpx.Response(200, json={})
 
+    ended: list[str] = []
+
     async def scenario() -> Metrics:
         metrics = Metrics()
         leading = False
         async with FakeAPI(server, tmp_path) as fake:
             api = KubeAPI(fake.kubeconfig, qps=100, burst=10)
             lifter = Lifter(api, KEYS.gate, metrics, lambda: leading, limit=2)
-            lifter(held("p0"))  # a follower lifts nothing
+            sent = [lifter(held("p0"), lambda: ended.append("p0"))]  # a follower lifts nothing
             leading = True
             for i in range(1, 4):  # the third is past the limit
-                lifter(held(f"p{i}"))
+                sent.append(lifter(held(f"p{i}"), lambda i=i: ended.append(f"p{i}")))  # type: ignore[misc]
+            assert sent == [False, True, True, False]  # the gate names the unsent again
             while len(seen) < 2:
                 await asyncio.sleep(0.01)
+            assert ended == []  # in flight
             await lifter.aclose()  # both still in flight: cancelled, not counted
             await api.aclose()
         return metrics
 
     metrics = asyncio.run(scenario())
+    assert sorted(ended) == ["p1", "p2"]  # cancelled: ended; the unsent never began
     assert sorted(seen) == ["/api/v1/namespaces/team/pods/p1", "/api/v1/namespaces/team/pods/p2"]
     assert count(metrics, "deferred") == 2
     assert count(metrics, "sent") == count(metrics, "failed") == 0
