@@ -24,7 +24,9 @@ loop watch logged (extender.loopwatch: turns over 100 ms). Then stops the cluste
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
 import tempfile
 import threading
 import time
@@ -32,11 +34,13 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.request import urlopen
 
 from kubernetes import client, watch
 from urllib3.exceptions import ProtocolError
 
 from escher_harness import localcluster
+from escher_harness.bench.kubeschedperf.submit import Bucket
 from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.processes import cpu_seconds
 from escher_harness.workload import pod_manifest
@@ -45,9 +49,13 @@ NODE_CPU_MILLI, NODE_PODS = 32_000, 110
 MEMBER_CPU_MILLI = 100
 
 
-def create_all(api: client.ApiClient, gangs: int, size: int, threads: int) -> dict[str, float]:
-    """Every member, gangs interleaved, from `threads` threads: name -> when its create
-    call returned (a call the API server refused for load is retried)."""
+def create_all(
+    api: client.ApiClient, gangs: int, size: int, threads: int, rate: float
+) -> dict[str, float]:
+    """Every member, gangs interleaved, from `threads` threads, at most `rate` a second (0:
+    as fast as the API server answers): name -> when its create call returned (a call the
+    API server refused for load is retried)."""
+    bucket = Bucket(rate, 1) if rate > 0 else None
     names = [(f"g{g:04d}", f"g{g:04d}-{i}") for i in range(size) for g in range(gangs)]
     created: dict[str, float] = {}
 
@@ -60,6 +68,8 @@ def create_all(api: client.ApiClient, gangs: int, size: int, threads: int) -> di
             annotations={"escher.io/gang-min": str(size)},
         )
         core = client.CoreV1Api(api)
+        if bucket is not None:
+            bucket.take()
         for _ in range(20):
             try:
                 core.create_namespaced_pod("default", body)
@@ -136,7 +146,11 @@ def main() -> None:
     ap.add_argument("--gangs", type=int, default=1)
     ap.add_argument("--size", type=int, default=10_000)
     ap.add_argument("--threads", type=int, default=32)
+    ap.add_argument(
+        "--rate", type=float, default=0, help="pods created a second at most (0: no limit)"
+    )
     ap.add_argument("--deadline", type=float, default=600, help="seconds after the first create")
+    ap.add_argument("--logs", type=Path, help="copy every process's log here before stopping")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="escher-gang-at-scale-") as tmp:
         spec = localcluster.ClusterSpec(
@@ -157,7 +171,7 @@ def main() -> None:
             extender = next(p for p in info.processes if p.name == "extender")
             cpu0 = cpu_seconds(extender)
             binds = Binds(api)
-            created = create_all(api, args.gangs, args.size, args.threads)
+            created = create_all(api, args.gangs, args.size, args.threads, args.rate)
             want, start = args.gangs * args.size, min(created.values())
             while len(binds.bound) < want and time.time() - start < args.deadline:
                 time.sleep(1)
@@ -176,6 +190,15 @@ def main() -> None:
             out["loopwatch_longest_ms"] = max(held, default=0.0)
             print(json.dumps(out, indent=1))
         finally:
+            if args.logs is not None:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(OSError, AssertionError):
+                    assert info.extender_url
+                    url = f"{info.extender_url}/metrics"
+                    (args.logs / "extender.metrics").write_bytes(urlopen(url, timeout=10).read())
+                for p in info.processes:
+                    if p.log.exists():
+                        shutil.copy(p.log, args.logs / f"{p.name}.log")
             localcluster.down(info.dir)
 
 

@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client
 
 from escher_harness import localcluster
+from escher_harness.bench.promhist import counters
 from escher_harness.kubeclient import api_client
 from escher_harness.waits import until
 from escher_harness.workload import Workload
@@ -143,6 +144,56 @@ def test_a_gang_whose_creation_outlasts_its_timeout_keeps_its_first_reservation(
     g = gangs(cluster)["default/slow"]
     assert (g["reservations"], g["timeouts"]) == (1, 0), g
     work.delete(names)
+
+
+def test_a_held_gang_gathering_slowly_is_let_through_before_its_last_member_exists(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    """Issue 61: a held gang gathering slowly (still short of members 2 s after its first)
+    was let through only once its last member existed, so every member's cycle came after
+    the last creation. Once the rest is expected within gather_lead_seconds (60 s, at the
+    pace so far), its held members go, each lifted once, and the gang binds whole on one
+    reservation when the last arrives. Members come 0.3 s apart behind the gang gate, as
+    deploy/'s admission policy creates them while gangs gather."""
+    api = api_client(cluster.kubeconfig)
+    core, work = client.CoreV1Api(api), Workload(api)
+    size, step = 12, 0.3
+    names = [f"gather-{i}" for i in range(size)]
+
+    def counts() -> tuple[float, float]:
+        """Lifts sent and binds refused so far."""
+        return (
+            _counter(cluster, "escher_gang_lifts", outcome="sent"),
+            _counter(cluster, "escher_extender_decisions", verb="bind", outcome="refused"),
+        )
+
+    before = counts()
+    started = time.monotonic()
+    for i in range(size - 1):
+        time.sleep(max(0.0, started + i * step - time.monotonic()))
+        work.create(member("gather", i, size, cpu="100m", gates=("escher.io/gang",)))
+    assert time.monotonic() - started > 2.0, "the gang did not gather slowly"
+
+    def lifted() -> bool:
+        pod = core.read_namespaced_pod(names[-2], "default")
+        return not pod.spec.scheduling_gates
+
+    # Created past the 2 s gather hold, with its last member 0.3 s away: let through now.
+    until(lifted, f"{names[-2]} let through before the last member exists", timeout=10)
+    work.create(member("gather", size - 1, size, cpu="100m", gates=("escher.io/gang",)))
+    wait_all_bound(work, names, timeout=30)
+    g = gangs(cluster)["default/gather"]
+    assert (g["reservations"], g["timeouts"]) == (1, 0), g
+    after = counts()
+    assert (after[0] - before[0], after[1] - before[1]) == (size, 0), "lifts sent, binds refused"
+    work.delete(names)
+
+
+def _counter(info: localcluster.ClusterInfo, name: str, **labels: str) -> float:
+    """The extender's counter `name` (without _total), over its samples with `labels`."""
+    text = httpx.get(f"{info.extender_url}/metrics").text
+    found = counters(text, name, lambda ls: "" if labels.items() <= ls.items() else None)
+    return found.get("", 0.0)
 
 
 @pytest.mark.parametrize("restart", [False, True], ids=["uptime", "across-a-restart"])
