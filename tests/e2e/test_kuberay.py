@@ -11,6 +11,9 @@ extender, which reads the PodGroup as the gang. On kwok nodes:
 - a RayCluster that fits is reserved as one gang and bound whole;
 - one that does not fit beside another waits whole (each member tried, none bound) and is
   placed whole once the other is deleted, whose reservation and /v1/gangs entry go with it;
+- one scaled up after it was bound (two workers to four) has its new workers placed as
+  pods of a bound gang, and scaled down (to one) keeps the gang bound: the gang stays the
+  PodGroup's minMember of its creation, nothing is reserved, no node over its cpu;
 - one larger than the cluster waits whole with the reason, and is placed whole once a node
   is added.
 
@@ -24,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 from operator_gangs import NS, OperatorGangs
 
 from escher_harness import localcluster
@@ -50,16 +54,17 @@ class Ray(OperatorGangs):
     def selector(self, name: str) -> str:
         return f"ray.io/cluster={name}"
 
-    def create(self, name: str, cpu: str) -> None:
-        """A gang-labelled RayCluster of a head and two workers, each requesting `cpu`."""
+    def create(self, name: str, cpu: str, most: int = MEMBERS - 1) -> None:
+        """A gang-labelled RayCluster of a head and two workers, each requesting `cpu`, its
+        worker group allowed up to `most` workers."""
 
         def template() -> dict[str, Any]:
             container = {"name": "ray", "image": "ray", "resources": {"requests": {"cpu": cpu}}}
             return {"spec": {"containers": [container]}}
 
         workers = MEMBERS - 1
-        group = {"groupName": "workers", "replicas": workers, "minReplicas": workers,
-                 "maxReplicas": workers, "rayStartParams": {}, "template": template()}  # fmt: skip
+        group = {"groupName": "workers", "replicas": workers, "minReplicas": 0,
+                 "maxReplicas": most, "rayStartParams": {}, "template": template()}  # fmt: skip
         body = {
             "apiVersion": "ray.io/v1",
             "kind": "RayCluster",
@@ -76,6 +81,29 @@ class Ray(OperatorGangs):
         gang of its name (every reservation released)."""
         self.custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", name)
         self.released(name)
+
+    def scale(self, name: str, workers: int) -> None:
+        """Set the worker group's replicas, as a user or the Ray autoscaler does."""
+        where = ("ray.io", "v1", NS, "rayclusters", name)
+
+        def replaced() -> bool:
+            body = self.custom.get_namespaced_custom_object(*where)
+            body["spec"]["workerGroupSpecs"][0]["replicas"] = workers
+            try:
+                self.custom.replace_namespaced_custom_object(*where, body)
+            except ApiException as e:
+                if e.status != 409:  # KubeRay wrote it meanwhile: read it again
+                    raise
+                return False
+            return True
+
+        until(replaced, f"{name} scaled to {workers} workers")
+
+    def podgroup_min(self, name: str) -> int:
+        pg = self.custom.get_namespaced_custom_object(
+            "scheduling.x-k8s.io", "v1alpha1", NS, "podgroups", name
+        )
+        return int(pg["spec"]["minMember"])
 
     def create_waiting(self, name: str, cpu: str, reason: str) -> str:
         """Create the RayCluster and wait until it waits whole (OperatorGangs.waiting_whole)."""
@@ -134,6 +162,32 @@ def test_a_raycluster_short_of_room_waits_whole_and_takes_what_a_deleted_one_rel
     assert ray.gang("second")["phase"] == "bound"
     assert len(placed) == MEMBERS
     ray.delete("second")
+
+
+def test_a_raycluster_scaled_up_and_down_after_it_was_bound_keeps_its_gang_of_creation(
+    ray: Ray,
+) -> None:
+    """What "the gang" of a scaled RayCluster is, measured (docs/integrations.md): the
+    PodGroup's minMember at creation. Half-cpu pods: four workers and the head fit twice over,
+    so only a gang held back could keep a new worker from its node."""
+    ray.create("scaled", cpu="500m", most=4)
+    until(lambda: ray.bound_whole("scaled", MEMBERS), "scaled bound whole", timeout=60)
+    for workers in (4, 1):
+        ray.scale("scaled", workers)
+        placed = until(
+            lambda w=workers: ray.bound_whole("scaled", w + 1), f"{workers} workers bound"
+        )
+        gang = ray.gang("scaled")
+        print(f"scaled to {workers} workers: gang {gang['phase']}, min {gang['min_members']}, "
+              f"{len(gang['members'])} members listed, PodGroup minMember "
+              f"{ray.podgroup_min('scaled')}")  # fmt: skip
+        # KubeRay never rewrites the PodGroup, so the gang stays the one created, bound.
+        assert ray.podgroup_min("scaled") == MEMBERS
+        assert gang["phase"] == "bound" and gang["min_members"] == MEMBERS, gang
+        assert gang["timeouts"] == 0 and len(placed) == workers + 1, gang
+        until(lambda: ray.reservations() == 0, "no reservation held for the scaled gang")
+        ray.no_node_over(2)
+    ray.delete("scaled")
 
 
 def test_a_raycluster_larger_than_the_cluster_waits_whole_until_a_node_lets_it_fit(

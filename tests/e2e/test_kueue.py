@@ -16,14 +16,20 @@ On kwok nodes:
 - a Job deactivated and reactivated (Kueue suspends and resumes it) is placed again whole;
 - a Job flapped between suspended and resumed leaves, once suspended, nothing bound or held,
   and once resumed, one whole gang; no node is ever over its cpu;
-- a RayCluster behind Kueue is admitted and placed whole, and one over quota waits in Kueue.
+- a RayCluster behind Kueue is admitted and placed whole, and one over quota waits in Kueue;
+- a PyTorchJob behind Kueue (the training operator's PodGroup its gang) likewise: admitted
+  and placed whole, and one over quota waits in Kueue with no pod until quota frees;
+- Kueue's own Topology-Aware Scheduling, through the gang benchmark's kueue-tas approach
+  (its Topology, flavor, queues and Job, escher_harness.bench.approaches.kueue_tas): a gang
+  that requires a rack is admitted with one rack assigned, and every member bound in it.
 
 docs/integrations.md says what is honoured and what is not. Skipped when Kueue or KubeRay is
-not built.
+not built; the PyTorchJob test when the training operator is not.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,10 +40,15 @@ from kubernetes import client
 from operator_gangs import NS, OperatorGangs
 
 from escher_harness import localcluster
+from escher_harness.bench.approaches import kueue_tas
+from escher_harness.bench.approaches.base import Footing, GangJob
+from escher_harness.bench.scenario import GangArrival
 from escher_harness.localcluster import operators
+from escher_harness.localcluster.fakenodes import Topology
 from escher_harness.waits import until
 
-POOL = {"escher.example/pool": "batch"}  # the flavor's node label, which Kueue injects
+# The flavors' node label, which Kueue injects: kueue-tas's, so its flavor selects the nodes too.
+POOL = kueue_tas.POOL
 NODE_CPU = 2
 MEMBERS = 3  # a Job's pods, or a RayCluster's head and two workers, of 1 cpu each
 QUOTA_CPU = 3  # one gang's worth: a second waits in Kueue
@@ -54,6 +65,7 @@ pytestmark = [
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_LABEL = "test.escher.io/job"  # on every pod of a test's job, Job or RayCluster
+TRAINING = "training-operator"
 
 
 def _kueue_objects() -> list[tuple[str, dict[str, Any]]]:
@@ -92,6 +104,7 @@ class Kueue(OperatorGangs):
     def __init__(self, info: localcluster.ClusterInfo) -> None:
         super().__init__(info)
         self.batch = client.BatchV1Api(self.api)
+        self.operators: list[str] = []  # those started
 
     def selector(self, name: str) -> str:
         return f"{JOB_LABEL}={name}"
@@ -149,6 +162,30 @@ class Kueue(OperatorGangs):
     def delete_job(self, name: str) -> None:
         """Delete the Job (its pods with it); wait until every trace is gone."""
         self.batch.delete_namespaced_job(name, NS, propagation_policy="Background")
+        self.released(name)
+        self.ledger_matches_pods()
+
+    def pytorch(self, name: str) -> None:
+        """A queued PyTorchJob of a master and two workers of 1 cpu (its PodGroup, minMember
+        3, made by the training operator, is the gang)."""
+        container = {"name": "pytorch", "image": "pytorch",
+                     "resources": {"requests": {"cpu": "1"}}}  # fmt: skip
+        template = {"metadata": {"labels": {JOB_LABEL: name}},
+                    "spec": {"containers": [container]}}  # fmt: skip
+
+        def replicas(n: int) -> dict[str, Any]:
+            return {"replicas": n, "restartPolicy": "OnFailure", "template": template}
+
+        body = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": name, "labels": {operators.QUEUE_LABEL: "lq"}},
+            "spec": {"pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(2)}},
+        }
+        self.custom.create_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", body)
+
+    def delete_pytorch(self, name: str) -> None:
+        self.custom.delete_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", name)
         self.released(name)
         self.ledger_matches_pods()
 
@@ -226,11 +263,14 @@ def kueue_built() -> None:
 
 @pytest.fixture(scope="module")
 def kueue(kueue_built: None, cluster: localcluster.ClusterInfo) -> Iterator[Kueue]:
-    """Kueue and KubeRay, started once for the module, a queue, and the test's hands."""
-    # A generous start: on a loaded machine CRDs take minutes to be established.
-    ops = operators.start(["kuberay", "kueue"], cluster, timeout=600)
+    """Kueue, KubeRay and (when built) the training operator, started once for the module,
+    a queue, and the test's hands."""
+    names = ["kuberay", "kueue", *([] if operators.missing([TRAINING]) else [TRAINING])]
+    # A generous start for a loaded machine.
+    ops = operators.start(names, cluster, timeout=600)
     try:
         hands = Kueue(cluster)
+        hands.operators = names
         for plural, body in _kueue_objects():
             hands.custom.create_cluster_custom_object(*KUEUE, plural, body)
         local = {"apiVersion": "/".join(KUEUE), "kind": "LocalQueue",
@@ -354,3 +394,81 @@ def test_a_raycluster_behind_kueue_is_admitted_and_bound_whole_and_one_over_quot
     kueue.delete_ray("ray-a")
     until(lambda: kueue.bound_whole("ray-b", MEMBERS), "ray-b bound whole", timeout=90)
     kueue.delete_ray("ray-b")
+
+
+def test_a_pytorchjob_behind_kueue_is_admitted_and_bound_whole_and_one_over_quota_waits(
+    kueue: Kueue,
+) -> None:
+    if TRAINING not in kueue.operators:
+        pytest.skip("; ".join(operators.missing([TRAINING])))
+    kueue.pytorch("pt-a")
+    until(lambda: kueue.bound_whole("pt-a", MEMBERS), "pt-a bound whole", timeout=90)
+    gang = kueue.gang("pt-a")  # the training operator's PodGroup is the gang
+    assert gang["phase"] == "bound" and gang["min_members"] == MEMBERS, gang
+    assert kueue.condition("pt-a", "Admitted").get("status") == "True"
+    kueue.pytorch("pt-b")
+    kueue.waits_in_kueue("pt-b")
+    kueue.delete_pytorch("pt-a")
+    until(lambda: kueue.bound_whole("pt-b", MEMBERS), "pt-b bound whole", timeout=90)
+    assert kueue.gang("pt-b")["phase"] == "bound"
+    kueue.delete_pytorch("pt-b")
+
+
+def test_kueue_tas_through_the_kueue_tas_approach_binds_a_gang_inside_the_rack_it_requires(
+    kueue: Kueue,
+) -> None:
+    """The kueue-tas approach's objects on this cluster's Kueue: its nodes labelled as racks
+    of one node (so a gang that requires a rack has every member on one node), a node's
+    half taken by a pod outside Kueue. Kueue's record (the Workload's topology request and
+    its one-domain assignment) and the pods' nodes both say where TAS put the gang."""
+    topology = Topology(rack_nodes=1, racks_per_block=2, blocks_per_zone=1)
+    nodes = sorted(kueue.info.nodes)
+    for i, node in enumerate(nodes):
+        kueue.core.patch_node(node, {"metadata": {"labels": topology.labels(i)}})
+    blocker = pod("tas-blocker", requests={"cpu": "1"}, node=nodes[0])
+    kueue.core.create_namespaced_pod(NS, blocker)
+    footing = Footing(nodes=len(nodes), node_cpu=str(NODE_CPU), node_memory="8Gi")
+    objects = kueue_tas.queue_objects(footing)
+    try:
+        for plural, body in objects:
+            if plural == "localqueues":
+                kueue.custom.create_namespaced_custom_object(*KUEUE, NS, plural, body)
+            else:
+                kueue.custom.create_cluster_custom_object(*KUEUE, plural, body)
+        arrival = GangArrival(0.0, "tas-gang", 2, "1", "100Mi", 30.0)
+        job = GangJob(arrival, 60.0, 60.0, topology="required", level="rack")
+        kueue.batch.create_namespaced_job(NS, kueue_tas.gang_job(job, kueue.info.scheduler_name))
+        selector = "job-name=tas-gang"
+
+        def bound() -> dict[str, str]:
+            pods = kueue.core.list_namespaced_pod(NS, label_selector=selector).items
+            whole = len(pods) == 2 and all(p.spec.node_name for p in pods)
+            return {p.metadata.name: p.spec.node_name for p in pods} if whole else {}
+
+        placed = until(bound, "the TAS gang bound", timeout=90)
+        rack = "topology.kubernetes.io/rack"
+        workload = kueue.workload("tas-gang")
+        (podset,) = workload["spec"]["podSets"]
+        assert podset["topologyRequest"]["required"] == rack, podset
+        (assigned,) = workload["status"]["admission"]["podSetAssignments"]
+        domains = assigned["topologyAssignment"]
+        print("Kueue's topology assignment:", domains)
+        assert [piece["domainCount"] for piece in domains["slices"]] == [1], domains
+        # One rack: every member on the free node, none beside the blocker.
+        assert set(placed.values()) == {nodes[1]}, placed
+        kueue.no_node_over(NODE_CPU)
+        kueue.batch.delete_namespaced_job("tas-gang", NS, propagation_policy="Background")
+        until(lambda: not bound() and not kueue.core.list_namespaced_pod(
+            NS, label_selector=selector).items, "the TAS gang's pods deleted")  # fmt: skip
+    finally:
+        kueue.core.delete_namespaced_pod("tas-blocker", NS, grace_period_seconds=0)
+        for plural, _ in reversed(objects):
+            with contextlib.suppress(client.ApiException):
+                if plural == "localqueues":
+                    kueue.custom.delete_namespaced_custom_object(*KUEUE, NS, plural, "tas")
+                else:
+                    kueue.custom.delete_cluster_custom_object(*KUEUE, plural, "tas")
+        unlabel = {"metadata": {"labels": dict.fromkeys(topology.labels(0))}}
+        for node in nodes:
+            kueue.core.patch_node(node, unlabel)
+    kueue.ledger_matches_pods()
