@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from operator import attrgetter
 from pathlib import Path
 
 import pytest
 
+from extender import cli
 from extender.cli import build_parser
 from extender.settings import FLAT, GROUPS, Settings
 
@@ -92,3 +94,28 @@ def test_check_scheduler_config_says_each_mistake_and_fails(
     got = capsys.readouterr()
     assert out in got.out and err in got.err
     assert (got.out == "") == (out == "")
+
+
+@pytest.mark.parametrize(
+    ("argv", "loads"),
+    [
+        (["check-scheduler-config", "scheduler-config/extender-split.yaml"], False),
+        (["serve", "--help"], False),
+        (["--help"], True),  # the usage lists every command, the plugins' too
+        (["cluster", "--help"], True),
+    ],
+)
+def test_the_services_commands_start_without_the_plugins(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], loads: bool
+) -> None:
+    loaded: list[str] = []
+
+    def entry_points(group: str) -> list[object]:
+        loaded.append(group)
+        return []
+
+    monkeypatch.setattr(cli, "entry_points", entry_points)
+    monkeypatch.chdir(Path(__file__).parents[2])
+    with contextlib.suppress(SystemExit):  # --help, or a command no plugin brought
+        cli.main(argv)
+    assert bool(loaded) == loads, loaded
