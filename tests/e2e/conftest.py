@@ -6,8 +6,10 @@ escher_harness.localcluster.ClusterSpec's:
     pytestmark = pytest.mark.cluster(nodes=4, mode="extender", node_cpu="2")
 
 and takes `cluster` (one per module, for tests that leave it as they found it: their own
-names, their own resources) or `fresh_cluster` (one per test, for tests that kill, pause or
-fill it). A test's own marker adds to its module's. An indirect parameter
+names, their own resources), `pooled_cluster` (one from the pool below, for tests that leave
+nothing behind but their pods in namespace default, which are deleted after them) or
+`fresh_cluster` (one per test, for tests that kill, pause or fill it). A test's own marker
+adds to its module's. An indirect parameter
 (`pytest.mark.parametrize("cluster", [{"mode": "pure"}], indirect=True)`) overrides both.
 Teardown resumes any process a test left paused, then stops the cluster and keeps its logs.
 
@@ -30,8 +32,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from escher_harness import localcluster
+from escher_harness.kubeclient import api_client
 from escher_harness.localcluster.binaries import find_binaries
 from escher_harness.localcluster.errors import MissingBinaryError
 
@@ -139,6 +143,24 @@ def cluster_pool(
         yield pool.get
     finally:
         pool.close()
+
+
+def no_pods(info: localcluster.ClusterInfo) -> bool:
+    """Whether namespace default holds no pod (a pooled cluster's check)."""
+    core = client.CoreV1Api(api_client(info.kubeconfig))
+    return not core.list_namespaced_pod("default", limit=1).items
+
+
+@pytest.fixture
+def pooled_cluster(
+    request: pytest.FixtureRequest, cluster_pool: Callable[..., localcluster.ClusterInfo]
+) -> Iterator[localcluster.ClusterInfo]:
+    """A cluster of the test's spec from the pool; the test's pods are deleted after it, and
+    the next test of that spec gets the cluster once they are gone."""
+    info = cluster_pool(_spec(request), no_pods)
+    yield info
+    core = client.CoreV1Api(api_client(info.kubeconfig))
+    core.delete_collection_namespaced_pod("default", grace_period_seconds=0)
 
 
 @pytest.hookimpl(trylast=True)  # after the module's own fixtures are torn down

@@ -51,9 +51,9 @@ def gated_at_admission(core: client.CoreV1Api) -> bool:
 
 
 def test_a_held_gang_with_room_is_let_through_and_bound(
-    fresh_cluster: localcluster.ClusterInfo,
+    pooled_cluster: localcluster.ClusterInfo,
 ) -> None:
-    api = api_client(fresh_cluster.kubeconfig)
+    api = api_client(pooled_cluster.kubeconfig)
     core, work = client.CoreV1Api(api), Workload(api)
     names = [f"fit-{i}" for i in range(3)]
     for i in range(3):
@@ -64,9 +64,9 @@ def test_a_held_gang_with_room_is_let_through_and_bound(
 
 
 def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_frees(
-    fresh_cluster: localcluster.ClusterInfo,
+    pooled_cluster: localcluster.ClusterInfo,
 ) -> None:
-    api = api_client(fresh_cluster.kubeconfig)
+    api = api_client(pooled_cluster.kubeconfig)
     core, work = client.CoreV1Api(api), Workload(api)
     # Three of the four 2-cpu nodes full: a gang of two 2-cpu members does not fit.
     blockers = [f"block-{i}" for i in range(3)]
@@ -76,7 +76,7 @@ def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_free
     names = ["wait-0", "wait-1"]
     for i in range(2):
         work.create(member("wait", i, 2, cpu="2"))
-    status = until(lambda: gang(fresh_cluster, "default/wait").get("reason"), what="gang learnt")
+    status = until(lambda: gang(pooled_cluster, "default/wait").get("reason"), what="gang learnt")
     assert "does not fit now" in status
     # The positive control: a pod of no gang behind the same gate, created now, is let
     # through at once, tried and bound by kube-scheduler (to the node left free). Members
@@ -90,10 +90,10 @@ def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_free
         assert gates(p) == [GATE] and not p["spec"].get("nodeName")
         (cond,) = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
         assert cond["reason"] == "SchedulingGated", cond  # never tried: nothing written
-    assert {m["state"] for m in gang(fresh_cluster, "default/wait")["members"]} == {"held"}
+    assert {m["state"] for m in gang(pooled_cluster, "default/wait")["members"]} == {"held"}
     # Held state lives in the pods: a killed extender comes back to the same gang.
-    localcluster.restart_component(fresh_cluster.dir, "extender", kill_signal=signal.SIGKILL)
-    until(lambda: gang(fresh_cluster, "default/wait").get("phase") == "waiting", what="relearnt")
+    localcluster.restart_component(pooled_cluster.dir, "extender", kill_signal=signal.SIGKILL)
+    until(lambda: gang(pooled_cluster, "default/wait").get("phase") == "waiting", what="relearnt")
     assert all(gates(p) == [GATE] for p in raw_pods(core, names).values())
     work.delete(blockers[:1])
     placed = work.wait(names, timeout=30)
@@ -101,9 +101,9 @@ def test_a_held_gang_without_room_waits_untried_across_a_restart_until_room_free
 
 
 def test_the_gate_of_a_pod_of_no_gang_is_lifted_and_other_gates_stay(
-    fresh_cluster: localcluster.ClusterInfo,
+    pooled_cluster: localcluster.ClusterInfo,
 ) -> None:
-    api = api_client(fresh_cluster.kubeconfig)
+    api = api_client(pooled_cluster.kubeconfig)
     core, work = client.CoreV1Api(api), Workload(api)
     work.create(pod_manifest("stray", requests={"cpu": "1"}, scheduling_gates=(GATE,)))
     both = pod_manifest("both", requests={"cpu": "1"}, scheduling_gates=("example.com/x", GATE))

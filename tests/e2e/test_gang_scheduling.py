@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,11 @@ from extender.esl.client import PolicyClient
 pytestmark = pytest.mark.e2e
 
 
-# Two clusters from the pool, one per approach, for all the module's tests: a test's pods are
-# deleted after it, and each leaves no resource or reservation behind, which each asserts.
-EXTENDER = {"nodes": 3, "mode": "extender", "scope": "every-pod", "node_cpu": "4"}
-PURE = {"nodes": 4, "mode": "pure", "node_cpu": "4"}
+# Two clusters from the pool (pooled_cluster), one per approach, for all the module's tests:
+# a test's pods are deleted after it, and each leaves no resource or reservation behind,
+# which each asserts.
+ON_EXTENDER = pytest.mark.cluster(nodes=3, mode="extender", scope="every-pod", node_cpu="4")
+ON_PURE = pytest.mark.cluster(nodes=4, mode="pure", node_cpu="4")
 RACK = "topology.kubernetes.io/rack"
 
 POKE = "test.escher.io/poked-after"  # an annotation touched so kube-scheduler retries a pod
@@ -77,11 +77,12 @@ class Recorder:
         return dict(longest)
 
 
+@ON_EXTENDER
 def test_extender_gangs_under_contention_are_all_or_nothing_and_never_deadlock(
-    extender_cluster: localcluster.ClusterInfo,
+    pooled_cluster: localcluster.ClusterInfo,
 ) -> None:
-    work = Workload(api_client(extender_cluster.kubeconfig))
-    core = k8s.CoreV1Api(api_client(extender_cluster.kubeconfig))
+    work = Workload(api_client(pooled_cluster.kubeconfig))
+    core = k8s.CoreV1Api(api_client(pooled_cluster.kubeconfig))
     rec = Recorder(work)
     try:
         # Three gangs of 4 x 2 cpu on 12 cpu: any one fits, no two at once.
@@ -111,12 +112,12 @@ def test_extender_gangs_under_contention_are_all_or_nothing_and_never_deadlock(
             # and finds it unschedulable.
             others = [n for o, names in gangs.items() if o not in done and o != g for n in names]
             pending = len(others)
-            want = scheduling_attempts(extender_cluster, "unschedulable") + pending
+            want = scheduling_attempts(pooled_cluster, "unschedulable") + pending
             for n in others:
                 core.patch_namespaced_pod(n, "default", {"metadata": {"annotations": {POKE: g}}})
             started = time.monotonic()
             until(
-                lambda want=want: scheduling_attempts(extender_cluster, "unschedulable") >= want,
+                lambda want=want: scheduling_attempts(pooled_cluster, "unschedulable") >= want,
                 f"kube-scheduler trying the {pending} members of the other gangs again",
             )
             print(f"\nthe others tried again within {time.monotonic() - started:.1f}s")
@@ -135,11 +136,12 @@ def test_extender_gangs_under_contention_are_all_or_nothing_and_never_deadlock(
     assert stretches and max(stretches.values()) < 1.0, stretches
 
 
+@ON_EXTENDER
 def test_extender_releases_expired_reservations(
-    extender_cluster: localcluster.ClusterInfo,
+    pooled_cluster: localcluster.ClusterInfo,
 ) -> None:
-    assert extender_cluster.extender_url and extender_cluster.token
-    work = Workload(api_client(extender_cluster.kubeconfig))
+    assert pooled_cluster.extender_url and pooled_cluster.token
+    work = Workload(api_client(pooled_cluster.kubeconfig))
     work.create(member("x", 0, 2, "1", timeout=3))
     # x-0 is seen and waits for its gang; then it goes away before x-1 arrives, so the
     # reservation made when x-1 arrives can never complete.
@@ -150,8 +152,8 @@ def test_extender_releases_expired_reservations(
     work.delete(["x-0"])
     work.create(member("x", 1, 2, "1", timeout=3))
     policy = httpx.Client(
-        base_url=extender_cluster.extender_url,
-        headers={"Authorization": f"Bearer {extender_cluster.token}"},
+        base_url=pooled_cluster.extender_url,
+        headers={"Authorization": f"Bearer {pooled_cluster.token}"},
     )
     deadline = time.monotonic() + 60
     while True:
@@ -163,45 +165,16 @@ def test_extender_releases_expired_reservations(
     assert gang["reservations"] >= 1
     assert not any(m["state"] == "bound" for m in gang["members"])
     # nothing is held any more: the cpu is free on every node
-    state = PolicyClient(extender_cluster.extender_url, extender_cluster.token).cluster_state()
+    state = PolicyClient(pooled_cluster.extender_url, pooled_cluster.token).cluster_state()
     assert all(res["cpu"].allocated == 0 for res in state.nodes.values())
     assert work.placements(["x-1"])["x-1"].node is None
 
 
-def _no_pods(info: localcluster.ClusterInfo) -> bool:
-    return not Workload(api_client(info.kubeconfig)).core.list_namespaced_pod("default").items
-
-
-def _pooled(
-    pool: Callable[..., localcluster.ClusterInfo], spec: dict[str, Any]
-) -> Iterator[localcluster.ClusterInfo]:
-    info = pool(spec, _no_pods)
-    yield info
-    Workload(api_client(info.kubeconfig)).core.delete_collection_namespaced_pod(
-        "default", grace_period_seconds=0
-    )
-
-
-@pytest.fixture
-def extender_cluster(
-    cluster_pool: Callable[..., localcluster.ClusterInfo],
-) -> Iterator[localcluster.ClusterInfo]:
-    """The extender's cluster, every pod sent every exchange."""
-    yield from _pooled(cluster_pool, EXTENDER)
-
-
-@pytest.fixture
-def pure_cluster(
-    cluster_pool: Callable[..., localcluster.ClusterInfo],
-) -> Iterator[localcluster.ClusterInfo]:
-    """The pure approach's cluster."""
-    yield from _pooled(cluster_pool, PURE)
-
-
+@ON_PURE
 def test_pure_gang_that_cannot_complete_is_rolled_back_leaving_nothing(
-    pure_cluster: localcluster.ClusterInfo,
+    pooled_cluster: localcluster.ClusterInfo,
 ) -> None:
-    info = pure_cluster
+    info = pooled_cluster
     assert info.extender_url and info.token
     work = Workload(api_client(info.kubeconfig))
     events: list[str] = []
@@ -227,11 +200,12 @@ def test_pure_gang_that_cannot_complete_is_rolled_back_leaving_nothing(
     assert leftovers == {}  # every attempt's pods were deleted
 
 
+@ON_PURE
 @pytest.mark.parametrize("placeholders", [False, True], ids=["plan", "placeholders"])
 def test_pure_gang_completes_and_removes_its_resource(
-    pure_cluster: localcluster.ClusterInfo, placeholders: bool
+    pooled_cluster: localcluster.ClusterInfo, placeholders: bool
 ) -> None:
-    info = pure_cluster
+    info = pooled_cluster
     assert info.extender_url and info.token
     work = Workload(api_client(info.kubeconfig))
     with PolicyClient(info.extender_url, info.token) as policy:
@@ -246,10 +220,11 @@ def test_pure_gang_completes_and_removes_its_resource(
         assert work.node_resources(node, "escher.io/") == {"capacity": {}, "allocatable": {}}
 
 
+@ON_PURE
 def test_pure_gang_with_a_required_rack_lands_in_one_rack(
-    pure_cluster: localcluster.ClusterInfo,
+    pooled_cluster: localcluster.ClusterInfo,
 ) -> None:
-    info = pure_cluster
+    info = pooled_cluster
     assert info.extender_url and info.token
     api = api_client(info.kubeconfig)
     racks = {n: f"r{i // 2}" for i, n in enumerate(sorted(info.nodes))}
@@ -274,13 +249,14 @@ def test_pure_gang_with_a_required_rack_lands_in_one_rack(
             k8s.CoreV1Api(api).patch_node(node, {"metadata": {"labels": {RACK: None}}})
 
 
+@ON_EXTENDER
 def test_the_documented_example_gang_is_placed_whole(
-    extender_cluster: localcluster.ClusterInfo,
+    pooled_cluster: localcluster.ClusterInfo,
 ) -> None:
     import yaml
 
     doc = yaml.safe_load((Path(__file__).parents[2] / "docs/examples/gang.yaml").read_text())
-    work = Workload(api_client(extender_cluster.kubeconfig))
+    work = Workload(api_client(pooled_cluster.kubeconfig))
     for pod in doc["items"]:
         work.create(pod)
     names = [p["metadata"]["name"] for p in doc["items"]]
