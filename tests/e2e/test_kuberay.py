@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
-from operator_gangs import NS, OperatorGangs
+from operator_gangs import NS, WAIT, OperatorGangs
 
 from escher_harness import localcluster
 from escher_harness.localcluster import operators
@@ -175,7 +175,9 @@ def test_a_raycluster_scaled_up_and_down_after_it_was_bound_keeps_its_gang_of_cr
     for workers in (4, 1):
         ray.scale("scaled", workers)
         placed = until(
-            lambda w=workers: ray.bound_whole("scaled", w + 1), f"{workers} workers bound"
+            lambda w=workers: ray.bound_whole("scaled", w + 1),
+            f"{workers} workers bound",
+            timeout=WAIT,
         )
         gang = ray.gang("scaled")
         print(f"scaled to {workers} workers: gang {gang['phase']}, min {gang['min_members']}, "
