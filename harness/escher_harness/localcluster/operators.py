@@ -215,11 +215,14 @@ def start(
     *,
     gang_scheduler_name: str = GANG_SCHEDULER_NAME,
     kueue_frameworks: Sequence[str] = KUEUE_FRAMEWORKS,
+    client_budget: tuple[float, int] | None = None,
     timeout: float = 90.0,
     env: Mapping[str, str] = os.environ,
 ) -> Operators:
     """Start `names` (of OPERATORS, in that order whatever the order given) on the cluster
-    `info`; on any failure, stop what was started and raise ClusterError."""
+    `info`; on any failure, stop what was started and raise ClusterError. `client_budget`,
+    (qps, burst), is Kueue's and the job controller's API client budget (None: their own
+    defaults, 20/30 and 20/30), so that a benchmark gives them the schedulers' budget."""
     unknown = sorted(set(names) - set(OPERATORS))
     if unknown:
         raise ClusterError(f"unknown operator(s) {', '.join(unknown)}: known are {OPERATORS}")
@@ -242,10 +245,13 @@ def start(
         kueue_url = f"https://127.0.0.1:{ops.ports.get('kueue-webhook')}"
         conversion = _conversion(kueue_url, pki) if pki is not None else None
         _install(info.kubeconfig, wanted, env, deadline, conversion, training)
-        ops.records.append(_job_controller(info, cdir, env))
+        ops.records.append(_job_controller(info, cdir, env, client_budget))
         # All started before any is waited for: each takes seconds to sync its informers.
         for name in wanted:
-            run = _Launch(name, info, cdir, work / name, ops, pki, training, env, kueue_frameworks)
+            run = _Launch(
+                name, info, cdir, work / name, ops, pki, training, env, kueue_frameworks,
+                client_budget,
+            )  # fmt: skip
             ops.launchers[name] = functools.partial(_LAUNCHERS[name], run)
             ops.records.append(ops.launchers[name]())
         for record in ops.records:
@@ -278,6 +284,7 @@ class _Launch:
     training: _TrainingCerts | None
     env: Mapping[str, str]
     kueue_frameworks: Sequence[str]
+    client_budget: tuple[float, int] | None
 
     def port(self, kind: str) -> int:
         return self.ops.ports[f"{self.name}-{kind}"]
@@ -350,6 +357,9 @@ def _kueue(run: _Launch) -> ProcessRecord:
         "internalCertManagement": {"enable": False},
         "integrations": {"frameworks": list(run.kueue_frameworks)},
     }
+    if run.client_budget is not None:
+        qps, burst = run.client_budget
+        configuration["clientConnection"] = {"qps": qps, "burst": burst}
     config_file = run.work / "config.yaml"
     config_file.write_text(yaml.safe_dump(configuration, sort_keys=False))
     return run.spawn(
@@ -415,7 +425,12 @@ def _training_certs(d: Path) -> _TrainingCerts:
     return certs
 
 
-def _job_controller(info: ClusterLike, cdir: ClusterDir, env: Mapping[str, str]) -> ProcessRecord:
+def _job_controller(
+    info: ClusterLike,
+    cdir: ClusterDir,
+    env: Mapping[str, str],
+    client_budget: tuple[float, int] | None,
+) -> ProcessRecord:
     controllers = ["job-controller"]
     if not any(p.name == "kube-controller-manager" for p in info.processes):
         controllers.append("garbage-collector-controller")
@@ -432,6 +447,11 @@ def _job_controller(info: ClusterLike, cdir: ClusterDir, env: Mapping[str, str])
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
             "--secure-port=0",
+            *(
+                [f"--kube-api-qps={client_budget[0]}", f"--kube-api-burst={client_budget[1]}"]
+                if client_budget
+                else []
+            ),
         ],
         log=cdir.log(name),
         port=0,

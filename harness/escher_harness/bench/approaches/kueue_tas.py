@@ -123,7 +123,16 @@ class KueueTas(Approach):
 
     def started(self, info: localcluster.ClusterInfo, footing: Footing) -> localcluster.ClusterInfo:
         # Only the batch/job integration: Kueue's webhooks see no other kind.
-        ops = operators.start(["kueue"], info, kueue_frameworks=("batch/job",), timeout=600)
+        ops = operators.start(
+            ["kueue"],
+            info,
+            kueue_frameworks=("batch/job",),
+            # The schedulers' API budget: no token bucket of Kueue's or the job controller's
+            # (20 qps by default, a pod's creation and its gate's lifting each a write)
+            # decides a result.
+            client_budget=(footing.client_qps, footing.client_burst),
+            timeout=600,
+        )
         info = adopt(info.dir, ops.records)  # `down` stops them with the cluster
         with api_client(info.kubeconfig) as api:
             custom = client.CustomObjectsApi(api)
