@@ -1,8 +1,10 @@
 """bench paper's experiments at a tiny size on the real control plane, their figures
 checked against the cluster: E7 times every resource it creates and each waiting pod is
 bound on its resource's node, kube-scheduler counting one scheduled pod per resource; E8
-counts every pod bound and Succeeded, as kube-scheduler does; both leave no resource and no
-pod behind. (The sizes of the paper are the benchmark's: `escher-extender bench paper`.)"""
+counts every pod bound and Succeeded, as kube-scheduler does; E1's job puts every task on
+its chunk's node through its data resource and each runs the model's time; all leave no
+resource and no pod behind. (The sizes of the paper are the benchmark's: `escher-extender
+bench paper`.)"""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from escher_harness import localcluster
-from escher_harness.bench.paper import e7_creation, e8_makespan
+from escher_harness.bench.paper import e1_locality, e7_creation, e8_makespan
 from escher_harness.bench.paper.context import LABEL, Context
 from escher_harness.kubeclient import api_client
 from escher_harness.waits import scheduling_attempts
@@ -64,3 +66,15 @@ def test_e8_counts_every_pod_bound_and_succeeded(
     assert scheduling_attempts(cluster, "scheduled") - before == PODS
     assert r["makespan_s"] >= r["last_bound_s"] > 0
     assert _left(ctx, "e8-") == ([], [])
+
+
+def test_e1_places_each_task_on_its_chunks_node_and_runs_it_the_models_time(
+    cluster: localcluster.ClusterInfo, ctx: Context
+) -> None:
+    before = scheduling_attempts(cluster, "scheduled")
+    r = e1_locality.job(ctx, "pure", len(cluster.nodes), 0.01)
+    assert (r["tasks_succeeded"], r["local_share"]) == (len(cluster.nodes), 1.0)
+    assert scheduling_attempts(cluster, "scheduled") - before == len(cluster.nodes)
+    # kwok ran each task the model's time, from its bind: no makespan below it
+    assert r["makespan_s"] >= e1_locality.MODEL.kwok_seconds(0.01, local=True)
+    assert _left(ctx, "e1-") == ([], [])

@@ -214,7 +214,9 @@ def _own(
         doc["runs"].append(record)
         started = time.monotonic()
         try:
-            record.update(own.run(cfg, approach, rep, which))
+            with environment.LoadSampler() as load:
+                record.update(own.run(cfg, approach, rep, which))
+            record["load_average"] = load.summary()
         except (*_FAILED, localcluster.ClusterError) as e:  # say so, and go on
             record["error"] = str(e)[:2000]
             say(f"rep {rep} {name} {approach} failed: {e}")
