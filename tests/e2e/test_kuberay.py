@@ -120,7 +120,7 @@ def kuberay_built() -> None:
 @pytest.fixture(scope="module")
 def ray(kuberay_built: None, cluster: localcluster.ClusterInfo) -> Iterator[Ray]:
     """KubeRay, started once for the module beside the cluster, and the test's hands."""
-    ops = operators.start(["kuberay"], cluster)
+    ops = operators.start(["kuberay"], cluster, timeout=600)  # generous, for a loaded machine
     try:
         yield Ray(cluster)
     finally:

@@ -52,7 +52,9 @@ def built() -> list[str]:
 @pytest.fixture(scope="module")
 def running(built: list[str], cluster: localcluster.ClusterInfo) -> Iterator[operators.Operators]:
     """Every operator that is built, started once for the module."""
-    ops = operators.start(built, cluster)
+    # A generous start: at a load of 20 on 2 cores the apiserver took over 90 s to publish
+    # KubeRay's megabyte CRDs (2026-11-29).
+    ops = operators.start(built, cluster, timeout=600)
     try:
         yield ops
     finally:
