@@ -28,8 +28,12 @@ class Lifter:
         gate: str,
         metrics: Metrics,
         may_write: Callable[[], bool],
-        limit: int = 1024,
+        limit: int = 64,
     ) -> None:
+        # At most the API client's connections (64) in flight: a lift waiting for one counts
+        # against its 30 s, and with 1,024 in flight, a gang of 10,000 let through at once on
+        # a loaded API server had 1,435 lifts time out so (issue 61). The gate names the
+        # rest at its next turns, as lifts end.
         self._gate = gate
         self._condition = f"{gate.partition('/')[0]}/GangHeld"
         self._patches = PodPatches(api, metrics.gang_lifts, may_write, limit)
