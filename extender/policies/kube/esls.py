@@ -107,8 +107,9 @@ class ESLs(Reconciler[o.ESLObject]):
         if self._running(obj) is None:
             await self._start(obj)
 
-    async def _start(self, obj: o.ESLObject) -> Applied:
-        """Create the instance, or resume it from the status a previous leader wrote."""
+    async def _start(self, obj: o.ESLObject, answering: bool = False) -> Applied:
+        """Create the instance, or resume it from the status a previous leader wrote. While
+        `answering` a caller, its status writes are bounded (_status)."""
         state = obj.status.state
         params = obj.spec.params
         if isinstance(params, dict) and "name" not in params:
@@ -122,12 +123,12 @@ class ESLs(Reconciler[o.ESLObject]):
                 state,
             )
         except (ESLError, CoreError) as e:
-            await self._write_status(obj, None, _refused(e))
+            await self._status(obj, None, answering, _refused(e))
             raise
         if state is not None:
             await self._drop_strays(obj, applied.instance)
             log.info("ESL resumed", extra={"esl": applied.instance.id})
-        await self._write_status(obj, applied.instance)
+        await self._status(obj, applied.instance, answering)
         return applied
 
     async def _drop_strays(self, obj: o.ESLObject, inst: Instance) -> None:
@@ -229,16 +230,36 @@ class ESLs(Reconciler[o.ESLObject]):
             return
         inst = self._running(obj)
         if inst is not None:
-            try:
-                await self._write_status(obj, inst)
-            except ApiError as e:
-                log.warning("ESL status not written", extra={"esl": name, "error": str(e)})
+            await self._status(obj, inst, answering=True)
+
+    async def _status(
+        self,
+        obj: o.ESLObject,
+        inst: Instance | None,
+        answering: bool,
+        conds: dict[str, tuple[bool, str, str]] | None = None,
+    ) -> None:
+        """The status written; while answering a caller, within WRITE_SECONDS, and left to
+        the reconcile loop if the API server does not take it (the ESL is applied: a paused
+        API server must not turn its answer into an error after the client's timeout)."""
+        if not answering:
+            await self._write_status(obj, inst, conds)
+            return
+        try:
+            await self._write_status(obj, inst, conds, timeout=WRITE_SECONDS)
+        except ApiError as e:
+            log.warning(
+                "ESL status not written; the reconcile loop writes it",
+                extra={"esl": obj.metadata.name, "error": str(e)},
+            )
+            self.queue(obj.metadata.name)
 
     async def _write_status(
         self,
         obj: o.ESLObject,
         inst: Instance | None,
         conds: dict[str, tuple[bool, str, str]] | None = None,
+        timeout: float | None = None,
     ) -> None:
         gen = obj.metadata.generation
         status: dict[str, Any] = {"observedGeneration": gen}
@@ -252,7 +273,7 @@ class ESLs(Reconciler[o.ESLObject]):
         else:
             status["state"] = obj.status.state  # a failed resume keeps what it may resume from
         status["conditions"] = o.conditions(obj.status.conditions, gen, conds or {})
-        await self.put_status(obj.metadata.name, status)
+        await self.put_status(obj.metadata.name, status, timeout)
 
     # ---- the façade: /v1/esl ------------------------------------------------------------------
 
@@ -286,7 +307,7 @@ class ESLs(Reconciler[o.ESLObject]):
             obj = self.decode.decode(raw)
             self.remember(obj)
             try:
-                return await self._start(obj)
+                return await self._start(obj, answering=True)
             except (ESLError, CoreError):
                 await self._forget(obj)
                 raise

@@ -22,6 +22,7 @@ from extender.esl.errors import InstanceExists, NoRoom
 from extender.esl.registry import Instances
 from extender.metrics import Metrics
 from extender.policies.api import ResourceSpec
+from extender.policies.kube import esls
 from extender.policies.kube.objectstore import ObjectStore
 
 D = "escher.io"
@@ -414,5 +415,41 @@ def test_a_status_the_api_server_drops_leaves_the_answer_to_the_nodes(tmp_path: 
                 return obj is not None and obj.get("status", {}).get("observedGeneration") == 1
 
             await until(written)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("call", ["create", "signal"])
+def test_an_esl_status_the_api_server_holds_leaves_the_answer_to_the_esl(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    # As for resources: the ESL is applied and its object written; only its status write
+    # hangs (an API server paused right then). The caller gets the ESL's answer within the
+    # write bound, not an error after the client's 30 s, and the reconcile loop writes the
+    # status once the API server answers again.
+    monkeypatch.setattr(esls, "WRITE_SECONDS", 0.2)
+    status = f"/apis/{D}/v1alpha1/esls/etl/status"
+
+    async def scenario() -> None:
+        async with running(tmp_path) as s:
+            body = {"name": "etl", "stages": ["x", "y"]}
+            opened = ["x"]
+            if call == "signal":
+                await s.store.create_esl("sequencing", body)
+                opened = ["x", "y"]
+            paused = s.cluster.hold[status] = asyncio.Event()
+            async with asyncio.timeout(10):  # well below the client's 30 s
+                if call == "signal":
+                    await s.store.signal_esl("sequencing-etl", "x")
+                else:
+                    await s.store.create_esl("sequencing", body)
+            assert s.on_nodes(f"seq-etl-{opened[-1]}")
+            paused.set()
+
+            def written() -> bool:
+                state = (s.esl("etl") or {}).get("status", {}).get("state") or {}
+                return bool(state.get("opened") == opened)
+
+            await until(written, timeout=10)
 
     asyncio.run(scenario())
