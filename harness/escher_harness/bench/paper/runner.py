@@ -75,8 +75,9 @@ class Config:
 
 
 def quick() -> Config:
-    """Every experiment small, once per mode. Sized for 10 minutes for the three modes, which
-    it missed on the shared machine under load 30-44 (pure alone took 14: docs/paper.md)."""
+    """Every experiment small, once per mode or approach. E6, E1/E2 and E3 together took
+    9 min 36 s at load 6-13; E7-E9's part missed its 10 minutes on the shared machine under
+    load 30-44 (pure alone took 14: docs/paper.md)."""
     return Config(
         repeat=1,
         e7_sizes=e7_creation.QUICK_SIZES,
