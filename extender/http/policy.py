@@ -32,6 +32,19 @@ from extender.policies.api import (
 _JSON = "application/json"
 
 
+# The client's precondition on a PUT or DELETE: the object as it read it.
+ResourceVersion = Annotated[
+    str | None,
+    Query(
+        alias="resourceVersion",
+        pattern=r"^[0-9]{1,20}$",
+        description="Change only the resource's EphemeralResource object at this "
+        "resourceVersion (as read with kubectl): 409 if another writer changed it since, "
+        "nothing changed. Only where policies are kept as objects.",
+    ),
+]
+
+
 def router(rt: Runtime) -> APIRouter:
     r = APIRouter(
         prefix="/v1",
@@ -60,16 +73,7 @@ def _set_resource(r: APIRouter, rt: Runtime) -> None:
         name: str,
         spec: ResourceSpec,
         response: Response,
-        resource_version: Annotated[
-            str | None,
-            Query(
-                alias="resourceVersion",
-                pattern=r"^[0-9]{1,20}$",
-                description="Apply only over the resource's EphemeralResource object at this "
-                "resourceVersion (as read with kubectl): 409 if another writer changed it "
-                "since, nothing changed. Only where policies are kept as objects.",
-            ),
-        ] = None,
+        resource_version: ResourceVersion = None,
     ) -> SetResourceResult:
         """ESCHER's set_resource: create, resize or (capacity 0) remove an ephemeral resource
         on a node, the nodes with these labels, the nodes whose available resources cover a
@@ -104,11 +108,12 @@ def _delete_resource(r: APIRouter, rt: Runtime) -> None:
             bool,
             Query(description="Remove it even while pods hold it (they keep running)."),
         ] = False,
+        resource_version: ResourceVersion = None,
     ) -> DeleteResourceResult:
         """Remove an ephemeral resource from every node. Refused (409) while pods hold it,
         unless `force`: then the holders keep running, as with any extended resource removed
         from a node, and new pods can no longer request it."""
-        result = await rt.store.delete_resource(name, force)
+        result = await rt.store.delete_resource(name, force, resource_version)
         response.status_code = settled(rt, result.durable)
         return result
 

@@ -38,7 +38,12 @@ class PolicyStore(Protocol):
         moved on)."""
         ...
 
-    async def delete_resource(self, name: str, force: bool) -> DeleteResourceResult: ...
+    async def delete_resource(
+        self, name: str, force: bool, resource_version: str | None = None
+    ) -> DeleteResourceResult:
+        """Remove it from every node; with `resource_version`, only the policy's object at
+        that version (Conflict if it moved on)."""
+        ...
 
     async def create_esl(self, kind: str, body: Any) -> Applied: ...
 
@@ -65,19 +70,17 @@ class MemoryStore:
     async def set_resource(
         self, name: str, spec: ResourceSpec, resource_version: str | None = None
     ) -> SetResourceResult:
-        if resource_version is not None:
-            raise InvalidValue(
-                "resourceVersion is a precondition on the policy's EphemeralResource object: "
-                "policies are not kept as objects here (policy_objects off, or standalone)",
-                "resourceVersion",
-            )
+        _no_objects(resource_version)
         full, capacity, version = await run_in_threadpool(
             policy.set_resource, self.ledger, self.domain, name, spec, self._learn
         )
         durable = await self._wait(version, list(capacity))
         return SetResourceResult(resource=full, nodes=capacity, version=version, durable=durable)
 
-    async def delete_resource(self, name: str, force: bool) -> DeleteResourceResult:
+    async def delete_resource(
+        self, name: str, force: bool, resource_version: str | None = None
+    ) -> DeleteResourceResult:
+        _no_objects(resource_version)
         full, nodes, version = await run_in_threadpool(
             policy.delete_resource, self.ledger, self.domain, name, force
         )
@@ -96,3 +99,12 @@ class MemoryStore:
 
     async def delete_esl(self, iid: str) -> Applied:
         return await run_in_threadpool(self.esls.delete, iid)
+
+
+def _no_objects(resource_version: str | None) -> None:
+    if resource_version is not None:
+        raise InvalidValue(
+            "resourceVersion is a precondition on the policy's EphemeralResource object: "
+            "policies are not kept as objects here (policy_objects off, or standalone)",
+            "resourceVersion",
+        )

@@ -4,9 +4,10 @@ only (issue 58, item 8).
 
 The conflict is the API server's own, made deterministic by the precondition that
 `PUT /v1/resources/{name}?resourceVersion=N` passes on to it (the object's merge patch is
-sent at version N): two clients that read the same version and both write, or a client
-whose read another writer (kubectl, here its client library) overtook before its write,
-meet the API server's "the object has been modified" whatever the timing.
+sent at version N; a DELETE's, as its precondition): two clients that read the same version
+and both write, or a client whose read another writer (kubectl, here its client library)
+overtook before its write, meet the API server's "the object has been modified" whatever
+the timing.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def assert_lost_clearly(r: httpx.Response, name: str, rv: str) -> None:
     for words in (
         f"resource {name} was changed by another writer",
         f"resourceVersion {rv}",
-        "the object has been modified",
+        "Operation cannot be fulfilled",  # the API server's own conflict
         "nothing was changed",
     ):
         assert words in body["error"], body["error"]
@@ -140,3 +141,26 @@ def test_a_version_with_no_object_is_a_409_and_makes_none(
     assert everywhere(cluster, "never-made") == {
         (f"{w} {n}", "-") for w in ("node", "ledger") for n in cluster.nodes
     }
+
+
+def test_a_delete_overtaken_by_a_write_gets_409_and_the_write_stays(
+    cluster: localcluster.ClusterInfo,
+) -> None:
+    # DELETE takes the same precondition: a client that read the object and deletes it
+    # removes nothing if another writer changed it since.
+    assert put(cluster, "kept", 2).status_code == 200
+    rv = read(cluster, "kept")["metadata"]["resourceVersion"]
+    assert put(cluster, "kept", 5).status_code == 200  # another writer, after the read
+    headers = {"Authorization": f"Bearer {cluster.token}"}
+    url = f"{cluster.extender_url}/v1/resources/kept"
+    lost = httpx.delete(url, params={"resourceVersion": rv}, headers=headers, timeout=60)
+    assert_lost_clearly(lost, "kept", rv)
+    assert read(cluster, "kept")["spec"]["capacity"] == 5
+    assert everywhere(cluster, "kept") == only(cluster, 5)
+    # At the version read now, it goes.
+    fresh = read(cluster, "kept")["metadata"]["resourceVersion"]
+    gone = httpx.delete(url, params={"resourceVersion": fresh}, headers=headers, timeout=60)
+    assert gone.status_code == 200, gone.text
+    until(lambda: everywhere(cluster, "kept") == {
+        (f"{w} {n}", "-") for w in ("node", "ledger") for n in cluster.nodes
+    }, "the resource gone from every node")  # fmt: skip

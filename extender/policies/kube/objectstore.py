@@ -135,8 +135,10 @@ class ObjectStore:
     ) -> SetResourceResult:
         return await self.resources.put(name, spec, resource_version)
 
-    async def delete_resource(self, name: str, force: bool) -> DeleteResourceResult:
-        return await self.resources.remove(name, force)
+    async def delete_resource(
+        self, name: str, force: bool, resource_version: str | None = None
+    ) -> DeleteResourceResult:
+        return await self.resources.remove(name, force, resource_version)
 
     async def create_esl(self, kind: str, body: Any) -> Applied:
         return await self.esls.create(kind, body)

@@ -43,6 +43,17 @@ from extender.policies.store import WaitDurable
 log = logging.getLogger(__name__)
 
 
+def _check_exists(cur: o.ResourceObject | None, name: str, resource_version: str | None) -> None:
+    """A client's precondition on an object there is none of: a clear 409, nothing done."""
+    if resource_version is not None and cur is None:
+        raise Conflict(
+            f"resource {name} has no EphemeralResource object (resourceVersion "
+            f"{resource_version} was asked): it was deleted meanwhile, or not made yet; "
+            "nothing was changed: read it and retry",
+            "resourceVersion",
+        )
+
+
 def unavailable(e: ApiError, what: str) -> Unavailable:
     if e.status == 0:
         # Unanswered: a paused API server may still take the write when it resumes, and
@@ -280,13 +291,7 @@ class Resources(Reconciler[o.ResourceObject]):
         async with self.locks.hold(name):
             cur = self.cache.get(name)
             self._writable(cur, name)
-            if resource_version is not None and cur is None:
-                raise Conflict(
-                    f"resource {name} has no EphemeralResource object (resourceVersion "
-                    f"{resource_version} was asked): it was deleted meanwhile, or not made "
-                    "yet; nothing was changed: read it and retry",
-                    "resourceVersion",
-                )
+            _check_exists(cur, name, resource_version)
             based_on = resource_version or (cur.metadata.resource_version if cur else "")
             # Refusals the ledger can tell now are answered before anything is written.
             await asyncio.to_thread(policy.check_resource, self.ledger, self.domain, name, spec)
@@ -322,10 +327,15 @@ class Resources(Reconciler[o.ResourceObject]):
                 await self._undo(obj, cur)
                 raise
 
-    async def remove(self, name: str, force: bool) -> DeleteResourceResult:
+    async def remove(
+        self, name: str, force: bool, resource_version: str | None = None
+    ) -> DeleteResourceResult:
+        """Delete the object and remove the resource. With `resource_version`, the object is
+        deleted only at that version (the API server's precondition, as for put)."""
         names.check_short_name(name)
         async with self.locks.hold(name):
             cur = self.cache.get(name)
+            _check_exists(cur, name, resource_version)
             if cur is None:
                 # Not an object (a name no object can have, or one deleted meanwhile): the
                 # ledger alone, as the in-memory store does.
@@ -337,17 +347,16 @@ class Resources(Reconciler[o.ResourceObject]):
             self._writable(cur, name, deleting_ok=True)
             if not force:
                 await asyncio.to_thread(policy.check_unheld, self.ledger, self.domain, name)
+            based_on = resource_version or cur.metadata.resource_version
             try:
                 raw = await self.api.request(
                     "DELETE",
                     f"{self.path}/{name}",
-                    body=msgspec.json.encode(
-                        {"preconditions": {"resourceVersion": cur.metadata.resource_version}}
-                    ),
+                    body=msgspec.json.encode({"preconditions": {"resourceVersion": based_on}}),
                 )
             except ApiError as e:
                 if e.status != 404:
-                    raise self._refused(e, name, cur.metadata.resource_version) from None
+                    raise self._refused(e, name, based_on) from None
                 raw = b""
             obj = _decoded(self.decode, raw)
             if obj is not None and obj.metadata.deletion_timestamp is not None:

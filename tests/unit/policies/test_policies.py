@@ -261,6 +261,24 @@ def test_a_write_over_a_newer_version_is_a_clear_409_and_changes_nothing(tmp_pat
     asyncio.run(scenario())
 
 
+def test_a_delete_at_an_older_version_is_a_clear_409_and_removes_nothing(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as s:
+            await s.store.set_resource("r", ResourceSpec(capacity=2, node="n0"))
+            read = (s.resource("r") or {})["metadata"]["resourceVersion"]
+            await s.store.set_resource("r", ResourceSpec(capacity=3, node="n0"))
+            with pytest.raises(Conflict, match=f"resourceVersion {read}"):
+                await s.store.delete_resource("r", force=False, resource_version=read)
+            assert s.on_nodes("r") == {"n0": 3} and s.resource("r") is not None
+            with pytest.raises(Conflict, match="has no EphemeralResource object"):
+                await s.store.delete_resource("absent", force=False, resource_version="1")
+            now = (s.resource("r") or {})["metadata"]["resourceVersion"]
+            await s.store.delete_resource("r", force=False, resource_version=now)
+            assert s.on_nodes("r") == {}
+
+    asyncio.run(scenario())
+
+
 def test_an_esl_owns_its_resource_objects_and_its_deletion_removes_them(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running(tmp_path) as s:
