@@ -20,7 +20,7 @@ from typing import Any, cast
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from escher_harness.listwatch import list_then_watch
+from escher_harness.listwatch import list_then_watch, list_then_watch_raw
 from escher_harness.localcluster.kwok import RUN_TIME_ANNOTATION, format_run_time
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -98,6 +98,14 @@ class Progress:
     phases: dict[str, float] = field(default_factory=dict)
 
 
+def _placement(pod: Mapping[str, Any]) -> Placement:
+    reason = ""
+    for c in pod.get("status", {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            reason = c.get("message") or c.get("reason") or ""
+    return Placement(pod["metadata"]["name"], pod["spec"].get("nodeName"), reason)
+
+
 @dataclass(frozen=True)
 class PodChange:
     t: float  # wall clock
@@ -138,18 +146,12 @@ class Workload:
 
     def placements(self, names: Iterable[str]) -> dict[str, Placement]:
         wanted = set(names)
-        out: dict[str, Placement] = {}
         raw: Any = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
-        for p in json.loads(raw.data)["items"]:
-            name = p["metadata"]["name"]
-            if name not in wanted:
-                continue
-            reason = ""
-            for c in p.get("status", {}).get("conditions") or []:
-                if c.get("type") == "PodScheduled" and c.get("status") == "False":
-                    reason = c.get("message") or c.get("reason") or ""
-            out[name] = Placement(name, p["spec"].get("nodeName"), reason)
-        return out
+        return {
+            p["metadata"]["name"]: _placement(p)
+            for p in json.loads(raw.data)["items"]
+            if p["metadata"]["name"] in wanted
+        }
 
     def wait(
         self,
@@ -158,25 +160,41 @@ class Workload:
         bound: int | None = None,
         settle: float = 0.0,
     ) -> dict[str, Placement]:
-        """Poll until `bound` of `names` (default: all) are placed, or `timeout`.
+        """Watch until `bound` of `names` (default: all) are placed, or `timeout`; return
+        where each of `names` that exists is.
 
         With `settle`, keep watching that long after reaching the target, so pods that must
         NOT be placed get the chance to be placed wrongly (and caught).
         """
-        names = list(names)
-        target = len(names) if bound is None else bound
+        wanted = set(names)
+        target = len(wanted) if bound is None else bound
         deadline = time.monotonic() + timeout
-        reached: float | None = None
-        while True:
-            now = self.placements(names)
-            done = sum(1 for p in now.values() if p.node)
-            if done >= target and reached is None:
-                reached = time.monotonic()
-            if reached is not None and time.monotonic() - reached >= settle:
-                return now
-            if time.monotonic() > deadline:
-                return now
-            time.sleep(0.1)
+        now: dict[str, Placement] = {}
+        placed: set[str] = set()
+        reached: list[float] = []  # when the target was first reached
+
+        def seen(pod: dict[str, Any], deleted: bool) -> None:
+            name = pod["metadata"]["name"]
+            if name not in wanted:
+                return
+            if deleted:
+                now.pop(name, None)
+                placed.discard(name)
+            else:
+                now[name] = _placement(pod)
+                if now[name].node:
+                    placed.add(name)
+            if not reached and len(placed) >= target:
+                reached.append(time.monotonic())
+
+        list_then_watch_raw(
+            self.core.list_namespaced_pod,
+            self.namespace,
+            seen=seen,
+            done=lambda: bool(reached) and time.monotonic() - reached[0] >= settle,
+            until=lambda: min(deadline, reached[0] + settle) if reached else deadline,
+        )
+        return now
 
     def nodes(self, names: Sequence[str]) -> dict[str, str | None]:
         """Where each of `names` is bound (None: pending or gone)."""
