@@ -73,16 +73,26 @@ fuzz: $(STAMP)
 	ESCHER_FUZZ_EXAMPLES=$${ESCHER_FUZZ_EXAMPLES:-200} ESCHER_FUZZ_RUNS=$${ESCHER_FUZZ_RUNS:-500} \
 	$(BIN)/pytest tests/fuzz
 
-# Two phases: every test but the timing-sensitive ones on $(WORKERS) parallel workers (a file
-# per worker at a time, so module clusters are not duplicated; most e2e time is waiting on
-# the clusters), then those (marker `serial`) alone. Both run whatever the first gave; the
-# 20 slowest tests of both are printed at the end.
+# Two runs at once, then one: the timing-bounded tests (marker `serial`: failover leases,
+# bursts) one after another at normal priority, beside every other test on $(WORKERS)
+# parallel workers (a file per worker at a time, so module clusters are not duplicated) at
+# the lowest CPU priority (nice 19, children included), so the serial tests get the cores
+# whenever they want them and the workers use what those leave (the serial run alone keeps
+# about one of two cores busy, the workers alone both); then the tests that measure a
+# latency ratio or need a core to themselves (marker `alone`), with nothing beside them.
+# The serial run's output follows the workers'; every run goes to the end whatever the
+# others gave, and the 20 slowest tests of all are printed last.
 WORKERS ?= 3
 test: $(STAMP) binaries peers tools lint
 	rm -rf .test-results
+	mkdir -p .test-results
 	rc=0; \
-	$(BIN)/pytest -n $(WORKERS) --dist loadfile -m "not serial" --junitxml=.test-results/parallel.xml || rc=$$?; \
-	$(BIN)/pytest -m serial --junitxml=.test-results/serial.xml || rc=$$?; \
+	$(BIN)/pytest -m serial --junitxml=.test-results/serial.xml >.test-results/serial.log 2>&1 & serial=$$!; \
+	nice -n 19 $(BIN)/pytest -n $(WORKERS) --dist loadfile -m "not serial and not alone" \
+		--junitxml=.test-results/parallel.xml || rc=$$?; \
+	wait $$serial || rc=$$?; \
+	cat .test-results/serial.log; \
+	$(BIN)/pytest -m alone --junitxml=.test-results/alone.xml || rc=$$?; \
 	$(BIN)/python hack/slowest-tests.py 20 .test-results/*.xml; \
 	exit $$rc
 

@@ -118,7 +118,7 @@ def test_a_worker_threads_cpu_is_not_counted_as_the_loops_work() -> None:
     assert sample(metrics, "escher_event_loop_held_max_seconds") < 0.05
 
 
-@pytest.mark.serial  # the work must end before the deadline: it needs a core to itself
+@pytest.mark.alone  # the work must end before the deadline: it needs a core to itself
 def test_work_done_before_the_timer_was_due_is_not_counted_as_holding_it() -> None:
     """A busy loop is not a late one: 150 ms of work done while the timer still had time,
     then 250 ms in which the thread does not run past the deadline, is a lag of which the

@@ -274,8 +274,10 @@ def etcd_command(binary: Path, *, data_dir: Path, client_port: int, peer_port: i
         # A throw-away cluster: durability buys nothing, fsync costs node-creation time.
         "--unsafe-no-fsync",
         # One member elects itself after an election timeout (1 s by default, the bulk of its
-        # start-up); with no peers there is no one to lose an election to, so shorten it.
-        "--heartbeat-interval=10",
+        # start-up); with no peers there is no one to lose an election to, so shorten it. The
+        # raft tick is the heartbeat: at 10 ms an idle etcd used 3.1% of a core, at 20 ms (the
+        # shortest the 100 ms timeout allows, 5 ticks) 2%; ready in 0.1 s either way.
+        "--heartbeat-interval=20",
         "--election-timeout=100",
     ]
 
